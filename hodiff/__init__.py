@@ -1,0 +1,47 @@
+"""hodiff: higher-order automatic differentiation on numpy and cupy.
+
+>>> import numpy as np, hodiff as hd, hodiff.functions as F
+>>> x = hd.Variable.from_array(np.array([1.0, 2.0]), need_grad=True)
+>>> y = F.sum(x ** 3)
+>>> (g,) = hd.grad(y, x)
+>>> g.d
+array([ 3., 12.])
+"""
+
+from hodiff import functions
+from hodiff.autograd import grad, iter_grads
+from hodiff.check import GradcheckError, GradcheckReport, gradcheck, gradgradcheck
+from hodiff.context import (
+    Context,
+    auto_forward,
+    context_scope,
+    get_auto_forward,
+    get_default_context,
+    no_grad,
+    set_auto_forward,
+    set_default_context,
+)
+from hodiff.function import Function
+from hodiff.variable import Variable
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Context",
+    "Function",
+    "GradcheckError",
+    "GradcheckReport",
+    "Variable",
+    "auto_forward",
+    "context_scope",
+    "functions",
+    "get_auto_forward",
+    "get_default_context",
+    "grad",
+    "gradcheck",
+    "gradgradcheck",
+    "iter_grads",
+    "no_grad",
+    "set_auto_forward",
+    "set_default_context",
+]

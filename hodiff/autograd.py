@@ -1,0 +1,119 @@
+"""Differentiation transforms built on the engine: grad and iter_grads."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from hodiff import graph
+from hodiff.context import array_module
+from hodiff.variable import Variable
+
+__all__ = ["grad", "iter_grads"]
+
+
+def _variables(name: str, value: Any) -> list[Variable]:
+    items = list(value) if isinstance(value, list | tuple) else [value]
+    if not items:
+        raise ValueError(f"grad: {name} is empty")
+    for i, v in enumerate(items):
+        if not isinstance(v, Variable):
+            raise TypeError(f"grad: {name}[{i}] must be a hodiff.Variable, got {type(v).__name__}")
+    return items
+
+
+def _seed(i: int, y: Variable, g: Any) -> Variable:
+    xp = array_module(y._data)
+    dtype = y._grad_dtype()
+    if g is None:
+        if y.size != 1:
+            raise ValueError(
+                f"grad: outputs[{i}] has shape {y.shape}; pass grad_outputs for a non-scalar output"
+            )
+        return Variable.from_array(xp.ones(y.shape, dtype=dtype))
+    if not isinstance(g, Variable):
+        g = Variable.from_array(xp.asarray(g, dtype=dtype))
+    if g.shape != y.shape:
+        raise ValueError(
+            f"grad: grad_outputs[{i}] has shape {g.shape} but outputs[{i}] has shape {y.shape}"
+        )
+    return g
+
+
+def grad(
+    outputs: Variable | Sequence[Variable],
+    inputs: Variable | Sequence[Variable],
+    grad_outputs: Any = None,
+    allow_unused: bool = False,
+) -> list[Variable]:
+    """Gradients of ``outputs`` with respect to ``inputs``, as differentiable Variables.
+
+    Computes ``sum_k grad_outputs[k] . d outputs[k] / d inputs[i]`` for each
+    input by running every node's backward rule while recording, so each result
+    is itself a graph: call ``grad`` on it again for any order. Nothing is
+    written into ``.g``. In a static graph (``auto_forward(False)``) the results
+    are computed by calling ``.forward()`` on them.
+
+    Args:
+        outputs: a Variable or a list of them.
+        inputs: a Variable or a list of them (leaves or intermediate variables).
+        grad_outputs: one array/Variable per output; defaults to ones, which
+            requires scalar (size-1) outputs.
+        allow_unused: give zeros for an input the outputs do not depend on,
+            instead of raising ValueError.
+
+    Returns:
+        A list with one Variable per input.
+
+    >>> import numpy as np, hodiff as hd
+    >>> x = hd.Variable.from_array(np.array(3.0), need_grad=True)
+    >>> (g,) = hd.grad(x ** 3, x)       # 3 x^2
+    >>> (h,) = hd.grad(g, x)            # 6 x
+    >>> float(g.d), float(h.d)
+    (27.0, 18.0)
+    """
+    outs = _variables("outputs", outputs)
+    ins = _variables("inputs", inputs)
+    if grad_outputs is None:
+        gos: list[Any] = [None] * len(outs)
+    else:
+        gos = list(grad_outputs) if isinstance(grad_outputs, list | tuple) else [grad_outputs]
+        if len(gos) != len(outs):
+            raise ValueError(f"grad: {len(gos)} grad_outputs for {len(outs)} outputs")
+    seeds = [_seed(i, y, g) for i, (y, g) in enumerate(zip(outs, gos, strict=True))]
+    unused = graph.unused_inputs(outs, ins)
+    if unused and not allow_unused:
+        i = unused[0]
+        raise ValueError(
+            f"grad: the outputs do not depend on inputs[{i}] (shape {ins[i].shape}); "
+            "pass allow_unused=True to get zeros"
+        )
+    results = graph.grad_graph(outs, ins, seeds)
+    out = []
+    for x, g in zip(ins, results, strict=True):
+        if g is None:
+            xp = array_module(x._data)
+            g = Variable.from_array(xp.zeros(x.shape, dtype=x._grad_dtype()))
+        out.append(g)
+    return out
+
+
+def iter_grads(
+    loss: Variable, params: Sequence[Variable] | None = None
+) -> Iterator[tuple[Variable, Any]]:
+    """Runs ``loss.backward()`` and yields ``(param, param.g)`` as each gradient becomes final.
+
+    The order is the order in which the reverse pass finishes the parameters
+    (the last layer first), so that e.g. an all-reduce of one gradient can
+    overlap the rest of the pass. Like ``backward``, it accumulates into ``.g``.
+
+    Args:
+        loss: the output to differentiate (seeded with ones).
+        params: the leaves to yield (default: every leaf with need_grad).
+    """
+    if not isinstance(loss, Variable):
+        raise TypeError(f"iter_grads: loss must be a hodiff.Variable, got {type(loss).__name__}")
+    wanted = None if params is None else set(params)
+    for leaf in graph.backward(loss):
+        if wanted is None or leaf in wanted:
+            yield leaf, leaf.g

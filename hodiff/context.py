@@ -1,0 +1,157 @@
+"""Array backends and thread-local modes.
+
+Everything here is per thread (``contextvars``): the array context (backend,
+dtype, device), whether functions compute as soon as they are called
+(``auto_forward``), whether graphs are recorded (``no_grad``), and the private
+"raw" flag the engine sets while a plain ``.backward()`` runs functions on bare
+arrays.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import importlib
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "Context",
+    "array_module",
+    "auto_forward",
+    "context_scope",
+    "get_auto_forward",
+    "get_default_context",
+    "no_grad",
+    "set_auto_forward",
+    "set_default_context",
+]
+
+_BACKENDS = ("numpy", "cupy")
+
+
+@dataclasses.dataclass(frozen=True)
+class Context:
+    """Where new arrays are made and with which default dtype.
+
+    Args:
+        backend: ``"numpy"`` (CPU) or ``"cupy"`` (GPU).
+        dtype: default float dtype of new Variables, e.g. ``"float32"``.
+        device_id: GPU index for the cupy backend.
+
+    >>> Context(backend="numpy", dtype="float64").dtype
+    dtype('float64')
+    """
+
+    backend: str = "numpy"
+    dtype: Any = "float32"
+    device_id: int = 0
+
+    def __post_init__(self) -> None:
+        if self.backend not in _BACKENDS:
+            raise ValueError(f"Context: backend must be one of {_BACKENDS}, got {self.backend!r}")
+        object.__setattr__(self, "dtype", np.dtype(self.dtype))
+        if self.dtype.kind != "f":
+            raise TypeError(f"Context: dtype must be a float dtype, got {self.dtype}")
+
+    @property
+    def xp(self) -> ModuleType:
+        """The array module (numpy or cupy) of this context."""
+        if self.backend == "numpy":
+            return np
+        try:
+            cp = importlib.import_module("cupy")
+        except ImportError as e:  # pragma: no cover - depends on the machine
+            raise ImportError(
+                "Context(backend='cupy') needs cupy: pip install 'hodiff[cuda]'"
+            ) from e
+        cp.cuda.Device(self.device_id).use()
+        return cp
+
+
+_context: contextvars.ContextVar[Context] = contextvars.ContextVar("hodiff_context")
+_DEFAULT = Context()
+_auto_forward: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "hodiff_auto_forward", default=True
+)
+_recording: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "hodiff_recording", default=True
+)
+# True while a plain .backward() runs backward rules on bare arrays.
+_raw: contextvars.ContextVar[bool] = contextvars.ContextVar("hodiff_raw", default=False)
+
+
+def get_default_context() -> Context:
+    """The context of this thread (``Context()`` unless set)."""
+    return _context.get(_DEFAULT)
+
+
+def set_default_context(ctx: Context) -> None:
+    """Sets the context of this thread."""
+    if not isinstance(ctx, Context):
+        raise TypeError(f"set_default_context: expected a hodiff.Context, got {type(ctx).__name__}")
+    _context.set(ctx)
+
+
+@contextlib.contextmanager
+def context_scope(ctx: Context) -> Iterator[Context]:
+    """Uses ``ctx`` inside the ``with`` block, then restores the previous one."""
+    if not isinstance(ctx, Context):
+        raise TypeError(f"context_scope: expected a hodiff.Context, got {type(ctx).__name__}")
+    token = _context.set(ctx)
+    try:
+        yield ctx
+    finally:
+        _context.reset(token)
+
+
+def get_auto_forward() -> bool:
+    """True when functions compute their outputs as soon as they are called."""
+    return _auto_forward.get()
+
+
+def set_auto_forward(enabled: bool) -> None:
+    """Sets define-by-run (True, the default) or define-then-run (False) for this thread."""
+    _auto_forward.set(bool(enabled))
+
+
+@contextlib.contextmanager
+def auto_forward(enabled: bool = True) -> Iterator[None]:
+    """Context manager: define-by-run inside when ``enabled``, static graphs otherwise.
+
+    >>> import hodiff as hd
+    >>> with hd.auto_forward(False):
+    ...     hd.get_auto_forward()
+    False
+    """
+    token = _auto_forward.set(bool(enabled))
+    try:
+        yield
+    finally:
+        _auto_forward.reset(token)
+
+
+@contextlib.contextmanager
+def no_grad() -> Iterator[None]:
+    """Context manager: functions called inside record no graph."""
+    token = _recording.set(False)
+    try:
+        yield
+    finally:
+        _recording.reset(token)
+
+
+def is_recording() -> bool:
+    """False inside :func:`no_grad`."""
+    return _recording.get()
+
+
+def array_module(x: Any) -> ModuleType:
+    """numpy or cupy, whichever ``x`` (an array, or a Variable's array) belongs to."""
+    if type(x).__module__.startswith("cupy"):
+        return importlib.import_module("cupy")
+    return np

@@ -1,0 +1,253 @@
+"""The ``Function`` protocol: every primitive of hodiff, and every user primitive.
+
+A primitive is a subclass of :class:`Function` with up to four methods::
+
+    class Sin(Function):
+        need_inputs = True           # backward reads x (the default)
+        need_outputs = False         # ... but not y (the default)
+
+        def setup_impl(self, inputs):            # optional: check arguments, infer outputs
+            return [(inputs[0].shape, float_dtype(inputs[0].dtype))]
+
+        def forward_impl(self, inputs, outputs):  # arrays in, output arrays out
+            x, = inputs
+            outputs[0] = array_module(x).sin(x)
+
+        def backward_impl(self, inputs, outputs, prop_down, accum):
+            # d sin(x) = cos(x) dx
+            gy = outputs[0].grad
+            if prop_down[0]:
+                inputs[0].store(gy * F.cos(inputs[0].data), accum[0])
+
+    def sin(x):
+        return Sin()(x)
+
+**forward_impl(inputs, outputs)** receives the input arrays (numpy or cupy:
+compute with ``array_module(x)``, never with numpy directly) and sets
+``outputs[i]`` to each output array. It must not modify its inputs.
+
+**backward_impl(inputs, outputs, prop_down, accum)** receives one
+:class:`Slot` per input and per output. ``slot.data`` is the value and
+``slot.grad`` the gradient; ``outputs[j].grad`` is the gradient flowing in
+(never None: the engine fills absent ones with zeros). For every input ``i``
+with ``prop_down[i]`` true, backward_impl computes that input's gradient and
+calls ``inputs[i].store(gx, accum[i])``, which overwrites ``inputs[i].grad``
+when ``accum[i]`` is false and adds to it when true (and sums a broadcast ``gx``
+back to the input's shape). It must not touch inputs with ``prop_down[i]``
+false. The engine, never the function, decides both flags.
+
+backward_impl is written in hodiff functions only (``F.*``, Variable
+operators, ``hodiff.grad_functions``), which is what makes every order work.
+The same code runs in two ways:
+
+* plain ``y.backward()``: the slots hold bare arrays and every ``F.*`` called
+  inside runs its ``forward_impl`` directly on them, recording nothing;
+* ``hd.grad(...)``: the slots hold Variables (``inputs[i].data`` is the input
+  Variable itself) and the calls record a new, differentiable graph.
+
+So a rule may use the *shapes* and dtypes of its slots but never branch on their
+*values* (in a static graph they are not computed yet): anything value-dependent
+(an argmax, a mask) belongs inside a function's forward_impl.
+
+**setup_impl(inputs)** receives the input Variables (shape and dtype known,
+values maybe not) and returns ``[(shape, dtype), ...]`` for the outputs. It is
+where argument, shape and dtype errors are raised: it runs when the function is
+called, before anything is computed or linked. The default describes a unary
+elementwise function.
+
+Class attributes declare what the backward needs, so ``forward(clear_buffer=True)``
+can free the rest: ``need_inputs`` (True, False or a tuple of input indices)
+and ``need_outputs`` (bool). ``differentiable = False`` marks functions with
+integer/boolean output: they cut the graph. ``n_outputs`` is the number of
+outputs (an instance may set it in ``__init__``).
+
+Static arguments are keyword-only ``__init__`` parameters, stored once and never
+mutated. Subclasses defined inside the ``hodiff`` package are registered in
+:data:`REGISTRY` (keyed by class); user subclasses work the same way without
+being registered.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import weakref
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from hodiff.context import _auto_forward, _raw, _recording, array_module
+from hodiff.variable import Variable, as_variable
+
+__all__ = ["REGISTRY", "Function", "Slot", "float_dtype"]
+
+#: every primitive defined in the hodiff package, in definition order
+REGISTRY: dict[type[Function], str] = {}
+_seq = itertools.count()
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+
+
+def float_dtype(dtype: Any) -> np.dtype[Any]:
+    """The dtype numpy gives an elementwise float function of ``dtype`` (ints -> float64)."""
+    dtype = np.dtype(dtype)
+    return dtype if dtype.kind == "f" else np.dtype(np.float64)
+
+
+class Slot:
+    """What backward_impl sees of one input or output: ``data``, ``grad``, ``shape``.
+
+    ``data``/``grad`` are arrays during a plain backward and Variables while
+    ``hd.grad`` records. ``d``/``g`` are aliases, as on Variable.
+    """
+
+    __slots__ = ("data", "grad", "shape")
+
+    def __init__(self, data: Any, grad: Any, shape: tuple[int, ...]) -> None:
+        self.data = data
+        self.grad = grad
+        self.shape = shape
+
+    @property
+    def d(self) -> Any:
+        return self.data
+
+    @property
+    def g(self) -> Any:
+        return self.grad
+
+    def store(self, gx: Any, accum: bool) -> None:
+        """Writes (``accum`` false) or adds (``accum`` true) ``gx`` as this input's gradient.
+
+        A ``gx`` of a broadcast shape is summed back to this slot's shape.
+        """
+        if gx.shape != self.shape:
+            gx = _sum_to(gx, self.shape)
+        self.grad = self.grad + gx if accum else gx
+
+
+class Function:
+    """Base class of all primitives; see the module docstring for the protocol."""
+
+    n_outputs: int = 1
+    need_inputs: ClassVar[bool | tuple[int, ...]] = True
+    need_outputs: ClassVar[bool] = False
+    differentiable: ClassVar[bool] = True
+    name: ClassVar[str] = "function"
+
+    # set when the node is linked into a graph
+    inputs: list[Variable]
+    seq: int
+
+    def __init_subclass__(cls, register: bool = True, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" not in cls.__dict__:
+            cls.name = _snake(cls.__name__)
+        if register and cls.__module__.startswith("hodiff."):
+            if any(c.__name__ == cls.__name__ for c in REGISTRY):
+                raise RuntimeError(f"hodiff: a primitive named {cls.__name__} is already registered")
+            REGISTRY[cls] = cls.name
+
+    # ------------------------------------------------------------ protocol
+    def setup_impl(self, inputs: Sequence[Variable]) -> list[tuple[tuple[int, ...], Any]]:
+        """Checks the inputs and returns ``[(shape, dtype)]`` of the outputs."""
+        x = inputs[0]
+        return [(x.shape, float_dtype(x.dtype))]
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        raise NotImplementedError(f"{self.name}: forward_impl is not implemented")
+
+    def backward_impl(
+        self,
+        inputs: Sequence[Slot],
+        outputs: Sequence[Slot],
+        prop_down: Sequence[bool],
+        accum: Sequence[bool],
+    ) -> None:
+        wanted = [i for i, p in enumerate(prop_down) if p]
+        raise NotImplementedError(
+            f"{self.name}: no backward rule (gradient asked for input {wanted[0] if wanted else 0})"
+        )
+
+    # ------------------------------------------------------------ calling
+    def __call__(self, *args: Any) -> Any:
+        if _raw.get():  # plain backward: bare arrays in, bare arrays out, nothing recorded
+            ys: list[Any] = [None] * self.n_outputs
+            self.forward_impl(args, ys)
+            return ys[0] if self.n_outputs == 1 else tuple(ys)
+        inputs = [a if isinstance(a, Variable) else _wrap(a, args) for a in args]
+        specs = self.setup_impl(inputs)
+        n = self.n_outputs
+        ys = [None] * n
+        if _auto_forward.get():
+            self.forward_impl([x.d for x in inputs], ys)
+            for i, y in enumerate(ys):
+                if not hasattr(y, "__array_namespace__") and array_module(y) is np:
+                    ys[i] = np.asarray(y)  # numpy returns scalars for 0-d results
+        outputs = []
+        for (shape, dtype), y in zip(specs, ys, strict=True):
+            v = Variable.__new__(Variable)
+            v._data = y
+            v._grad = None
+            if y is None:
+                v._shape, v._dtype = tuple(shape), np.dtype(dtype)
+            else:
+                v._shape, v._dtype = y.shape, y.dtype
+            v.parent = None
+            v.need_grad = False
+            outputs.append(v)
+        if _recording.get():
+            self.inputs = inputs
+            self.seq = next(_seq)
+            self._outputs = [weakref.ref(v) for v in outputs]
+            self._ydata = ys if self.need_outputs else None
+            self._out_meta = [(v._shape, v._dtype) for v in outputs]
+            need = self.differentiable and any(x.need_grad for x in inputs)
+            for v in outputs:
+                v.parent = self
+                v.need_grad = need
+        return outputs[0] if n == 1 else tuple(outputs)
+
+    # ------------------------------------------------------------ engine helpers
+    def output_variable(self, i: int) -> Variable:
+        """Output ``i`` as a Variable: the live one, or a new one re-linked to this node."""
+        v = self._outputs[i]()
+        if v is None:
+            if self._ydata is None or self._ydata[i] is None:
+                raise RuntimeError(f"{self.name}: output {i} was freed and is not retained")
+            y = self._ydata[i]
+            v = Variable.__new__(Variable)
+            v._data, v._shape, v._dtype, v._grad = y, y.shape, y.dtype, None
+            v.parent = self
+            v.need_grad = True
+            self._outputs[i] = weakref.ref(v)
+        return v
+
+    def needs_input(self, i: int) -> bool:
+        """Whether backward_impl reads the value of input ``i``."""
+        n = self.need_inputs
+        return n if isinstance(n, bool) else i in n
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__}>"
+
+
+def _wrap(value: Any, args: Sequence[Any]) -> Variable:
+    """A constant leaf for a non-Variable argument; a Python scalar takes the float dtype of
+    the array arguments (numpy's weak-scalar rule), so ``where(c, gy, 0.0)`` keeps gy's dtype."""
+    if isinstance(value, bool | int | float):
+        for a in args:
+            dtype = getattr(a, "dtype", None)
+            if dtype is not None and dtype.kind == "f":
+                xp = array_module(a._data if isinstance(a, Variable) else a)
+                return Variable.from_array(xp.asarray(value, dtype=dtype))
+    return as_variable(value)
+
+
+def _sum_to(gx: Any, shape: tuple[int, ...]) -> Any:
+    from hodiff.grad_functions.arithmetic import sum_to
+
+    return sum_to(gx, shape)

@@ -1,0 +1,416 @@
+"""Arithmetic: the binary operators (broadcasting), their scalar forms, abs, sign, identity.
+
+Every rule below is written with Variable operators and hodiff functions, so
+it runs on bare arrays during ``.backward()`` and records a differentiable
+graph during ``hd.grad``. Binary gradients are stored at the broadcast shape;
+``Slot.store`` sums them back to each input's shape.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from hodiff.context import array_module
+from hodiff.function import Function, Slot, float_dtype
+from hodiff.functions import array as _array
+from hodiff.functions import math as _math
+from hodiff.variable import Variable, is_scalar
+
+__all__ = [
+    "abs",
+    "add2",
+    "add_scalar",
+    "div2",
+    "identity",
+    "maximum2",
+    "maximum_scalar",
+    "minimum2",
+    "minimum_scalar",
+    "mul2",
+    "mul_scalar",
+    "pow2",
+    "pow_scalar",
+    "r_div_scalar",
+    "r_pow_scalar",
+    "r_sub_scalar",
+    "sign",
+    "sub2",
+]
+
+Slots = Sequence[Slot]
+Flags = Sequence[bool]
+
+
+def broadcast_shapes(name: str, *inputs: Variable) -> tuple[int, ...]:
+    """numpy's broadcast shape of the inputs, or a ValueError naming ``name`` and the shapes."""
+    shapes = [x.shape for x in inputs]
+    if all(s == shapes[0] for s in shapes):
+        return shapes[0]
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        listed = " and ".join(str(s) for s in shapes)
+        raise ValueError(f"{name}: shapes {listed} cannot be broadcast together") from None
+
+
+def check_scalar(name: str, arg: str, value: Any) -> float:
+    """``value`` as a float, or a TypeError naming the function and argument."""
+    if not is_scalar(value):
+        raise TypeError(f"{name}: {arg} must be a real scalar, got {type(value).__name__}")
+    return float(value)
+
+
+class _Binary(Function, register=False):
+    def setup_impl(self, inputs: Sequence[Variable]) -> list[tuple[tuple[int, ...], Any]]:
+        shape = broadcast_shapes(self.name, *inputs)
+        return [(shape, float_dtype(np.result_type(*(x.dtype for x in inputs))))]
+
+
+class _Scalar(Function, register=False):
+    """``y = f(x, val)`` for a Python scalar ``val`` fixed at construction."""
+
+    def __init__(self, *, val: float) -> None:
+        self.val = check_scalar(self.name, "val", val)
+
+
+class Add2(_Binary):
+    need_inputs = False
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        outputs[0] = inputs[0] + inputs[1]
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # d(x0 + x1) = dx0 + dx1
+        gy = outputs[0].grad
+        for i in (0, 1):
+            if prop_down[i]:
+                inputs[i].store(gy, accum[i])
+
+
+class Sub2(_Binary):
+    need_inputs = False
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        outputs[0] = inputs[0] - inputs[1]
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # d(x0 - x1) = dx0 - dx1
+        gy = outputs[0].grad
+        if prop_down[0]:
+            inputs[0].store(gy, accum[0])
+        if prop_down[1]:
+            inputs[1].store(-gy, accum[1])
+
+
+class Mul2(_Binary):
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        outputs[0] = inputs[0] * inputs[1]
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # d(x0 x1) = x1 dx0 + x0 dx1
+        gy = outputs[0].grad
+        x0, x1 = inputs[0].data, inputs[1].data
+        if prop_down[0]:
+            inputs[0].store(gy * x1, accum[0])
+        if prop_down[1]:
+            inputs[1].store(gy * x0, accum[1])
+
+
+class Div2(_Binary):
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        outputs[0] = inputs[0] / inputs[1]
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # d(x0 / x1) = dx0 / x1 - x0 dx1 / x1^2
+        gy = outputs[0].grad
+        x0, x1 = inputs[0].data, inputs[1].data
+        gx0 = gy / x1
+        if prop_down[0]:
+            inputs[0].store(gx0, accum[0])
+        if prop_down[1]:
+            inputs[1].store(-gx0 * x0 / x1, accum[1])
+
+
+class Pow2(_Binary):
+    need_outputs = True
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        outputs[0] = inputs[0] ** inputs[1]
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # d(x0 ** x1) = x1 x0^(x1-1) dx0 + x0^x1 log(x0) dx1
+        gy = outputs[0].grad
+        x0, x1 = inputs[0].data, inputs[1].data
+        if prop_down[0]:
+            inputs[0].store(gy * x1 * x0 ** (x1 - 1.0), accum[0])
+        if prop_down[1]:
+            inputs[1].store(gy * outputs[0].data * _math.log(x0), accum[1])
+
+
+class AddScalar(_Scalar):
+    need_inputs = False
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        outputs[0] = inputs[0] + self.val
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # d(x + c) = dx
+        if prop_down[0]:
+            inputs[0].store(outputs[0].grad, accum[0])
+
+
+class MulScalar(_Scalar):
+    need_inputs = False
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        outputs[0] = inputs[0] * self.val
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # d(c x) = c dx
+        if prop_down[0]:
+            inputs[0].store(outputs[0].grad * self.val, accum[0])
+
+
+class PowScalar(_Scalar):
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        x = inputs[0]
+        if self.val == 2.0:
+            outputs[0] = x * x
+        else:
+            outputs[0] = x**self.val
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # d(x^c) = c x^(c-1) dx
+        if not prop_down[0]:
+            return
+        gy, x, c = outputs[0].grad, inputs[0].data, self.val
+        if c == 1.0:
+            gx = gy
+        elif c == 2.0:
+            gx = gy * (2.0 * x)
+        else:
+            gx = gy * pow_scalar(x, c - 1.0) * c
+        inputs[0].store(gx, accum[0])
+
+
+class RSubScalar(_Scalar):
+    need_inputs = False
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        outputs[0] = self.val - inputs[0]
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # d(c - x) = -dx
+        if prop_down[0]:
+            inputs[0].store(-outputs[0].grad, accum[0])
+
+
+class RDivScalar(_Scalar):
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        outputs[0] = self.val / inputs[0]
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # d(c / x) = -c / x^2 dx
+        if prop_down[0]:
+            x = inputs[0].data
+            inputs[0].store(outputs[0].grad * (-self.val) / (x * x), accum[0])
+
+
+class RPowScalar(_Scalar):
+    need_inputs = False
+    need_outputs = True
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        outputs[0] = array_module(inputs[0]).power(self.val, inputs[0])
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # d(c^x) = c^x log(c) dx
+        if prop_down[0]:
+            inputs[0].store(outputs[0].grad * outputs[0].data * math.log(self.val), accum[0])
+
+
+class Minimum2(_Binary):
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        outputs[0] = array_module(inputs[0]).minimum(inputs[0], inputs[1])
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # the smaller input gets gy (ties go to x0)
+        gy = outputs[0].grad
+        first = _array.less_equal(inputs[0].data, inputs[1].data)
+        if prop_down[0]:
+            inputs[0].store(_array.where(first, gy, 0.0), accum[0])
+        if prop_down[1]:
+            inputs[1].store(_array.where(first, 0.0, gy), accum[1])
+
+
+class Maximum2(_Binary):
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        outputs[0] = array_module(inputs[0]).maximum(inputs[0], inputs[1])
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # the larger input gets gy (ties go to x0)
+        gy = outputs[0].grad
+        first = _array.greater_equal(inputs[0].data, inputs[1].data)
+        if prop_down[0]:
+            inputs[0].store(_array.where(first, gy, 0.0), accum[0])
+        if prop_down[1]:
+            inputs[1].store(_array.where(first, 0.0, gy), accum[1])
+
+
+class MinimumScalar(_Scalar):
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        outputs[0] = array_module(inputs[0]).minimum(inputs[0], self.val)
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # gy where x <= c
+        if prop_down[0]:
+            keep = _array.less_equal(inputs[0].data, self.val)
+            inputs[0].store(_array.where(keep, outputs[0].grad, 0.0), accum[0])
+
+
+class MaximumScalar(_Scalar):
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        outputs[0] = array_module(inputs[0]).maximum(inputs[0], self.val)
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # gy where x >= c
+        if prop_down[0]:
+            keep = _array.greater_equal(inputs[0].data, self.val)
+            inputs[0].store(_array.where(keep, outputs[0].grad, 0.0), accum[0])
+
+
+class Abs(Function):
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        outputs[0] = array_module(inputs[0]).abs(inputs[0])
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # d|x| = sign(x) dx
+        if prop_down[0]:
+            inputs[0].store(outputs[0].grad * sign(inputs[0].data), accum[0])
+
+
+class Sign(Function):
+    """sign(x) in {-1, 0, 1}; not differentiable (zero gradient), so it cuts the graph."""
+
+    differentiable = False
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        outputs[0] = array_module(inputs[0]).sign(inputs[0])
+
+
+class Identity(Function):
+    need_inputs = False
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        outputs[0] = inputs[0]
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # dy = dx
+        if prop_down[0]:
+            inputs[0].store(outputs[0].grad, accum[0])
+
+
+# ---------------------------------------------------------------- wrappers
+def add2(x0: Any, x1: Any) -> Variable:
+    """Elementwise sum with broadcasting: ``y = x0 + x1``.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.add2(np.ones(2), np.arange(2.0)).d
+    array([1., 2.])
+    """
+    return Add2()(x0, x1)
+
+
+def sub2(x0: Any, x1: Any) -> Variable:
+    """Elementwise difference with broadcasting: ``y = x0 - x1``."""
+    return Sub2()(x0, x1)
+
+
+def mul2(x0: Any, x1: Any) -> Variable:
+    """Elementwise product with broadcasting: ``y = x0 * x1``."""
+    return Mul2()(x0, x1)
+
+
+def div2(x0: Any, x1: Any) -> Variable:
+    """Elementwise quotient with broadcasting: ``y = x0 / x1``."""
+    return Div2()(x0, x1)
+
+
+def pow2(x0: Any, x1: Any) -> Variable:
+    """Elementwise power with broadcasting: ``y = x0 ** x1`` (``x0 > 0`` for the gradient in x1)."""
+    return Pow2()(x0, x1)
+
+
+def add_scalar(x: Any, val: float = 1.0) -> Variable:
+    """``y = x + val`` for a scalar ``val``."""
+    return AddScalar(val=val)(x)
+
+
+def mul_scalar(x: Any, val: float = 1.0) -> Variable:
+    """``y = val * x`` for a scalar ``val``."""
+    return MulScalar(val=val)(x)
+
+
+def pow_scalar(x: Any, val: float = 1.0) -> Variable:
+    """``y = x ** val`` for a scalar ``val``.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.pow_scalar(np.array([2.0, 3.0]), 2).d
+    array([4., 9.])
+    """
+    return PowScalar(val=val)(x)
+
+
+def r_sub_scalar(x: Any, val: float = 1.0) -> Variable:
+    """``y = val - x`` for a scalar ``val``."""
+    return RSubScalar(val=val)(x)
+
+
+def r_div_scalar(x: Any, val: float = 1.0) -> Variable:
+    """``y = val / x`` for a scalar ``val``."""
+    return RDivScalar(val=val)(x)
+
+
+def r_pow_scalar(x: Any, val: float = 1.0) -> Variable:
+    """``y = val ** x`` for a scalar ``val > 0``."""
+    return RPowScalar(val=val)(x)
+
+
+def minimum2(x0: Any, x1: Any) -> Variable:
+    """Elementwise minimum with broadcasting; the gradient goes to the smaller input (ties: x0)."""
+    return Minimum2()(x0, x1)
+
+
+def maximum2(x0: Any, x1: Any) -> Variable:
+    """Elementwise maximum with broadcasting; the gradient goes to the larger input (ties: x0)."""
+    return Maximum2()(x0, x1)
+
+
+def minimum_scalar(x: Any, val: float = 1.0) -> Variable:
+    """``y = min(x, val)`` elementwise."""
+    return MinimumScalar(val=val)(x)
+
+
+def maximum_scalar(x: Any, val: float = 1.0) -> Variable:
+    """``y = max(x, val)`` elementwise."""
+    return MaximumScalar(val=val)(x)
+
+
+def abs(x: Any) -> Variable:  # noqa: A001  (NNabla's name)
+    """``y = |x|``; the gradient is ``sign(x)`` (0 at 0)."""
+    return Abs()(x)
+
+
+def sign(x: Any) -> Variable:
+    """``y = sign(x)`` in {-1, 0, 1}. Not differentiable: zero gradient, cuts the graph
+    (unlike NNabla's straight-through estimator)."""
+    return Sign()(x)
+
+
+def identity(x: Any) -> Variable:
+    """``y = x`` as a new node."""
+    return Identity()(x)

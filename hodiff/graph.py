@@ -1,0 +1,301 @@
+"""The engine: topological order, static forward, and the reverse pass.
+
+One reverse pass serves both ways of differentiating (see ``function.py``):
+:func:`backward` runs the rules on bare arrays and accumulates into the
+leaves' ``.g`` (the fast path); :func:`grad_graph` runs the same rules on
+Variables so that the gradients are a new differentiable graph.
+
+The engine decides two flags per input of every node it visits:
+``prop_down`` (this input needs a gradient: it leads to what was asked for)
+and ``accum`` (this input already received a gradient during this pass, so
+the rule must add; otherwise it writes, and nothing is zero-filled first).
+Everything is iterative: no recursion limit applies to graph depth.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from operator import attrgetter
+from typing import Any
+
+import numpy as np
+
+from hodiff.context import _raw, array_module, get_default_context
+from hodiff.function import Function, Slot
+from hodiff.variable import Variable
+
+__all__ = ["backward", "forward", "grad_graph", "topological_order"]
+
+_by_seq = attrgetter("seq")
+
+
+def topological_order(roots: Sequence[Variable]) -> list[Function]:
+    """Every node the roots depend on, inputs before consumers (iterative DFS)."""
+    seen: set[Function] = set()
+    nodes: list[Function] = []
+    stack = [v.parent for v in roots if v.parent is not None]
+    while stack:
+        f = stack.pop()
+        if f in seen:
+            continue
+        seen.add(f)
+        nodes.append(f)
+        for x in f.inputs:
+            p = x.parent
+            if p is not None and p not in seen:
+                stack.append(p)
+    nodes.sort(key=_by_seq)  # a node is always created after the parents of its inputs
+    return nodes
+
+
+def _as_array(y: Any) -> Any:
+    return y if hasattr(y, "__array_namespace__") or array_module(y) is not np else np.asarray(y)
+
+
+def forward(roots: Sequence[Variable], clear_buffer: bool = False) -> None:
+    """Recomputes every node the roots depend on from the current leaf values.
+
+    With ``clear_buffer``, an intermediate value is freed once its last consumer
+    has run, unless some backward rule needs it or it is a root.
+    """
+    nodes = topological_order(roots)
+    keep = {id(v) for v in roots}
+    uses: dict[int, int] = {}
+    if clear_buffer:
+        needed: set[int] = set()
+        for f in nodes:
+            for i, x in enumerate(f.inputs):
+                if x.parent is not None:
+                    uses[id(x)] = uses.get(id(x), 0) + 1
+                    if f.differentiable and f.needs_input(i):
+                        needed.add(id(x))
+        keep |= needed
+    for f in nodes:
+        ys: list[Any] = [None] * f.n_outputs
+        f.forward_impl([x.d for x in f.inputs], ys)
+        ys = [_as_array(y) for y in ys]
+        for ref, y in zip(f._outputs, ys, strict=True):
+            v = ref()
+            if v is not None:
+                v._data, v._shape, v._dtype = y, y.shape, y.dtype
+        f._out_meta = [(y.shape, y.dtype) for y in ys]
+        if f.need_outputs:
+            f._ydata = ys
+        if clear_buffer:
+            for x in f.inputs:
+                k = id(x)
+                if x.parent is not None:
+                    uses[k] -= 1
+                    if uses[k] == 0 and k not in keep:
+                        x._data = None
+
+
+class _Plan:
+    """Which nodes a reverse pass visits, their prop_down flags, and consumer counts."""
+
+    __slots__ = ("consumers", "steps")
+
+    def __init__(self, roots: Sequence[Variable], wrt: Sequence[Variable] | None) -> None:
+        # wrt=None: the plain pass, towards every leaf with need_grad.
+        # Otherwise towards the given variables (leaf or not), whatever their need_grad.
+        relevant: set[Variable] = set(wrt) if wrt is not None else set()
+        steps: list[tuple[Function, list[bool]]] = []
+        consumers: dict[Variable, int] = {}
+        for f in topological_order(roots):
+            if not f.differentiable:
+                continue
+            if wrt is None:
+                prop = [
+                    (x.need_grad if x.parent is None else x in relevant) for x in f.inputs
+                ]
+            else:
+                prop = [x in relevant for x in f.inputs]
+            if not any(prop):
+                continue
+            if type(f).backward_impl is Function.backward_impl:
+                f.backward_impl([], [], prop, prop)  # raises NotImplementedError naming f
+            steps.append((f, prop))
+            for ref in f._outputs:
+                v = ref()
+                if v is not None:
+                    relevant.add(v)
+            for x in {x for x, p in zip(f.inputs, prop, strict=True) if p}:
+                consumers[x] = consumers.get(x, 0) + 1
+        self.steps = steps
+        self.consumers = consumers
+
+
+def _accum_flags(inputs: list[Variable], prop: list[bool], grads: dict[Variable, Any]) -> list[bool]:
+    accum = []
+    for i, x in enumerate(inputs):
+        a = x in grads
+        if not a and prop[i]:
+            # the same variable twice in one node (x * x): the second store adds
+            a = any(inputs[j] is x and prop[j] for j in range(i))
+        accum.append(a)
+    return accum
+
+
+def _check_seed(root: Variable, grad: Any, where: str) -> Any:
+    if isinstance(grad, Variable):
+        grad = grad.d
+    xp = array_module(root._data) if root._data is not None else get_default_context().xp
+    if grad is None:
+        return xp.ones(root.shape, dtype=root._grad_dtype())
+    grad = xp.asarray(grad, dtype=root._grad_dtype())
+    if grad.shape != root.shape:
+        if grad.ndim == 0:
+            return xp.full(root.shape, grad, dtype=root._grad_dtype())
+        raise ValueError(
+            f"{where}: grad of shape {grad.shape} does not match the output shape {root.shape}"
+        )
+    return grad
+
+
+def backward(root: Variable, grad: Any = None, clear_buffer: bool = False) -> Iterator[Variable]:
+    """Plain reverse pass from ``root``: rules run on bare arrays, nothing is recorded.
+
+    Accumulates into ``.g`` of every leaf with need_grad and stores the
+    gradient of each intermediate variable in its ``.g`` (overwritten per pass;
+    not kept with ``clear_buffer``). A generator: it yields each leaf as soon
+    as its gradient is final (all its consumers have run), for ``iter_grads``.
+    """
+    seed = _check_seed(root, grad, "backward")
+    plan = _Plan([root], None)
+    consumers = plan.consumers
+    grads: dict[Variable, Any] = {root: seed}
+    handed = {id(seed)}  # arrays that may be shared: never taken over by a leaf
+    if root.parent is None:
+        if root.need_grad:
+            _commit(root, seed, handed)
+            yield root
+        return
+    if not clear_buffer:
+        root._grad = seed
+    token: Any = _raw.set(True)
+    try:
+        for f, prop in reversed(plan.steps):
+            outs = [r() for r in f._outputs]
+            gys = [grads.pop(o, None) if o is not None else None for o in outs]
+            inputs = f.inputs
+            if any(gy is not None for gy in gys):
+                out_slots = []
+                ydata = f._ydata
+                for i, o in enumerate(outs):
+                    gy = gys[i]
+                    if gy is None:
+                        gy = _zeros_like_output(f, i)
+                    elif not clear_buffer and o is not root:
+                        o._grad = gy
+                    handed.add(id(gy))
+                    y = ydata[i] if ydata is not None else (o._data if o is not None else None)
+                    out_slots.append(Slot(y, gy, gy.shape))
+                accum = _accum_flags(inputs, prop, grads)
+                slots: dict[Variable, Slot] = {}
+                in_slots = []
+                for x in inputs:
+                    s = slots.get(x)
+                    if s is None:
+                        s = slots[x] = Slot(x._data, grads.get(x), x._shape)
+                    in_slots.append(s)
+                f.backward_impl(in_slots, out_slots, prop, accum)
+                for x, s in slots.items():
+                    if s.grad is not None:
+                        grads[x] = s.grad
+            if clear_buffer:
+                f._ydata = None
+                for o in outs:
+                    if o is not None and o is not root:
+                        o._data = None
+            done = []
+            for x in dict.fromkeys(x for x, p in zip(inputs, prop, strict=True) if p):
+                left = consumers[x] - 1
+                consumers[x] = left
+                if left == 0 and x.parent is None:
+                    g = grads.pop(x, None)
+                    if g is not None:
+                        _commit(x, g, handed)
+                        done.append(x)
+            if done:  # user code runs between yields: not in raw mode
+                _raw.reset(token)
+                token = None
+                yield from done
+                token = _raw.set(True)
+    finally:
+        if token is not None:
+            _raw.reset(token)
+
+
+def _zeros_like_output(f: Function, i: int) -> Any:
+    """Zeros for an output that received no gradient (a multi-output node)."""
+    shape, dtype = f._out_meta[i]
+    xs = [x._data for x in f.inputs if x._data is not None]
+    xp = array_module(xs[0]) if xs else get_default_context().xp
+    return xp.zeros(shape, dtype=dtype if dtype.kind == "f" else np.float64)
+
+
+def _commit(leaf: Variable, g: Any, handed: set[int]) -> None:
+    """Adds ``g`` into ``leaf.g``; the first write takes ``g`` itself when nobody else holds it."""
+    buf = leaf._grad
+    if buf is None:
+        dtype = leaf._grad_dtype()
+        if not hasattr(g, "__array_namespace__") and array_module(g) is np:
+            g = np.array(g, dtype=dtype)
+        elif g.dtype != dtype:
+            g = g.astype(dtype)
+        elif g.base is not None or id(g) in handed:
+            g = g.copy()  # a view or an array also given elsewhere: we will add into it later
+        handed.add(id(g))
+        leaf._grad = g
+    else:
+        buf += g
+
+
+def grad_graph(
+    outputs: Sequence[Variable], inputs: Sequence[Variable], seeds: Sequence[Variable]
+) -> list[Variable | None]:
+    """Recording reverse pass: the gradient of each input as a differentiable Variable.
+
+    Returns None for an input that no output depends on.
+    """
+    plan = _Plan(outputs, inputs)
+    wanted = set(inputs)
+    grads: dict[Variable, Variable] = {}
+    for o, s in zip(outputs, seeds, strict=True):
+        grads[o] = grads[o] + s if o in grads else s
+    for f, prop in reversed(plan.steps):
+        outs = [r() for r in f._outputs]
+        gys = [
+            None if o is None else grads.get(o) if o in wanted else grads.pop(o, None)
+            for o in outs
+        ]
+        if all(gy is None for gy in gys):
+            continue
+        out_slots = []
+        for i, o in enumerate(outs):
+            y = f.output_variable(i) if f.need_outputs else o
+            gy = gys[i]
+            if gy is None:
+                gy = Variable.from_array(_zeros_like_output(f, i))
+            out_slots.append(Slot(y, gy, gy.shape))
+        inputs_f = f.inputs
+        accum = _accum_flags(inputs_f, prop, grads)
+        slots: dict[Variable, Slot] = {}
+        in_slots = []
+        for x in inputs_f:
+            s = slots.get(x)
+            if s is None:
+                s = slots[x] = Slot(x, grads.get(x), x.shape)
+            in_slots.append(s)
+        f.backward_impl(in_slots, out_slots, prop, accum)
+        for x, s in slots.items():
+            if s.grad is not None:
+                grads[x] = s.grad
+    return [grads.get(x) for x in inputs]
+
+
+def unused_inputs(outputs: Sequence[Variable], inputs: Sequence[Variable]) -> list[int]:
+    """Indices of ``inputs`` that no output depends on (through differentiable nodes)."""
+    plan = _Plan(outputs, inputs)
+    outs = set(outputs)
+    return [i for i, x in enumerate(inputs) if x not in plan.consumers and x not in outs]
