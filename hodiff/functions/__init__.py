@@ -1,6 +1,36 @@
-"""All differentiable functions: ``import hodiff.functions as F``."""
+"""All differentiable functions: ``import hodiff.functions as F``.
 
+One module per family; each lists its public functions in ``__all__``.
+"""
+
+from hodiff.functions import (
+    activation,
+    arithmetic,
+    array,
+    conv,
+    linalg,
+    loss,
+    math,
+    normalization,
+    pooling,
+    recurrent,
+    reduction,
+)
+from hodiff.functions.activation import *  # noqa: F403
 from hodiff.functions.arithmetic import *  # noqa: F403
 from hodiff.functions.array import *  # noqa: F403
+from hodiff.functions.conv import *  # noqa: F403
+from hodiff.functions.linalg import *  # noqa: F403
+from hodiff.functions.loss import *  # noqa: F403
 from hodiff.functions.math import *  # noqa: F403
+from hodiff.functions.normalization import *  # noqa: F403
+from hodiff.functions.pooling import *  # noqa: F403
+from hodiff.functions.recurrent import *  # noqa: F403
 from hodiff.functions.reduction import *  # noqa: F403
+
+FAMILIES = (
+    arithmetic, math, activation, reduction, array, linalg,
+    conv, pooling, loss, normalization, recurrent,
+)
+
+__all__ = [name for module in FAMILIES for name in module.__all__]

@@ -9,7 +9,7 @@ from hodiff.function import Function, Slot, float_dtype
 from hodiff.functions import array as _array
 from hodiff.variable import Variable
 
-__all__ = ["normalize_axes", "sum"]
+__all__ = ["sum"]
 
 Slots = Sequence[Slot]
 Flags = Sequence[bool]

@@ -1,0 +1,3 @@
+"""activation functions (being written)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""conv functions (being written)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""linalg functions (being written)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""loss functions (being written)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""normalization functions (being written)."""
+
+__all__: list[str] = []

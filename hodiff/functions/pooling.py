@@ -1,0 +1,3 @@
+"""pooling functions (being written)."""
+
+__all__: list[str] = []

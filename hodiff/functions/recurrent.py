@@ -1,0 +1,3 @@
+"""recurrent functions (being written)."""
+
+__all__: list[str] = []

@@ -1,0 +1,88 @@
+"""The spec table's entry type: one row per function (or per argument variant)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+Arg = Any  # a shape tuple (float input sampled from `domain`) or a callable rng -> array
+
+
+@dataclass(frozen=True)
+class Spec:
+    """How to test one function.
+
+    Attributes:
+        fn: the public function, called as ``fn(*inputs, **kwargs)``.
+        args: per input, a shape (a float array drawn uniformly from ``domain``,
+            kept at least ``gap`` away from ``kinks``) or a callable ``rng -> array``
+            (labels, indices, SPD matrices, ...).
+        ref: numpy reference, ``ref(*arrays, **kwargs) -> array`` (or tuple); None
+            when the forward is checked elsewhere.
+        kwargs: static arguments.
+        domain: sampling interval of float inputs.
+        kinks: points where the function is not smooth; samples avoid them.
+        order: highest derivative order checked against finite differences
+            (0: not differentiable, forward only).
+        linear: the function is linear in its float inputs, so orders >= 2 are
+            checked on ``y**3`` (the cube exercises the backward of the backward).
+        atol, rtol: tolerances of the derivative checks.
+        ref_atol, ref_rtol: tolerances of the forward check.
+        float32: also check that float32 inputs give float32 outputs.
+        id: test id suffix for variants of one function.
+    """
+
+    fn: Callable[..., Any]
+    args: tuple[Arg, ...]
+    ref: Callable[..., Any] | None = None
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    domain: tuple[float, float] = (-2.0, 2.0)
+    kinks: tuple[float, ...] = ()
+    gap: float = 0.1
+    order: int = 3
+    linear: bool = False
+    atol: float = 1e-6
+    rtol: float = 1e-5
+    ref_atol: float = 1e-12
+    ref_rtol: float = 1e-10
+    float32: bool = True
+    id: str = ""
+
+    @property
+    def name(self) -> str:
+        base = getattr(self.fn, "__name__", "fn")
+        return f"{base}[{self.id}]" if self.id else base
+
+    def sample(self, seed: int = 0) -> list[np.ndarray]:
+        """Inputs in float64, reproducible per spec."""
+        rng = np.random.default_rng(seed)
+        out = []
+        lo, hi = self.domain
+        for a in self.args:
+            if callable(a):
+                out.append(np.asarray(a(rng)))
+                continue
+            x = rng.uniform(lo, hi, size=a)
+            for k in self.kinks:
+                near = np.abs(x - k) < self.gap
+                x = np.where(near, k + np.where(x >= k, self.gap, -self.gap) * 1.5, x)
+            out.append(np.asarray(x, dtype=np.float64))
+        return out
+
+
+def labels(shape: tuple[int, ...], n: int) -> Callable[[np.random.Generator], np.ndarray]:
+    """An integer-label argument: values in [0, n)."""
+    return lambda rng: rng.integers(0, n, size=shape)
+
+
+def fixed(array: Any) -> Callable[[np.random.Generator], np.ndarray]:
+    """An argument that is always ``array``."""
+    return lambda rng: np.asarray(array)
+
+
+def positive(shape: tuple[int, ...], lo: float = 0.5, hi: float = 2.0) -> Callable[..., Any]:
+    """A float argument drawn from [lo, hi] whatever the spec's domain."""
+    return lambda rng: rng.uniform(lo, hi, size=shape)

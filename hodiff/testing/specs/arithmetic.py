@@ -1,0 +1,39 @@
+"""Specs of hodiff/functions/arithmetic.py and hodiff/grad_functions/arithmetic.py."""
+
+import numpy as np
+
+import hodiff.functions as F
+from hodiff.grad_functions.arithmetic import sum_to
+from hodiff.testing.spec import Spec, positive
+
+SPECS = [
+    Spec(F.add2, ((2, 3), (2, 3)), np.add, linear=True),
+    Spec(F.add2, ((2, 3), (3,)), np.add, linear=True, id="broadcast"),
+    Spec(F.add2, ((), (2, 1)), np.add, linear=True, id="0d"),
+    Spec(F.sub2, ((2, 3), (1, 3)), np.subtract, linear=True),
+    Spec(F.mul2, ((2, 3), (2, 3)), np.multiply),
+    Spec(F.mul2, ((4, 1), (3,)), np.multiply, id="broadcast"),
+    Spec(F.div2, ((2, 3), positive((2, 3))), np.divide),
+    Spec(F.div2, ((3,), positive((2, 1))), np.divide, id="broadcast"),
+    Spec(F.pow2, (positive((2, 3)), (2, 3)), np.power),
+    Spec(F.pow2, (positive((2, 3)), ()), np.power, id="broadcast"),
+    Spec(F.add_scalar, ((2, 3),), lambda x, val: x + val, kwargs={"val": 1.5}, linear=True),
+    Spec(F.mul_scalar, ((2, 3),), lambda x, val: x * val, kwargs={"val": -2.5}, linear=True),
+    Spec(F.pow_scalar, (positive((2, 3)),), lambda x, val: x**val, kwargs={"val": 2.5}),
+    Spec(F.pow_scalar, ((2, 3),), lambda x, val: x**val, kwargs={"val": 2}, id="square"),
+    Spec(F.pow_scalar, ((2, 3),), lambda x, val: x**val, kwargs={"val": 3}, id="cube"),
+    Spec(F.r_sub_scalar, ((2, 3),), lambda x, val: val - x, kwargs={"val": 1.5}, linear=True),
+    Spec(F.r_div_scalar, (positive((2, 3)),), lambda x, val: val / x, kwargs={"val": 1.5}),
+    Spec(F.r_pow_scalar, ((2, 3),), lambda x, val: val**x, kwargs={"val": 1.5}),
+    Spec(F.minimum2, ((2, 3), (2, 3)), np.minimum, linear=True),
+    Spec(F.maximum2, ((2, 3), (3,)), np.maximum, linear=True),
+    Spec(F.minimum_scalar, ((2, 3),), lambda x, val: np.minimum(x, val), kwargs={"val": 0.3}, linear=True,
+         kinks=(0.3,)),
+    Spec(F.maximum_scalar, ((2, 3),), lambda x, val: np.maximum(x, val), kwargs={"val": 0.3}, linear=True,
+         kinks=(0.3,)),
+    Spec(F.abs, ((2, 3),), np.abs, kinks=(0.0,), linear=True),
+    Spec(F.sign, ((2, 3),), np.sign, order=0, kinks=(0.0,)),
+    Spec(F.identity, ((2, 3),), lambda x: x, linear=True),
+    Spec(sum_to, ((2, 3, 4),), lambda x, shape: x.sum(axis=(0, 2), keepdims=True)[0],
+         kwargs={"shape": (3, 1)}, linear=True),
+]

@@ -1,0 +1,3 @@
+"""vjp, jvp, hvp, hessian, jacobian (being written)."""
+
+__all__: list[str] = []
