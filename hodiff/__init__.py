@@ -8,7 +8,7 @@
 array([ 3., 12.])
 """
 
-from hodiff import functions
+from hodiff import functions, transforms
 from hodiff.autograd import grad, iter_grads
 from hodiff.check import GradcheckError, GradcheckReport, gradcheck, gradgradcheck
 from hodiff.context import (
@@ -22,6 +22,7 @@ from hodiff.context import (
     set_default_context,
 )
 from hodiff.function import Function
+from hodiff.transforms import *  # noqa: F403
 from hodiff.variable import Variable
 
 __version__ = "0.1.0"
@@ -44,4 +45,5 @@ __all__ = [
     "no_grad",
     "set_auto_forward",
     "set_default_context",
+    *transforms.__all__,
 ]

@@ -11,6 +11,7 @@ from hodiff.functions import (
     linalg,
     loss,
     math,
+    nn,
     normalization,
     pooling,
     recurrent,
@@ -23,6 +24,7 @@ from hodiff.functions.conv import *  # noqa: F403
 from hodiff.functions.linalg import *  # noqa: F403
 from hodiff.functions.loss import *  # noqa: F403
 from hodiff.functions.math import *  # noqa: F403
+from hodiff.functions.nn import *  # noqa: F403
 from hodiff.functions.normalization import *  # noqa: F403
 from hodiff.functions.pooling import *  # noqa: F403
 from hodiff.functions.recurrent import *  # noqa: F403
@@ -30,7 +32,7 @@ from hodiff.functions.reduction import *  # noqa: F403
 
 FAMILIES = (
     arithmetic, math, activation, reduction, array, linalg,
-    conv, pooling, loss, normalization, recurrent,
+    conv, pooling, loss, normalization, nn, recurrent,
 )
 
 __all__ = [name for module in FAMILIES for name in module.__all__]

@@ -1,0 +1,3 @@
+"""dropout and embed (being written)."""
+
+__all__: list[str] = []
