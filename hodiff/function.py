@@ -85,16 +85,22 @@ __all__ = ["REGISTRY", "Function", "Slot", "float_dtype"]
 #: every primitive defined in the hodiff package, in definition order
 REGISTRY: dict[type[Function], str] = {}
 _seq = itertools.count()
+_ref = weakref.ref
+_new_variable = object.__new__
 
 
 def _snake(name: str) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
 
 
-def float_dtype(dtype: Any) -> np.dtype[Any]:
+_FLOAT64 = np.dtype(np.float64)
+
+
+def float_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
     """The dtype numpy gives an elementwise float function of ``dtype`` (ints -> float64)."""
-    dtype = np.dtype(dtype)
-    return dtype if dtype.kind == "f" else np.dtype(np.float64)
+    if dtype.kind == "f":
+        return dtype
+    return _FLOAT64
 
 
 class Slot:
@@ -180,36 +186,38 @@ class Function:
             return ys[0] if self.n_outputs == 1 else tuple(ys)
         inputs = [a if isinstance(a, Variable) else _wrap(a, args) for a in args]
         specs = self.setup_impl(inputs)
-        n = self.n_outputs
-        ys = [None] * n
+        ys = [None] * self.n_outputs
         if _auto_forward.get():
-            self.forward_impl([x.d for x in inputs], ys)
-            for i, y in enumerate(ys):
-                if not hasattr(y, "__array_namespace__") and array_module(y) is np:
-                    ys[i] = np.asarray(y)  # numpy returns scalars for 0-d results
+            self.forward_impl([x._data if x._data is not None else x.d for x in inputs], ys)
         outputs = []
         for (shape, dtype), y in zip(specs, ys, strict=True):
-            v = Variable.__new__(Variable)
-            v._data = y
-            v._grad = None
+            v = _new_variable(Variable)
             if y is None:
-                v._shape, v._dtype = tuple(shape), np.dtype(dtype)
+                v._shape, v._dtype, v._data = tuple(shape), np.dtype(dtype), None
             else:
-                v._shape, v._dtype = y.shape, y.dtype
-            v.parent = None
+                if type(y) is not np.ndarray and array_module(y) is np:
+                    y = np.asarray(y)  # numpy gives scalars for 0-d results
+                v._shape, v._dtype, v._data = y.shape, y.dtype, y
+            v._grad = None
             v.need_grad = False
+            v.parent = None
             outputs.append(v)
         if _recording.get():
             self.inputs = inputs
             self.seq = next(_seq)
-            self._outputs = [weakref.ref(v) for v in outputs]
-            self._ydata = ys if self.need_outputs else None
+            self._outputs = [_ref(v) for v in outputs]
             self._out_meta = [(v._shape, v._dtype) for v in outputs]
-            need = self.differentiable and any(x.need_grad for x in inputs)
+            self._ydata = [v._data for v in outputs] if self.need_outputs else None
+            need = False
+            if self.differentiable:
+                for x in inputs:
+                    if x.need_grad:
+                        need = True
+                        break
             for v in outputs:
                 v.parent = self
                 v.need_grad = need
-        return outputs[0] if n == 1 else tuple(outputs)
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     # ------------------------------------------------------------ engine helpers
     def output_variable(self, i: int) -> Variable:

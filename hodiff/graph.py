@@ -91,49 +91,72 @@ def forward(roots: Sequence[Variable], clear_buffer: bool = False) -> None:
 
 
 class _Plan:
-    """Which nodes a reverse pass visits, their prop_down flags, and consumer counts."""
+    """Which nodes a reverse pass visits and their prop_down flags.
 
-    __slots__ = ("consumers", "steps")
+    ``steps`` holds ``(node, prop_down, leaves)`` in forward order, where
+    ``leaves`` are the distinct leaf inputs the node sends a gradient to;
+    ``leaf_uses`` counts, per leaf, the steps that do (a leaf's gradient is final
+    when its last one has run); ``used`` is every variable some step sends a
+    gradient to.
+    """
+
+    __slots__ = ("leaf_uses", "steps", "used")
 
     def __init__(self, roots: Sequence[Variable], wrt: Sequence[Variable] | None) -> None:
         # wrt=None: the plain pass, towards every leaf with need_grad.
         # Otherwise towards the given variables (leaf or not), whatever their need_grad.
         relevant: set[Variable] = set(wrt) if wrt is not None else set()
-        steps: list[tuple[Function, list[bool]]] = []
-        consumers: dict[Variable, int] = {}
+        steps: list[tuple[Function, list[bool], list[Variable]]] = []
+        leaf_uses: dict[Variable, int] = {}
+        used: set[Variable] = set()
         for f in topological_order(roots):
             if not f.differentiable:
                 continue
+            inputs = f.inputs
             if wrt is None:
                 prop = [
-                    (x.need_grad if x.parent is None else x in relevant) for x in f.inputs
+                    (x.need_grad if x.parent is None else x in relevant) for x in inputs
                 ]
             else:
-                prop = [x in relevant for x in f.inputs]
-            if not any(prop):
+                prop = [x in relevant for x in inputs]
+            if True not in prop:
                 continue
             if type(f).backward_impl is Function.backward_impl:
                 f.backward_impl([], [], prop, prop)  # raises NotImplementedError naming f
-            steps.append((f, prop))
             for ref in f._outputs:
                 v = ref()
                 if v is not None:
                     relevant.add(v)
-            for x in {x for x, p in zip(f.inputs, prop, strict=True) if p}:
-                consumers[x] = consumers.get(x, 0) + 1
+            leaves: list[Variable] = []
+            for x, p in zip(inputs, prop, strict=True):
+                if p:
+                    used.add(x)
+                    if x.parent is None and x not in leaves:
+                        leaves.append(x)
+                        leaf_uses[x] = leaf_uses.get(x, 0) + 1
+            steps.append((f, prop, leaves))
         self.steps = steps
-        self.consumers = consumers
+        self.leaf_uses = leaf_uses
+        self.used = used
 
 
-def _accum_flags(inputs: list[Variable], prop: list[bool], grads: dict[Variable, Any]) -> list[bool]:
+def _in_slots(
+    inputs: list[Variable], prop: list[bool], grads: dict[Variable, Any], graph_mode: bool
+) -> tuple[list[Slot], list[bool], dict[Variable, Slot]]:
+    """One Slot per distinct input (shared when a variable appears twice) and the accum flags."""
+    slots: dict[Variable, Slot] = {}
+    in_slots = []
     accum = []
-    for i, x in enumerate(inputs):
-        a = x in grads
-        if not a and prop[i]:
-            # the same variable twice in one node (x * x): the second store adds
-            a = any(inputs[j] is x and prop[j] for j in range(i))
-        accum.append(a)
-    return accum
+    for x, p in zip(inputs, prop, strict=True):
+        s = slots.get(x)
+        if s is None:
+            g = grads.get(x)
+            s = slots[x] = Slot(x if graph_mode else x._data, g, x._shape)
+            accum.append(g is not None)
+        else:  # the same variable again (x * x): add to what the earlier store wrote
+            accum.append(p or s.grad is not None)
+        in_slots.append(s)
+    return in_slots, accum, slots
 
 
 def _check_seed(root: Variable, grad: Any, where: str) -> Any:
@@ -162,7 +185,7 @@ def backward(root: Variable, grad: Any = None, clear_buffer: bool = False) -> It
     """
     seed = _check_seed(root, grad, "backward")
     plan = _Plan([root], None)
-    consumers = plan.consumers
+    leaf_uses = plan.leaf_uses
     grads: dict[Variable, Any] = {root: seed}
     handed = {id(seed)}  # arrays that may be shared: never taken over by a leaf
     if root.parent is None:
@@ -170,57 +193,65 @@ def backward(root: Variable, grad: Any = None, clear_buffer: bool = False) -> It
             _commit(root, seed, handed)
             yield root
         return
-    if not clear_buffer:
+    keep = not clear_buffer
+    if keep:
         root._grad = seed
     token: Any = _raw.set(True)
     try:
-        for f, prop in reversed(plan.steps):
-            outs = [r() for r in f._outputs]
-            gys = [grads.pop(o, None) if o is not None else None for o in outs]
-            inputs = f.inputs
-            if any(gy is not None for gy in gys):
-                out_slots = []
-                ydata = f._ydata
-                for i, o in enumerate(outs):
-                    gy = gys[i]
-                    if gy is None:
-                        gy = _zeros_like_output(f, i)
-                    elif not clear_buffer and o is not root:
+        for f, prop, leaves in reversed(plan.steps):
+            refs = f._outputs
+            ydata = f._ydata
+            if len(refs) == 1:  # the common case, without the loops below
+                o = refs[0]()
+                gy = grads.pop(o, None) if o is not None else None
+                if gy is not None:
+                    if keep and o is not root:
                         o._grad = gy
                     handed.add(id(gy))
-                    y = ydata[i] if ydata is not None else (o._data if o is not None else None)
-                    out_slots.append(Slot(y, gy, gy.shape))
-                accum = _accum_flags(inputs, prop, grads)
-                slots: dict[Variable, Slot] = {}
-                in_slots = []
-                for x in inputs:
-                    s = slots.get(x)
-                    if s is None:
-                        s = slots[x] = Slot(x._data, grads.get(x), x._shape)
-                    in_slots.append(s)
+                    y = ydata[0] if ydata is not None else o._data  # type: ignore[union-attr]
+                    out_slots = [Slot(y, gy, gy.shape)]
+            else:
+                outs = [r() for r in refs]
+                gys = [grads.pop(o, None) if o is not None else None for o in outs]
+                gy = None if all(g is None for g in gys) else gys
+                if gy is not None:
+                    out_slots = []
+                    for i, o in enumerate(outs):
+                        g = gys[i]
+                        if g is None:
+                            g = _zeros_like_output(f, i)
+                        elif keep and o is not root:
+                            o._grad = g
+                        handed.add(id(g))
+                        y = ydata[i] if ydata is not None else (o._data if o is not None else None)
+                        out_slots.append(Slot(y, g, g.shape))
+            if gy is not None:
+                in_slots, accum, slots = _in_slots(f.inputs, prop, grads, False)
                 f.backward_impl(in_slots, out_slots, prop, accum)
                 for x, s in slots.items():
                     if s.grad is not None:
                         grads[x] = s.grad
             if clear_buffer:
                 f._ydata = None
-                for o in outs:
+                for r in refs:
+                    o = r()
                     if o is not None and o is not root:
                         o._data = None
-            done = []
-            for x in dict.fromkeys(x for x, p in zip(inputs, prop, strict=True) if p):
-                left = consumers[x] - 1
-                consumers[x] = left
-                if left == 0 and x.parent is None:
-                    g = grads.pop(x, None)
-                    if g is not None:
-                        _commit(x, g, handed)
-                        done.append(x)
-            if done:  # user code runs between yields: not in raw mode
-                _raw.reset(token)
-                token = None
-                yield from done
-                token = _raw.set(True)
+            if leaves:
+                done = []
+                for x in leaves:
+                    left = leaf_uses[x] - 1
+                    leaf_uses[x] = left
+                    if left == 0:
+                        g = grads.pop(x, None)
+                        if g is not None:
+                            _commit(x, g, handed)
+                            done.append(x)
+                if done:  # user code runs between yields: not in raw mode
+                    _raw.reset(token)
+                    token = None
+                    yield from done
+                    token = _raw.set(True)
     finally:
         if token is not None:
             _raw.reset(token)
@@ -263,7 +294,7 @@ def grad_graph(
     grads: dict[Variable, Variable] = {}
     for o, s in zip(outputs, seeds, strict=True):
         grads[o] = grads[o] + s if o in grads else s
-    for f, prop in reversed(plan.steps):
+    for f, prop, _ in reversed(plan.steps):
         outs = [r() for r in f._outputs]
         gys = [
             None if o is None else grads.get(o) if o in wanted else grads.pop(o, None)
@@ -278,15 +309,7 @@ def grad_graph(
             if gy is None:
                 gy = Variable.from_array(_zeros_like_output(f, i))
             out_slots.append(Slot(y, gy, gy.shape))
-        inputs_f = f.inputs
-        accum = _accum_flags(inputs_f, prop, grads)
-        slots: dict[Variable, Slot] = {}
-        in_slots = []
-        for x in inputs_f:
-            s = slots.get(x)
-            if s is None:
-                s = slots[x] = Slot(x, grads.get(x), x.shape)
-            in_slots.append(s)
+        in_slots, accum, slots = _in_slots(f.inputs, prop, grads, True)
         f.backward_impl(in_slots, out_slots, prop, accum)
         for x, s in slots.items():
             if s.grad is not None:
@@ -298,4 +321,4 @@ def unused_inputs(outputs: Sequence[Variable], inputs: Sequence[Variable]) -> li
     """Indices of ``inputs`` that no output depends on (through differentiable nodes)."""
     plan = _Plan(outputs, inputs)
     outs = set(outputs)
-    return [i for i, x in enumerate(inputs) if x not in plan.consumers and x not in outs]
+    return [i for i, x in enumerate(inputs) if x not in plan.used and x not in outs]

@@ -15,10 +15,13 @@ if TYPE_CHECKING:
 __all__ = ["Variable", "as_variable", "is_scalar"]
 
 
+_SCALARS = (int, float, np.floating, np.integer, np.bool_)
+
+
 def is_scalar(value: Any) -> bool:
-    """True for Python and numpy real scalars (not 0-d arrays, not bools of arrays)."""
-    return isinstance(value, numbers.Real | np.number | np.bool_) and not isinstance(
-        value, np.ndarray
+    """True for Python and numpy real scalars (not arrays, not Variables)."""
+    return isinstance(value, _SCALARS) or (
+        isinstance(value, numbers.Real) and not hasattr(value, "shape")
     )
 
 

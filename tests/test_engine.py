@@ -1,0 +1,362 @@
+"""The engine: reverse pass flags, fan-out, static/dynamic graphs, buffers, depth, threads."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+import hodiff as hd
+import hodiff.functions as F
+from hodiff.context import array_module
+from hodiff.function import Slot
+
+
+def var(a: Any, need_grad: bool = True) -> hd.Variable:
+    return hd.Variable.from_array(np.asarray(a, dtype=np.float64), need_grad=need_grad)
+
+
+class Spy(hd.Function):
+    """y = x0 * x1, recording the flags the engine passes to backward_impl."""
+
+    calls: list[tuple[list[bool], list[bool]]] = []  # noqa: RUF012
+
+    def setup_impl(self, inputs: Sequence[hd.Variable]) -> list[tuple[tuple[int, ...], Any]]:
+        return [(inputs[0].shape, inputs[0].dtype)]
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        outputs[0] = inputs[0] * inputs[1]
+
+    def backward_impl(self, inputs: Sequence[Slot], outputs: Sequence[Slot],
+                      prop_down: Sequence[bool], accum: Sequence[bool]) -> None:
+        Spy.calls.append((list(prop_down), list(accum)))
+        gy = outputs[0].grad
+        if prop_down[0]:
+            inputs[0].store(gy * inputs[1].data, accum[0])
+        if prop_down[1]:
+            inputs[1].store(gy * inputs[0].data, accum[1])
+
+
+def test_prop_down_follows_need_grad() -> None:
+    Spy.calls.clear()
+    a, b = var([1.0, 2.0]), var([3.0, 4.0], need_grad=False)
+    Spy()(a, b).backward()
+    assert Spy.calls == [([True, False], [False, False])]
+    np.testing.assert_array_equal(a.g, [3.0, 4.0])
+    np.testing.assert_array_equal(b.g, [0.0, 0.0])  # need_grad=False: no gradient
+
+
+def test_accum_is_set_from_the_second_contribution_on() -> None:
+    Spy.calls.clear()
+    x = var([1.0, 2.0])
+    h = x * 2.0
+    y = Spy()(h, h) + Spy()(h, x)  # h gets three contributions, x two
+    y.backward()
+    flags = [c[1] for c in Spy.calls]
+    # reverse order: Spy(h, x) runs first (created last), then Spy(h, h)
+    assert flags[0] == [False, False]
+    assert flags[1] == [True, True]
+    np.testing.assert_allclose(x.g, 12 * x.d)  # y = 4x^2 + 2x^2
+
+
+def test_fan_out_sums_gradients() -> None:
+    x = var([0.5, -1.5, 2.0])
+    y = F.sum(x * x + F.exp(x) * x - x / (x * x + 1.0))
+    y.backward()
+    xd = x.d
+    expected = 2 * xd + np.exp(xd) * (1 + xd) - (1 - xd**2) / (xd**2 + 1) ** 2
+    np.testing.assert_allclose(x.g, expected, rtol=1e-12)
+
+
+def test_backward_accumulates_into_leaves_and_overwrites_intermediates() -> None:
+    x = var([1.0, 2.0])
+    h = x * 3.0
+    y = F.sum(h * h)
+    y.backward()
+    y.backward()
+    np.testing.assert_allclose(x.g, 2 * (18 * x.d))
+    np.testing.assert_allclose(h.g, 2 * h.d)  # intermediate: written per pass
+    h.g = np.full(2, np.nan)
+    x.zero_grad()
+    y.backward()
+    np.testing.assert_allclose(h.g, 2 * h.d)  # an overwrite wipes the NaN that was there
+    np.testing.assert_allclose(x.g, 18 * x.d)
+
+
+def test_leaf_gradients_never_alias() -> None:
+    a, b = var([1.0, 2.0]), var([3.0, 4.0])
+    y = a + b  # add2 hands the same gy to both inputs
+    y.backward()
+    assert not np.shares_memory(a.g, b.g)
+    a.g *= 10.0
+    np.testing.assert_array_equal(b.g, [1.0, 1.0])
+    seed = np.array([2.0, 5.0])
+    y.backward(seed)
+    np.testing.assert_array_equal(seed, [2.0, 5.0])  # the user's seed is never written
+    np.testing.assert_array_equal(b.g, [3.0, 6.0])
+
+
+def test_backward_with_grad_and_scalar_root() -> None:
+    x = var([1.0, 2.0, 3.0])
+    y = x * x
+    y.backward(np.array([1.0, 0.0, 2.0]))
+    np.testing.assert_allclose(x.g, [2.0, 0.0, 12.0])
+    with pytest.raises(ValueError, match=r"backward: grad of shape \(2,\).*\(3,\)"):
+        y.backward(np.ones(2))
+    np.testing.assert_allclose(x.g, [2.0, 0.0, 12.0])  # a failed call changes nothing
+
+
+def test_grad_is_differentiable_to_any_order() -> None:
+    x = var(0.7)
+    y = F.exp(x * 2.0) * x
+    derivs = [y]
+    for _ in range(5):
+        (g,) = hd.grad(derivs[-1], x)
+        derivs.append(g)
+    # d^n/dx^n x e^{2x} = (2^n x + n 2^(n-1)) e^{2x}
+    for n, d in enumerate(derivs):
+        expected = (2**n * 0.7 + n * 2 ** (n - 1)) * np.exp(1.4)
+        np.testing.assert_allclose(d.d, expected, rtol=1e-12)
+
+
+def test_grad_several_outputs_and_grad_outputs() -> None:
+    x, w = var([1.0, 2.0]), var([3.0, -1.0])
+    y1, y2 = x * w, F.sum(x * x)
+    gx, gw = hd.grad([y1, y2], [x, w], grad_outputs=[np.array([1.0, 2.0]), np.array(3.0)])
+    np.testing.assert_allclose(gx.d, [1.0, 2.0] * w.d + 6 * x.d)
+    np.testing.assert_allclose(gw.d, [1.0, 2.0] * x.d)
+    assert x.g.tolist() == [0.0, 0.0]  # hd.grad writes no .g
+
+
+def test_grad_outputs_as_variable_is_differentiated_through() -> None:
+    x, v = var([1.0, 2.0]), var([0.5, -1.0])
+    (g,) = hd.grad(x * x * x, x, grad_outputs=[v])  # 3 x^2 v
+    (gv,) = hd.grad(F.sum(g), v)
+    np.testing.assert_allclose(gv.d, 3 * x.d**2)
+
+
+def test_grad_with_respect_to_an_intermediate() -> None:
+    x = var([1.0, 2.0])
+    h = x * x
+    y = F.sum(F.exp(h))
+    gh, gx = hd.grad(y, [h, x])
+    np.testing.assert_allclose(gh.d, np.exp(h.d))
+    np.testing.assert_allclose(gx.d, np.exp(h.d) * 2 * x.d)
+
+
+def test_unused_input_raises_unless_allowed() -> None:
+    x, z = var([1.0]), var([2.0, 3.0])
+    y = F.sum(x * 2.0)
+    with pytest.raises(ValueError, match=r"inputs\[1\] \(shape \(2,\)\)"):
+        hd.grad(y, [x, z])
+    gx, gz = hd.grad(y, [x, z], allow_unused=True)
+    np.testing.assert_array_equal(gz.d, [0.0, 0.0])
+    np.testing.assert_array_equal(gx.d, [2.0])
+
+
+def test_grad_rejects_non_scalar_output_without_grad_outputs() -> None:
+    x = var([1.0, 2.0])
+    with pytest.raises(ValueError, match=r"outputs\[0\] has shape \(2,\).*grad_outputs"):
+        hd.grad(x * x, x)
+    with pytest.raises(ValueError, match=r"grad_outputs\[0\] has shape \(3,\)"):
+        hd.grad(x * x, x, grad_outputs=[np.ones(3)])
+    with pytest.raises(TypeError, match="inputs"):
+        hd.grad(F.sum(x), np.ones(2))
+
+
+def test_no_grad_records_nothing() -> None:
+    x = var([1.0, 2.0])
+    with hd.no_grad():
+        y = x * x
+    assert y.parent is None
+    assert not y.need_grad
+    np.testing.assert_array_equal(y.d, [1.0, 4.0])
+
+
+def test_unlinked_cuts_the_graph() -> None:
+    x = var([1.0, 2.0])
+    h = (x * x).unlinked()
+    assert h.parent is None
+    y = F.sum(h * x)
+    y.backward()
+    np.testing.assert_allclose(x.g, x.d**2)  # h treated as a constant
+
+
+# ---------------------------------------------------------------- static graphs
+def test_static_graph_built_once_run_many_times() -> None:
+    with hd.auto_forward(False):
+        x = hd.Variable((3,), need_grad=True, dtype=np.float64)
+        y = F.sum(F.exp(x) * x)
+        assert y.shape == ()
+        (g,) = hd.grad(y, x)
+    for seed in range(3):
+        x.d = np.random.default_rng(seed).standard_normal(3)
+        y.forward()
+        g.forward()
+        np.testing.assert_allclose(y.d, np.sum(np.exp(x.d) * x.d))
+        np.testing.assert_allclose(g.d, np.exp(x.d) * (1 + x.d))
+        x.zero_grad()
+        y.backward()
+        np.testing.assert_allclose(x.g, g.d)
+
+
+def test_dynamic_forward_recomputes_from_leaves() -> None:
+    x = var([1.0, 2.0], need_grad=False)
+    y = F.exp(x) + x
+    x.d = np.array([0.0, 0.0])
+    y.forward()
+    np.testing.assert_allclose(y.d, [1.0, 1.0])
+
+
+def test_clear_buffer_gives_the_same_leaf_gradients() -> None:
+    def build() -> tuple[hd.Variable, hd.Variable, hd.Variable]:
+        with hd.auto_forward(False):
+            x = hd.Variable((4,), need_grad=True, dtype=np.float64)
+            h1 = F.exp(x * 0.5)
+            h2 = h1 * h1 + x
+            y = F.sum(F.log(h2 * h2 + 1.0))
+        x.d = np.linspace(-1, 1, 4)
+        return x, y, h1
+
+    x1, y1, _ = build()
+    y1.forward()
+    y1.backward()
+    x2, y2, h = build()
+    y2.forward(clear_buffer=True)
+    assert h._data is not None  # exp's output is kept: its backward reads it
+    y2.backward(clear_buffer=True)
+    np.testing.assert_allclose(x2.g, x1.g, rtol=1e-14)
+    assert h._data is None  # freed once its backward ran
+
+
+def test_forward_clear_buffer_frees_unneeded_intermediates() -> None:
+    with hd.auto_forward(False):
+        x = hd.Variable((2,), need_grad=True, dtype=np.float64)
+        h = x + 1.0  # add_scalar's output feeds sum, whose backward needs no input value
+        y = F.sum(h)
+    x.d = np.ones(2)
+    y.forward(clear_buffer=True)
+    assert h._data is None
+    np.testing.assert_allclose(y.d, 4.0)
+    y.backward()
+    np.testing.assert_allclose(x.g, [1.0, 1.0])
+
+
+def test_deep_chain_has_no_recursion_limit() -> None:
+    x = var(np.ones(2))
+    y = x
+    n = 100_000
+    for _ in range(n):
+        y = y + 1e-6
+    y.forward()
+    np.testing.assert_allclose(y.d, 1 + n * 1e-6)
+    y.backward()
+    np.testing.assert_allclose(x.g, [1.0, 1.0])
+    (g,) = hd.grad(y, x, grad_outputs=[np.ones(2)])
+    np.testing.assert_allclose(g.d, [1.0, 1.0])
+    del y, g  # freeing a 100,000-long graph must not overflow the C stack either
+
+
+# ---------------------------------------------------------------- modes and context
+def test_modes_and_context_are_thread_local() -> None:
+    seen: dict[str, Any] = {}
+
+    def worker() -> None:
+        hd.set_auto_forward(False)
+        hd.set_default_context(hd.Context(dtype="float64"))
+        seen["thread"] = (hd.get_auto_forward(), hd.get_default_context().dtype)
+
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join()
+    assert seen["thread"] == (False, np.dtype("float64"))
+    assert hd.get_auto_forward() is True
+    assert hd.get_default_context().dtype == np.float32
+
+
+def test_context_scope_sets_the_default_dtype() -> None:
+    with hd.context_scope(hd.Context(backend="numpy", dtype="float64")):
+        assert hd.Variable((2,)).dtype == np.float64
+    assert hd.Variable((2,)).dtype == np.float32
+    with pytest.raises(ValueError, match="backend"):
+        hd.Context(backend="tpu")
+
+
+def test_functions_compute_with_the_array_module_of_their_inputs() -> None:
+    x = var([1.0, 2.0])
+    assert array_module(F.exp(x).d) is np
+
+
+# ---------------------------------------------------------------- Variable
+def test_operators_with_scalars_and_arrays_on_either_side() -> None:
+    a = np.array([1.0, 2.0])
+    x = var([3.0, 4.0])
+    cases = {
+        "x + a": (x + a, x.d + a), "a + x": (a + x, a + x.d),
+        "x - a": (x - a, x.d - a), "a - x": (a - x, a - x.d), "2 - x": (2 - x, 2 - x.d),
+        "a * x": (a * x, a * x.d), "np.float64 * x": (np.float64(2) * x, 2 * x.d),
+        "x / 2": (x / 2, x.d / 2), "2 / x": (2 / x, 2 / x.d), "a / x": (a / x, a / x.d),
+        "x ** 2": (x**2, x.d**2), "2 ** x": (2**x, 2**x.d), "x ** a": (x**a, x.d**a),
+        "-x": (-x, -x.d), "abs(-x)": (abs(-x), x.d), "+x": (+x, x.d),
+    }
+    for name, (got, want) in cases.items():
+        assert isinstance(got, hd.Variable), name
+        np.testing.assert_allclose(got.d, want, err_msg=name)
+    y = F.sum((a * x) ** 2 / x)  # = sum(a^2 x)
+    y.backward()
+    np.testing.assert_allclose(x.g, a**2)
+
+
+def test_variable_members() -> None:
+    x = hd.Variable((2, 3), need_grad=True)
+    assert (x.shape, x.ndim, x.size, x.dtype) == ((2, 3), 2, 6, np.float32)
+    assert x.parent is None and x.need_grad
+    np.testing.assert_array_equal(x.d, np.zeros((2, 3)))
+    np.testing.assert_array_equal(x.g, np.zeros((2, 3)))
+    x.d = np.ones((2, 3), dtype=np.float64)
+    assert x.d.dtype == np.float32  # kept in the variable's dtype
+    assert x.apply(need_grad=False) is x and not x.need_grad
+    assert hd.Variable.from_array(np.arange(3)).dtype.kind == "i"
+    assert hd.Variable.from_array(np.ones(2, np.float64)).dtype == np.float64
+    y = x * 2.0
+    assert y.parent is not None and x.data is x.d
+
+
+# ---------------------------------------------------------------- protocol
+class Cube(hd.Function):
+    """y = x^3 with d y = 3 x^2 dx, written in hodiff functions (docs/custom_functions.md)."""
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        outputs[0] = inputs[0] ** 3
+
+    def backward_impl(self, inputs: Sequence[Slot], outputs: Sequence[Slot],
+                      prop_down: Sequence[bool], accum: Sequence[bool]) -> None:
+        if prop_down[0]:
+            x = inputs[0].data
+            inputs[0].store(outputs[0].grad * 3.0 * x * x, accum[0])
+
+
+def test_user_function_to_third_order() -> None:
+    hd.gradcheck(lambda x: Cube()(x), np.array([0.3, -1.2, 2.0]), order=3)
+    x = var(1.5)
+    (g,) = hd.grad(Cube()(x), x)
+    (h,) = hd.grad(g, x)
+    (t,) = hd.grad(h, x)
+    np.testing.assert_allclose([g.d, h.d, t.d], [3 * 1.5**2, 6 * 1.5, 6.0])
+
+
+def test_missing_rule_raises_naming_the_function() -> None:
+    class NoRule(hd.Function):
+        def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+            outputs[0] = inputs[0] * 2
+
+    x = var([1.0])
+    y = F.sum(NoRule()(x) * x)
+    with pytest.raises(NotImplementedError, match="no_rule"):
+        y.backward()
+    assert x.g.tolist() == [0.0]  # raised before any gradient was touched
+    with pytest.raises(NotImplementedError, match="no_rule"):
+        hd.grad(y, x)
