@@ -186,28 +186,17 @@ class Function:
             return ys[0] if self.n_outputs == 1 else tuple(ys)
         inputs = [a if isinstance(a, Variable) else _wrap(a, args) for a in args]
         specs = self.setup_impl(inputs)
-        ys = [None] * self.n_outputs
+        ys: list[Any] = [None] * self.n_outputs
         if _auto_forward.get():
             self.forward_impl([x._data if x._data is not None else x.d for x in inputs], ys)
-        outputs = []
-        for (shape, dtype), y in zip(specs, ys, strict=True):
-            v = _new_variable(Variable)
-            if y is None:
-                v._shape, v._dtype, v._data = tuple(shape), np.dtype(dtype), None
-            else:
-                if type(y) is not np.ndarray and array_module(y) is np:
-                    y = np.asarray(y)  # numpy gives scalars for 0-d results
-                v._shape, v._dtype, v._data = y.shape, y.dtype, y
-            v._grad = None
-            v.need_grad = False
-            v.parent = None
-            outputs.append(v)
+        outputs = [_output(spec, y) for spec, y in zip(specs, ys, strict=True)]
         if _recording.get():
             self.inputs = inputs
             self.seq = next(_seq)
             self._outputs = [_ref(v) for v in outputs]
-            self._out_meta = [(v._shape, v._dtype) for v in outputs]
             self._ydata = [v._data for v in outputs] if self.need_outputs else None
+            if len(outputs) > 1:  # shapes of outputs that may be dropped before backward
+                self._out_meta = [(v._shape, v._dtype) for v in outputs]
             need = False
             if self.differentiable:
                 for x in inputs:
@@ -241,6 +230,21 @@ class Function:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__}>"
+
+
+def _output(spec: tuple[tuple[int, ...], Any], y: Any) -> Variable:
+    """A new unlinked Variable for one output (value ``y``, or only ``spec`` when not computed)."""
+    v = _new_variable(Variable)
+    if y is None:
+        v._shape, v._dtype, v._data = tuple(spec[0]), np.dtype(spec[1]), None
+    else:
+        if type(y) is not np.ndarray and array_module(y) is np:
+            y = np.asarray(y)  # numpy gives scalars for 0-d results
+        v._shape, v._dtype, v._data = y.shape, y.dtype, y
+    v._grad = None
+    v.need_grad = False
+    v.parent = None
+    return v
 
 
 def _wrap(value: Any, args: Sequence[Any]) -> Variable:

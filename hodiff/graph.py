@@ -27,6 +27,7 @@ from hodiff.variable import Variable
 __all__ = ["backward", "forward", "grad_graph", "topological_order"]
 
 _by_seq = attrgetter("seq")
+_ACCUM = ([False], [True])  # accum flags of a one-input node, by "already has a gradient"
 
 
 def topological_order(roots: Sequence[Variable]) -> list[Function]:
@@ -78,7 +79,8 @@ def forward(roots: Sequence[Variable], clear_buffer: bool = False) -> None:
             v = ref()
             if v is not None:
                 v._data, v._shape, v._dtype = y, y.shape, y.dtype
-        f._out_meta = [(y.shape, y.dtype) for y in ys]
+        if len(ys) > 1:
+            f._out_meta = [(y.shape, y.dtype) for y in ys]
         if f.need_outputs:
             f._ydata = ys
         if clear_buffer:
@@ -106,7 +108,7 @@ class _Plan:
         # wrt=None: the plain pass, towards every leaf with need_grad.
         # Otherwise towards the given variables (leaf or not), whatever their need_grad.
         relevant: set[Variable] = set(wrt) if wrt is not None else set()
-        steps: list[tuple[Function, list[bool], list[Variable]]] = []
+        steps: list[tuple[Function, list[bool], list[Variable] | None]] = []
         leaf_uses: dict[Variable, int] = {}
         used: set[Variable] = set()
         for f in topological_order(roots):
@@ -127,12 +129,17 @@ class _Plan:
                 v = ref()
                 if v is not None:
                     relevant.add(v)
-            leaves: list[Variable] = []
+            leaves: list[Variable] | None = None
             for x, p in zip(inputs, prop, strict=True):
                 if p:
                     used.add(x)
-                    if x.parent is None and x not in leaves:
-                        leaves.append(x)
+                    if x.parent is None:
+                        if leaves is None:
+                            leaves = [x]
+                        elif x in leaves:
+                            continue
+                        else:
+                            leaves.append(x)
                         leaf_uses[x] = leaf_uses.get(x, 0) + 1
             steps.append((f, prop, leaves))
         self.steps = steps
@@ -196,25 +203,46 @@ def backward(root: Variable, grad: Any = None, clear_buffer: bool = False) -> It
     keep = not clear_buffer
     if keep:
         root._grad = seed
+    # one reusable pair of slots for the common one-input, one-output node (slots are only
+    # valid during the backward_impl call)
+    x_slot, y_slot = Slot(None, None, ()), Slot(None, None, ())
+    x_slots, y_slots = [x_slot], [y_slot]
     token: Any = _raw.set(True)
     try:
         for f, prop, leaves in reversed(plan.steps):
             refs = f._outputs
             ydata = f._ydata
-            if len(refs) == 1:  # the common case, without the loops below
+            inputs = f.inputs
+            if len(refs) == 1:
                 o = refs[0]()
                 gy = grads.pop(o, None) if o is not None else None
                 if gy is not None:
                     if keep and o is not root:
                         o._grad = gy
                     handed.add(id(gy))
-                    y = ydata[0] if ydata is not None else o._data  # type: ignore[union-attr]
-                    out_slots = [Slot(y, gy, gy.shape)]
+                    y_slot.data = ydata[0] if ydata is not None else o._data  # type: ignore[union-attr]
+                    y_slot.grad = gy
+                    y_slot.shape = gy.shape
+                    if len(inputs) == 1:  # the common case, without allocations
+                        x = inputs[0]
+                        g = grads.get(x)
+                        x_slot.data, x_slot.grad, x_slot.shape = x._data, g, x._shape
+                        f.backward_impl(x_slots, y_slots, prop, _ACCUM[g is not None])
+                        g = x_slot.grad
+                        x_slot.data = x_slot.grad = y_slot.data = y_slot.grad = None
+                        if g is not None:
+                            grads[x] = g
+                    else:
+                        in_slots, accum, slots = _in_slots(inputs, prop, grads, False)
+                        f.backward_impl(in_slots, [Slot(y_slot.data, gy, gy.shape)], prop, accum)
+                        y_slot.data = y_slot.grad = None
+                        for x, s in slots.items():
+                            if s.grad is not None:
+                                grads[x] = s.grad
             else:
                 outs = [r() for r in refs]
                 gys = [grads.pop(o, None) if o is not None else None for o in outs]
-                gy = None if all(g is None for g in gys) else gys
-                if gy is not None:
+                if any(g is not None for g in gys):
                     out_slots = []
                     for i, o in enumerate(outs):
                         g = gys[i]
@@ -225,12 +253,11 @@ def backward(root: Variable, grad: Any = None, clear_buffer: bool = False) -> It
                         handed.add(id(g))
                         y = ydata[i] if ydata is not None else (o._data if o is not None else None)
                         out_slots.append(Slot(y, g, g.shape))
-            if gy is not None:
-                in_slots, accum, slots = _in_slots(f.inputs, prop, grads, False)
-                f.backward_impl(in_slots, out_slots, prop, accum)
-                for x, s in slots.items():
-                    if s.grad is not None:
-                        grads[x] = s.grad
+                    in_slots, accum, slots = _in_slots(inputs, prop, grads, False)
+                    f.backward_impl(in_slots, out_slots, prop, accum)
+                    for x, s in slots.items():
+                        if s.grad is not None:
+                            grads[x] = s.grad
             if clear_buffer:
                 f._ydata = None
                 for r in refs:
