@@ -184,7 +184,9 @@ class Function:
             ys: list[Any] = [None] * self.n_outputs
             self.forward_impl(args, ys)
             return ys[0] if self.n_outputs == 1 else tuple(ys)
-        inputs = [a if isinstance(a, Variable) else _wrap(a, args) for a in args]
+        inputs = [
+            a if isinstance(a, Variable) else self._wrap(i, a, args) for i, a in enumerate(args)
+        ]
         specs = self.setup_impl(inputs)
         ys: list[Any] = [None] * self.n_outputs
         if _auto_forward.get():
@@ -207,6 +209,15 @@ class Function:
                 v.parent = self
                 v.need_grad = need
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def _wrap(self, i: int, value: Any, args: Sequence[Any]) -> Variable:
+        try:
+            return _wrap(value, args)
+        except TypeError:
+            raise TypeError(
+                f"{self.name}: input {i} must be a Variable, an array or a scalar, "
+                f"got {type(value).__name__}"
+            ) from None
 
     # ------------------------------------------------------------ engine helpers
     def output_variable(self, i: int) -> Variable:

@@ -76,7 +76,7 @@ class Variable:
         elif array_module(array) is np:
             try:
                 array = np.asarray(array)
-            except Exception as e:
+            except (TypeError, ValueError) as e:
                 raise TypeError(
                     f"Variable.from_array: cannot make an array of {type(array).__name__}"
                 ) from e
@@ -321,4 +321,14 @@ def as_variable(value: Any) -> Variable:
     return Variable.from_array(value)
 
 
-from hodiff.functions import arithmetic as _A  # noqa: E402  (operators need the functions)
+class _Arithmetic:
+    """The arithmetic module, imported on first use (it imports this module)."""
+
+    def __getattr__(self, name: str) -> Any:
+        from hodiff.functions import arithmetic
+
+        globals()["_A"] = arithmetic
+        return getattr(arithmetic, name)
+
+
+_A: Any = _Arithmetic()
