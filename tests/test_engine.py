@@ -360,3 +360,32 @@ def test_missing_rule_raises_naming_the_function() -> None:
     assert x.g.tolist() == [0.0]  # raised before any gradient was touched
     with pytest.raises(NotImplementedError, match="no_rule"):
         hd.grad(y, x)
+
+
+# ---------------------------------------------------------------- iter_grads
+def test_iter_grads_yields_each_parameter_when_final_last_layer_first() -> None:
+    w1, w2, w3 = var([0.5, -0.2]), var([1.5, 0.3]), var([0.7, 0.1])
+    x = var([1.0, 2.0], need_grad=False)
+    h1 = F.exp(x * w1)
+    h2 = F.exp(h1 * w2)
+    loss = F.sum(h2 * w3)
+    order = []
+    for p, g in hd.iter_grads(loss):
+        order.append(p)
+        assert g is p.g
+        # while the pass is suspended, user code builds graphs normally (not in raw mode)
+        assert isinstance(F.exp(x), hd.Variable)
+    assert order == [w3, w2, w1]
+    ref = [hd.grad(loss, p)[0].d for p in (w1, w2, w3)]
+    for p, r in zip((w1, w2, w3), ref, strict=True):
+        np.testing.assert_allclose(p.g, r)
+    assert [p for p, _ in hd.iter_grads(loss, params=[w1])] == [w1]
+
+
+def test_a_leaf_used_by_several_nodes_is_final_after_the_last_one() -> None:
+    w = var([0.5, 1.5])
+    x = var([1.0, 2.0], need_grad=False)
+    h = F.exp(x * w)
+    loss = F.sum(h * w)  # w is used at the top and at the bottom of the graph
+    (p, g), = list(hd.iter_grads(loss))
+    np.testing.assert_allclose(g, hd.grad(loss, w)[0].d)
