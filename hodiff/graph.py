@@ -297,7 +297,7 @@ def _commit(leaf: Variable, g: Any, handed: set[int]) -> None:
     buf = leaf._grad
     if buf is None:
         dtype = leaf._grad_dtype()
-        if not hasattr(g, "__array_namespace__") and array_module(g) is np:
+        if isinstance(g, np.generic):  # numpy's 0-d results are scalars
             g = np.array(g, dtype=dtype)
         elif g.dtype != dtype:
             g = g.astype(dtype)

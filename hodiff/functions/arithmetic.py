@@ -240,11 +240,11 @@ class Minimum2(_Binary):
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # the smaller input gets gy (ties go to x0)
         gy = outputs[0].grad
-        first = _array.less_equal(inputs[0].data, inputs[1].data)
+        x0, x1 = inputs[0].data, inputs[1].data
         if prop_down[0]:
-            inputs[0].store(_array.where(first, gy, 0.0), accum[0])
+            inputs[0].store(gy * _array.less_equal(x0, x1), accum[0])
         if prop_down[1]:
-            inputs[1].store(_array.where(first, 0.0, gy), accum[1])
+            inputs[1].store(gy * _array.greater(x0, x1), accum[1])
 
 
 class Maximum2(_Binary):
@@ -254,11 +254,11 @@ class Maximum2(_Binary):
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # the larger input gets gy (ties go to x0)
         gy = outputs[0].grad
-        first = _array.greater_equal(inputs[0].data, inputs[1].data)
+        x0, x1 = inputs[0].data, inputs[1].data
         if prop_down[0]:
-            inputs[0].store(_array.where(first, gy, 0.0), accum[0])
+            inputs[0].store(gy * _array.greater_equal(x0, x1), accum[0])
         if prop_down[1]:
-            inputs[1].store(_array.where(first, 0.0, gy), accum[1])
+            inputs[1].store(gy * _array.less(x0, x1), accum[1])
 
 
 class MinimumScalar(_Scalar):
@@ -269,7 +269,7 @@ class MinimumScalar(_Scalar):
         # gy where x <= c
         if prop_down[0]:
             keep = _array.less_equal(inputs[0].data, self.val)
-            inputs[0].store(_array.where(keep, outputs[0].grad, 0.0), accum[0])
+            inputs[0].store(outputs[0].grad * keep, accum[0])
 
 
 class MaximumScalar(_Scalar):
@@ -280,7 +280,7 @@ class MaximumScalar(_Scalar):
         # gy where x >= c
         if prop_down[0]:
             keep = _array.greater_equal(inputs[0].data, self.val)
-            inputs[0].store(_array.where(keep, outputs[0].grad, 0.0), accum[0])
+            inputs[0].store(outputs[0].grad * keep, accum[0])
 
 
 class Abs(Function):
