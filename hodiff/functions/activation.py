@@ -1,3 +1,348 @@
-"""activation functions (being written)."""
+"""Activation functions, with NNabla's definitions and keyword arguments.
 
-__all__: list[str] = []
+Three are primitives because they are in every network and a fused rule is
+measurably faster or more stable than a composition: ``sigmoid`` (stable
+forward, backward from its output in one fused node), ``softplus`` (stable
+``max(z, 0) + log1p(exp(-|z|))`` with in-place passes) and ``relu`` (its
+backward ``gy * (x > 0)`` is about 15x faster than a ``where`` on numpy). The
+others are compositions of hodiff functions and need no rule of their own;
+the piecewise ones are ``relu(x) + a * min(x, 0)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from hodiff.context import array_module
+from hodiff.function import Function, Slot
+from hodiff.functions import arithmetic as _arithmetic
+from hodiff.functions import array as _array
+from hodiff.functions import math as _math
+from hodiff.grad_functions import math as _gm
+from hodiff.variable import Variable, as_variable
+
+__all__ = [
+    "celu",
+    "elu",
+    "gelu",
+    "hard_sigmoid",
+    "hard_tanh",
+    "leaky_relu",
+    "log_sigmoid",
+    "prelu",
+    "relu",
+    "relu6",
+    "selu",
+    "sigmoid",
+    "softplus",
+    "softsign",
+    "swish",
+]
+
+Slots = Sequence[Slot]
+Flags = Sequence[bool]
+
+_GELU_C = math.sqrt(2.0 / math.pi)
+
+
+def _inplace_ok(a: Any) -> bool:
+    """Whether ``a`` is a float array we made ourselves and may overwrite (not a 0-d scalar)."""
+    xp = array_module(a)
+    return isinstance(a, xp.ndarray) and a.ndim > 0 and a.dtype.kind == "f"
+
+
+class Sigmoid(Function):
+    need_inputs = False
+    need_outputs = True
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        x = inputs[0]
+        xp = array_module(x)
+        special = _math.special_module(xp)
+        if special is not None:  # expit: accurate in both tails, one pass
+            outputs[0] = special.expit(x)
+            return
+        # 1 / (1 + e^-x) = (1 + tanh(x / 2)) / 2: never overflows
+        t = x * 0.5
+        if _inplace_ok(t):
+            xp.tanh(t, out=t)
+            t *= 0.5
+            t += 0.5
+            outputs[0] = t
+        else:
+            outputs[0] = xp.tanh(t) * 0.5 + 0.5
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # d sigmoid(x) = y (1 - y) dx, as one fused node
+        if prop_down[0]:
+            inputs[0].store(_gm.sigmoid_backward(outputs[0].grad, outputs[0].data), accum[0])
+
+
+class Softplus(Function):
+    def __init__(self, *, beta: float = 1.0) -> None:
+        self.beta = _arithmetic.check_scalar(self.name, "beta", beta)
+        if self.beta == 0.0:
+            raise ValueError("softplus: beta must be nonzero, got 0.0")
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        # log(1 + e^z) / beta with z = beta x, as max(z, 0) + log(1 + e^-|z|): never overflows
+        x = inputs[0]
+        xp = array_module(x)
+        z = x * self.beta if self.beta != 1.0 else x
+        a = xp.abs(z)
+        if _inplace_ok(a):
+            xp.negative(a, out=a)
+            xp.exp(a, out=a)
+            xp.log1p(a, out=a)
+            a += xp.maximum(z, 0.0)
+            if self.beta != 1.0:
+                a /= self.beta
+            outputs[0] = a
+        else:
+            y = xp.maximum(z, 0.0) + xp.log1p(xp.exp(-a))
+            outputs[0] = y / self.beta if self.beta != 1.0 else y
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # d softplus(x) = sigmoid(beta x) dx
+        if prop_down[0]:
+            x = inputs[0].data
+            z = x * self.beta if self.beta != 1.0 else x
+            inputs[0].store(outputs[0].grad * sigmoid(z), accum[0])
+
+
+class ReLU(Function):
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        outputs[0] = array_module(inputs[0]).maximum(inputs[0], 0.0)
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # d relu(x) = [x > 0] dx (a mask product: much faster than where on numpy)
+        if prop_down[0]:
+            inputs[0].store(outputs[0].grad * _array.greater(inputs[0].data, 0.0), accum[0])
+
+
+# ---------------------------------------------------------------- primitives' wrappers
+def sigmoid(x: Any) -> Variable:
+    """Logistic sigmoid ``y = 1 / (1 + exp(-x))``, elementwise and numerically stable.
+
+    The gradient ``y (1 - y)`` is computed from the output.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.sigmoid(np.array([0.0, 1e4, -1e4])).d
+    array([0.5, 1. , 0. ])
+    """
+    return Sigmoid()(x)
+
+
+def softplus(x: Any, beta: float = 1.0) -> Variable:
+    """``y = log(1 + exp(beta * x)) / beta`` elementwise, without overflow for any ``x``.
+
+    Args:
+        x: input of any shape.
+        beta: sharpness (nonzero); large ``beta`` approaches ``relu``.
+
+    Returns:
+        Same shape as ``x``; the gradient is ``sigmoid(beta * x)``.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.softplus(np.array([0.0, 1e4])).d
+    array([6.93147181e-01, 1.00000000e+04])
+
+    """
+    return Softplus(beta=beta)(x)
+
+
+def relu(x: Any) -> Variable:
+    """Rectified linear unit ``y = max(0, x)`` elementwise; the gradient is ``[x > 0]``.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.relu(np.array([-1.0, 2.0])).d
+    array([0., 2.])
+    """
+    return ReLU()(x)
+
+
+# ---------------------------------------------------------------- compositions
+# These run on bare arrays too (a rule may call them during a plain backward), so they
+# start from hodiff functions and never wrap an array into a Variable.
+def _check(name: str, arg: str, value: Any) -> float:
+    return _arithmetic.check_scalar(name, arg, value)
+
+
+def _neg(x: Any) -> Any:
+    return _arithmetic.mul_scalar(x, -1.0)
+
+
+def _min0(x: Any) -> Any:
+    """``min(x, 0)``, whose gradient ``[x <= 0]`` gives the point ``x = 0`` to the negative
+    branch, as NNabla does (so ``elu`` with ``alpha = 1`` has its true gradient 1 there).
+    """
+    return _arithmetic.minimum_scalar(x, 0.0)
+
+
+def _shaped(x: Any) -> Any:
+    """``x`` itself when it has a shape (array or Variable), else a constant Variable."""
+    return x if hasattr(x, "shape") else as_variable(x)
+
+
+def leaky_relu(x: Any, alpha: float = 0.1) -> Variable:
+    """``y = max(0, x) + alpha * min(0, x)`` elementwise.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.leaky_relu(np.array([-2.0, 3.0])).d
+    array([-0.2,  3. ])
+    """
+    alpha = _check("leaky_relu", "alpha", alpha)
+    return relu(x) + _min0(x) * alpha
+
+
+def elu(x: Any, alpha: float = 1.0) -> Variable:
+    """Exponential linear unit: ``y = x`` for ``x > 0``, ``alpha * (exp(x) - 1)`` otherwise.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.elu(np.array([-1.0, 2.0])).d
+    array([-0.63212056,  2.        ])
+    """
+    alpha = _check("elu", "alpha", alpha)
+    # exp of min(x, 0) never overflows
+    return relu(x) + _math.expm1(_min0(x)) * alpha
+
+
+def selu(x: Any, scale: float = 1.05070098735548, alpha: float = 1.673263242354377) -> Variable:
+    """Scaled ELU (Klambauer et al., 2017): ``y = scale * elu(x, alpha)``.
+
+    Args:
+        x: input of any shape.
+        scale: ``lambda`` of the definition (the self-normalising value by default).
+        alpha: ``alpha`` of the definition (the self-normalising value by default).
+
+    """
+    scale = _check("selu", "scale", scale)
+    return elu(x, _check("selu", "alpha", alpha)) * scale
+
+
+def celu(x: Any, alpha: float = 1.0, axis: int = 1) -> Variable:
+    """Concatenated ELU: ``elu(x, alpha)`` and ``elu(-x, alpha)`` joined along ``axis``.
+
+    Args:
+        x: input with at least one axis.
+        alpha: ``alpha`` of :func:`elu`.
+        axis: the axis whose size doubles.
+
+    Returns:
+        ``x``'s shape with ``shape[axis]`` doubled.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.celu(np.array([[1.0, -1.0]]), axis=1).d
+    array([[ 1.        , -0.63212056, -0.63212056,  1.        ]])
+
+    """
+    alpha = _check("celu", "alpha", alpha)
+    x = _shaped(x)
+    if not isinstance(axis, int) or not -x.ndim <= axis < x.ndim:
+        raise ValueError(f"celu: axis {axis} is out of range for x of shape {x.shape}")
+    return _array.concatenate(elu(x, alpha), elu(_neg(x), alpha), axis=axis)
+
+
+def gelu(x: Any) -> Variable:
+    """Gaussian error linear unit, tanh approximation (NNabla's definition):
+    ``y = x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3)))``.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.gelu(np.array([0.0, 1.0])).d
+    array([0.        , 0.84119199])
+    """
+    t = _math.tanh((_arithmetic.pow_scalar(x, 3.0) * 0.044715 + x) * _GELU_C)
+    return x * (t + 1.0) * 0.5
+
+
+def softsign(x: Any) -> Variable:
+    """``y = x / (1 + |x|)`` elementwise.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.softsign(np.array([-1.0, 3.0])).d
+    array([-0.5 ,  0.75])
+    """
+    return x / (_arithmetic.abs(x) + 1.0)
+
+
+def swish(x: Any) -> Variable:
+    """Swish (Ramachandran et al., 2017): ``y = x * sigmoid(x) = x / (1 + exp(-x))``."""
+    return sigmoid(x) * x
+
+
+def relu6(x: Any) -> Variable:
+    """``y = min(max(0, x), 6)`` elementwise.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.relu6(np.array([-1.0, 3.0, 7.0])).d
+    array([0., 3., 6.])
+    """
+    return _arithmetic.minimum_scalar(relu(x), 6.0)
+
+
+def hard_sigmoid(x: Any) -> Variable:
+    """Piecewise-linear sigmoid ``y = clip(0.2 x + 0.5, 0, 1)``: 0 below -2.5, 1 above 2.5.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.hard_sigmoid(np.array([-3.0, 0.0, 1.0, 3.0])).d
+    array([0. , 0.5, 0.7, 1. ])
+    """
+    return _arithmetic.minimum_scalar(relu(_arithmetic.mul_scalar(x, 0.2) + 0.5), 1.0)
+
+
+def hard_tanh(x: Any) -> Variable:
+    """``y = clip(x, -1, 1)`` elementwise.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.hard_tanh(np.array([-3.0, 0.5, 3.0])).d
+    array([-1. ,  0.5,  1. ])
+    """
+    return _arithmetic.minimum_scalar(_arithmetic.maximum_scalar(x, -1.0), 1.0)
+
+
+def log_sigmoid(x: Any) -> Variable:
+    """``y = log(sigmoid(x)) = -softplus(-x)`` elementwise, without overflow for any ``x``.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.log_sigmoid(np.array([0.0, -1e4])).d
+    array([-6.93147181e-01, -1.00000000e+04])
+    """
+    return -softplus(_neg(x))
+
+
+def prelu(x: Any, w: Any, base_axis: int = 1) -> Variable:
+    """Parametric ReLU: ``y = max(0, x) + w * min(0, x)`` with a learned slope ``w``.
+
+    Args:
+        x: input of any shape.
+        w: slope, shape ``()`` or ``(1,)`` (shared by all elements) or
+            ``(x.shape[base_axis],)`` (one per channel).
+        base_axis: the channel axis of ``x`` when ``w`` is per channel.
+
+    Returns:
+        Same shape as ``x``.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.prelu(np.array([[-1.0, 2.0], [-3.0, -4.0]]), np.array([0.5, 0.1])).d
+    array([[-0.5,  2. ],
+           [-1.5, -0.4]])
+
+    """
+    x, w = _shaped(x), _shaped(w)
+    if w.shape in ((), (1,)):
+        w = _array.reshape(w, ()) if w.shape else w
+    else:
+        if not isinstance(base_axis, int) or not -x.ndim <= base_axis < x.ndim:
+            raise ValueError(
+                f"prelu: base_axis {base_axis} is out of range for x of shape {x.shape}"
+            )
+        axis = base_axis % x.ndim
+        if w.shape != (x.shape[axis],):
+            raise ValueError(
+                f"prelu: w of shape {w.shape} must have shape (), (1,) or "
+                f"({x.shape[axis]},) = (x.shape[base_axis],) for x of shape {x.shape}"
+            )
+        w = _array.reshape(w, (x.shape[axis],) + (1,) * (x.ndim - axis - 1))
+    return relu(x) + _min0(x) * w

@@ -1,26 +1,85 @@
-"""Elementwise math: exp, log and the trigonometric and hyperbolic families."""
+"""Elementwise math: exp, log and the trigonometric, hyperbolic and error functions.
+
+Every function here is a primitive (one numpy/cupy kernel forward); each rule
+is written with hodiff functions, so it runs on bare arrays during
+``.backward()`` and records a differentiable graph during ``hd.grad``. Rules
+that can reuse the output (exp, expm1, sqrt, tan, tanh) declare
+``need_outputs`` and never read the input.
+"""
 
 from __future__ import annotations
 
+import importlib
+import math
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Any
 
+import numpy as np
+
 from hodiff.context import array_module
-from hodiff.function import Function, Slot
+from hodiff.function import Function, Slot, float_dtype
+from hodiff.functions import arithmetic as _arithmetic
+from hodiff.grad_functions import math as _gm
 from hodiff.variable import Variable
 
-__all__ = ["exp", "log"]
+__all__ = [
+    "acos",
+    "acosh",
+    "asin",
+    "asinh",
+    "atan",
+    "atan2",
+    "atanh",
+    "cos",
+    "cosh",
+    "erf",
+    "exp",
+    "expm1",
+    "log",
+    "log1p",
+    "sin",
+    "sinh",
+    "sqrt",
+    "tan",
+    "tanh",
+]
 
 Slots = Sequence[Slot]
 Flags = Sequence[bool]
 
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
-class Exp(Function):
-    need_inputs = False
-    need_outputs = True
+
+_SPECIAL: dict[str, ModuleType | None] = {}
+
+
+def special_module(xp: ModuleType) -> ModuleType | None:
+    """``scipy.special`` for numpy (None when scipy is not installed), ``cupyx.scipy.special``
+    for cupy; looked up once per backend.
+    """
+    name = "scipy.special" if xp is np else "cupyx.scipy.special"
+    if name not in _SPECIAL:
+        try:
+            _SPECIAL[name] = importlib.import_module(name)
+        except ImportError:
+            _SPECIAL[name] = None
+    return _SPECIAL[name]
+
+
+class _Unary(Function, register=False):
+    """``y = ufunc(x)`` for the numpy/cupy ufunc named ``ufunc``."""
+
+    ufunc: str
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
-        outputs[0] = array_module(inputs[0]).exp(inputs[0])
+        outputs[0] = getattr(array_module(inputs[0]), self.ufunc)(inputs[0])
+
+
+class Exp(_Unary):
+    ufunc = "exp"
+    need_inputs = False
+    need_outputs = True
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # d exp(x) = exp(x) dx
@@ -28,9 +87,8 @@ class Exp(Function):
             inputs[0].store(outputs[0].grad * outputs[0].data, accum[0])
 
 
-class Log(Function):
-    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
-        outputs[0] = array_module(inputs[0]).log(inputs[0])
+class Log(_Unary):
+    ufunc = "log"
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # d log(x) = dx / x
@@ -38,11 +96,320 @@ class Log(Function):
             inputs[0].store(outputs[0].grad / inputs[0].data, accum[0])
 
 
+class Log1p(_Unary):
+    ufunc = "log1p"
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # d log(1 + x) = dx / (1 + x)
+        if prop_down[0]:
+            inputs[0].store(outputs[0].grad / (inputs[0].data + 1.0), accum[0])
+
+
+class Expm1(_Unary):
+    ufunc = "expm1"
+    need_inputs = False
+    need_outputs = True
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # d (e^x - 1) = (y + 1) dx
+        if prop_down[0]:
+            inputs[0].store(outputs[0].grad * (outputs[0].data + 1.0), accum[0])
+
+
+class Sqrt(_Unary):
+    ufunc = "sqrt"
+    need_inputs = False
+    need_outputs = True
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # d sqrt(x) = dx / (2 y)
+        if prop_down[0]:
+            inputs[0].store(outputs[0].grad * 0.5 / outputs[0].data, accum[0])
+
+
+class Sin(_Unary):
+    ufunc = "sin"
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # d sin(x) = cos(x) dx
+        if prop_down[0]:
+            inputs[0].store(outputs[0].grad * cos(inputs[0].data), accum[0])
+
+
+class Cos(_Unary):
+    ufunc = "cos"
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # d cos(x) = -sin(x) dx
+        if prop_down[0]:
+            inputs[0].store(-(outputs[0].grad * sin(inputs[0].data)), accum[0])
+
+
+class Tan(_Unary):
+    ufunc = "tan"
+    need_inputs = False
+    need_outputs = True
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # d tan(x) = (1 + y^2) dx
+        if prop_down[0]:
+            y = outputs[0].data
+            inputs[0].store(outputs[0].grad * (y * y + 1.0), accum[0])
+
+
+class Sinh(_Unary):
+    ufunc = "sinh"
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # d sinh(x) = cosh(x) dx
+        if prop_down[0]:
+            inputs[0].store(outputs[0].grad * cosh(inputs[0].data), accum[0])
+
+
+class Cosh(_Unary):
+    ufunc = "cosh"
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # d cosh(x) = sinh(x) dx
+        if prop_down[0]:
+            inputs[0].store(outputs[0].grad * sinh(inputs[0].data), accum[0])
+
+
+class Tanh(_Unary):
+    ufunc = "tanh"
+    need_inputs = False
+    need_outputs = True
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # d tanh(x) = (1 - y^2) dx, as one fused node
+        if prop_down[0]:
+            inputs[0].store(_gm.tanh_backward(outputs[0].grad, outputs[0].data), accum[0])
+
+
+class Asin(_Unary):
+    ufunc = "arcsin"
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # d asin(x) = dx / sqrt(1 - x^2)
+        if prop_down[0]:
+            x = inputs[0].data
+            inputs[0].store(outputs[0].grad / sqrt(1.0 - x * x), accum[0])
+
+
+class Acos(_Unary):
+    ufunc = "arccos"
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # d acos(x) = -dx / sqrt(1 - x^2)
+        if prop_down[0]:
+            x = inputs[0].data
+            inputs[0].store(-(outputs[0].grad / sqrt(1.0 - x * x)), accum[0])
+
+
+class Atan(_Unary):
+    ufunc = "arctan"
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # d atan(x) = dx / (1 + x^2)
+        if prop_down[0]:
+            x = inputs[0].data
+            inputs[0].store(outputs[0].grad / (x * x + 1.0), accum[0])
+
+
+class Asinh(_Unary):
+    ufunc = "arcsinh"
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # d asinh(x) = dx / sqrt(x^2 + 1)
+        if prop_down[0]:
+            x = inputs[0].data
+            inputs[0].store(outputs[0].grad / sqrt(x * x + 1.0), accum[0])
+
+
+class Acosh(_Unary):
+    ufunc = "arccosh"
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # d acosh(x) = dx / sqrt(x^2 - 1)
+        if prop_down[0]:
+            x = inputs[0].data
+            inputs[0].store(outputs[0].grad / sqrt(x * x - 1.0), accum[0])
+
+
+class Atanh(_Unary):
+    ufunc = "arctanh"
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # d atanh(x) = dx / (1 - x^2)
+        if prop_down[0]:
+            x = inputs[0].data
+            inputs[0].store(outputs[0].grad / (1.0 - x * x), accum[0])
+
+
+class Atan2(Function):
+    def setup_impl(self, inputs: Sequence[Variable]) -> list[tuple[tuple[int, ...], Any]]:
+        shape = _arithmetic.broadcast_shapes(self.name, *inputs)
+        return [(shape, float_dtype(np.result_type(*(x.dtype for x in inputs))))]
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        outputs[0] = array_module(inputs[0]).arctan2(inputs[0], inputs[1])
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # d atan2(x0, x1) = (x1 dx0 - x0 dx1) / (x0^2 + x1^2)
+        x0, x1 = inputs[0].data, inputs[1].data
+        g = outputs[0].grad / (x0 * x0 + x1 * x1)
+        if prop_down[0]:
+            inputs[0].store(g * x1, accum[0])
+        if prop_down[1]:
+            inputs[1].store(-(g * x0), accum[1])
+
+
+class Erf(Function):
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        x = inputs[0]
+        xp = array_module(x)
+        special = special_module(xp)
+        if special is not None:
+            outputs[0] = special.erf(x)
+        else:  # numpy without scipy: math.erf elementwise
+            dtype = float_dtype(np.asarray(x).dtype)
+            outputs[0] = np.vectorize(math.erf, otypes=[dtype])(x)
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # d erf(x) = 2 / sqrt(pi) exp(-x^2) dx
+        if prop_down[0]:
+            x = inputs[0].data
+            inputs[0].store(outputs[0].grad * exp(-(x * x)) * _TWO_OVER_SQRT_PI, accum[0])
+
+
+# ---------------------------------------------------------------- wrappers
 def exp(x: Any) -> Variable:
-    """``y = e^x`` elementwise."""
+    """``y = e^x`` elementwise.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.exp(np.array([0.0, 1.0])).d
+    array([1.        , 2.71828183])
+    """
     return Exp()(x)
 
 
 def log(x: Any) -> Variable:
     """``y = ln(x)`` elementwise (natural logarithm, ``x > 0``)."""
     return Log()(x)
+
+
+def log1p(x: Any) -> Variable:
+    """``y = ln(1 + x)`` elementwise, accurate for small ``x`` (``x > -1``)."""
+    return Log1p()(x)
+
+
+def expm1(x: Any) -> Variable:
+    """``y = e^x - 1`` elementwise, accurate for small ``x``."""
+    return Expm1()(x)
+
+
+def sqrt(x: Any) -> Variable:
+    """Elementwise square root ``y = x^(1/2)`` (``x > 0`` for the gradient ``1 / (2 y)``).
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.sqrt(np.array([4.0, 9.0])).d
+    array([2., 3.])
+    """
+    return Sqrt()(x)
+
+
+def sin(x: Any) -> Variable:
+    """Elementwise sine (radians)."""
+    return Sin()(x)
+
+
+def cos(x: Any) -> Variable:
+    """Elementwise cosine (radians)."""
+    return Cos()(x)
+
+
+def tan(x: Any) -> Variable:
+    """Elementwise tangent (radians); the gradient is ``1 + y^2``."""
+    return Tan()(x)
+
+
+def sinh(x: Any) -> Variable:
+    """Elementwise hyperbolic sine ``y = (e^x - e^-x) / 2``."""
+    return Sinh()(x)
+
+
+def cosh(x: Any) -> Variable:
+    """Elementwise hyperbolic cosine ``y = (e^x + e^-x) / 2``."""
+    return Cosh()(x)
+
+
+def tanh(x: Any) -> Variable:
+    """Elementwise hyperbolic tangent; the gradient ``1 - y^2`` reuses the output.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.tanh(np.array([0.0])).d
+    array([0.])
+    """
+    return Tanh()(x)
+
+
+def asin(x: Any) -> Variable:
+    """``y = arcsin(x)`` elementwise, ``|x| <= 1`` (``|x| < 1`` for the gradient)."""
+    return Asin()(x)
+
+
+def acos(x: Any) -> Variable:
+    """``y = arccos(x)`` elementwise, ``|x| <= 1`` (``|x| < 1`` for the gradient)."""
+    return Acos()(x)
+
+
+def atan(x: Any) -> Variable:
+    """``y = arctan(x)`` elementwise."""
+    return Atan()(x)
+
+
+def atan2(x0: Any, x1: Any) -> Variable:
+    """Quadrant-aware ``y = arctan(x0 / x1)`` in ``[-pi, pi]``, with broadcasting.
+
+    Args:
+        x0: the "y" coordinate (numerator), any shape broadcastable with ``x1``.
+        x1: the "x" coordinate (denominator).
+
+    Returns:
+        The angles, of the broadcast shape. The gradient is
+        ``(x1, -x0) / (x0^2 + x1^2)`` (undefined at the origin).
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.atan2(np.array([1.0, -1.0]), np.array([0.0, 0.0])).d
+    array([ 1.57079633, -1.57079633])
+
+    """
+    return Atan2()(x0, x1)
+
+
+def asinh(x: Any) -> Variable:
+    """``y = arcsinh(x)`` elementwise."""
+    return Asinh()(x)
+
+
+def acosh(x: Any) -> Variable:
+    """``y = arccosh(x)`` elementwise, ``x >= 1`` (``x > 1`` for the gradient)."""
+    return Acosh()(x)
+
+
+def atanh(x: Any) -> Variable:
+    """``y = arctanh(x)`` elementwise, ``|x| < 1``."""
+    return Atanh()(x)
+
+
+def erf(x: Any) -> Variable:
+    """Gauss error function ``y = 2 / sqrt(pi) * integral_0^x exp(-t^2) dt`` elementwise.
+
+    Uses ``scipy.special.erf`` (``cupyx.scipy.special.erf`` on cupy) when available,
+    else ``math.erf`` element by element (scipy is optional).
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.erf(np.array([0.0, 1.0])).d
+    array([0.        , 0.84270079])
+    """
+    return Erf()(x)

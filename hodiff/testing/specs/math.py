@@ -1,0 +1,42 @@
+"""Specs of hodiff/functions/math.py and hodiff/grad_functions/math.py."""
+
+import math
+
+import numpy as np
+
+import hodiff.functions as F
+from hodiff.grad_functions.math import sigmoid_backward, tanh_backward
+from hodiff.testing.spec import Spec, positive
+
+_erf = np.vectorize(math.erf)
+
+SPECS = [
+    Spec(F.exp, ((2, 3),), np.exp),
+    Spec(F.exp, ((),), np.exp, id="0d"),
+    Spec(F.log, (positive((2, 3)),), np.log),
+    Spec(F.log1p, ((2, 3),), np.log1p, domain=(-0.5, 2.0)),
+    Spec(F.expm1, ((2, 3),), np.expm1),
+    Spec(F.sqrt, (positive((2, 3)),), np.sqrt),
+    Spec(F.sin, ((2, 3),), np.sin, domain=(-3.0, 3.0)),
+    Spec(F.cos, ((2, 3),), np.cos, domain=(-3.0, 3.0)),
+    Spec(F.tan, ((2, 3),), np.tan, domain=(-1.2, 1.2)),
+    Spec(F.sinh, ((2, 3),), np.sinh),
+    Spec(F.cosh, ((2, 3),), np.cosh),
+    Spec(F.tanh, ((2, 3),), np.tanh),
+    Spec(F.tanh, ((),), np.tanh, id="0d"),
+    Spec(F.asin, ((2, 3),), np.arcsin, domain=(-0.8, 0.8)),
+    Spec(F.acos, ((2, 3),), np.arccos, domain=(-0.8, 0.8)),
+    Spec(F.atan, ((2, 3),), np.arctan),
+    Spec(F.asinh, ((2, 3),), np.arcsinh),
+    Spec(F.acosh, (positive((2, 3), 1.2, 3.0),), np.arccosh),
+    Spec(F.atanh, ((2, 3),), np.arctanh, domain=(-0.8, 0.8)),
+    # all four quadrants, away from the origin and from the branch cut (x0 = 0, x1 < 0)
+    Spec(F.atan2, ((2, 3), (2, 3)), np.arctan2, kinks=(0.0,), gap=0.3),
+    Spec(F.atan2, ((2, 3), (3,)), np.arctan2, kinks=(0.0,), gap=0.3, id="broadcast"),
+    Spec(F.atan2, ((), (2, 1)), np.arctan2, kinks=(0.0,), gap=0.3, id="0d"),
+    Spec(F.erf, ((2, 3),), _erf),
+    Spec(tanh_backward, ((2, 3), (2, 3)), lambda gy, y: gy * (1 - y**2)),
+    Spec(tanh_backward, ((3,), (2, 3)), lambda gy, y: gy * (1 - y**2), id="broadcast"),
+    Spec(sigmoid_backward, ((2, 3), (2, 3)), lambda gy, y: gy * y * (1 - y)),
+    Spec(sigmoid_backward, ((), ()), lambda gy, y: gy * y * (1 - y), id="0d"),
+]
