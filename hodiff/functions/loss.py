@@ -1,3 +1,380 @@
-"""loss functions (being written)."""
+"""The softmax family and the losses (NNabla's definitions: element-wise, no reduction).
 
-__all__: list[str] = []
+``softmax``, ``log_softmax``, ``softmax_cross_entropy`` and
+``sigmoid_cross_entropy`` are fused primitives: their forwards are the stable
+log-sum-exp forms (no overflow for logits of 1e4) and their backwards are one
+cheap expression each. The other losses are compositions of existing functions
+and need no rule of their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from hodiff.context import array_module
+from hodiff.function import Function, Slot, float_dtype
+from hodiff.functions import arithmetic as _arith
+from hodiff.functions import array as _array
+from hodiff.functions import math as _math
+from hodiff.functions import reduction as _red
+from hodiff.variable import Variable, as_variable
+
+__all__ = [
+    "absolute_error",
+    "binary_cross_entropy",
+    "categorical_cross_entropy",
+    "huber_loss",
+    "kl_multinomial",
+    "log_softmax",
+    "sigmoid_cross_entropy",
+    "softmax",
+    "softmax_cross_entropy",
+    "squared_error",
+]
+
+Slots = Sequence[Slot]
+Flags = Sequence[bool]
+Spec = list[tuple[tuple[int, ...], Any]]
+
+
+# ---------------------------------------------------------------- helpers (shared with
+# hodiff.grad_functions.loss)
+def resolve_axis(name: str, axis: Any, ndim: int) -> int:
+    """``axis`` (None: the last) as a non-negative int, or a ValueError naming ``name``."""
+    if ndim == 0:
+        raise ValueError(f"{name}: x must have at least one dimension, got a 0-d array")
+    if axis is None:
+        return ndim - 1
+    if isinstance(axis, bool) or not isinstance(axis, int | np.integer):
+        raise TypeError(f"{name}: axis must be an int or None, got {type(axis).__name__}")
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"{name}: axis {axis} is out of range for x of {ndim} dims")
+    return int(axis) % ndim
+
+
+def check_labels(
+    name: str, x_shape: tuple[int, ...], t: Variable, axis: int, x_name: str = "x"
+) -> tuple[int, ...]:
+    """Checks integer labels ``t`` against ``x_shape``; returns the loss shape (1 on ``axis``)."""
+    if t.dtype.kind not in "iu":
+        raise TypeError(
+            f"{name}: labels t must be an integer array, got dtype {t.dtype} (shape {t.shape})"
+        )
+    kept = (*x_shape[:axis], 1, *x_shape[axis + 1:])
+    dropped = x_shape[:axis] + x_shape[axis + 1 :]
+    if t.shape not in (kept, dropped):
+        raise ValueError(
+            f"{name}: labels t of shape {t.shape} do not match {x_name} of shape {x_shape}"
+            f" on axis {axis}: expected {kept} or {dropped}"
+        )
+    return kept
+
+
+def labels_in_range(name: str, xp: Any, t: Any, axis: int, x_shape: tuple[int, ...]) -> Any:
+    """``t`` as an ``xp`` array of size 1 on ``axis``; a ValueError if a label is outside [0, C)."""
+    n = x_shape[axis]
+    t = xp.asarray(t).reshape((*x_shape[:axis], 1, *x_shape[axis + 1:]))
+    if t.size:
+        lo, hi = int(t.min()), int(t.max())
+        if lo < 0 or hi >= n:
+            raise ValueError(
+                f"{name}: labels t of shape {t.shape} must lie in [0, {n}) for x of shape"
+                f" {x_shape} (axis {axis}); got values in [{lo}, {hi}]"
+            )
+    return t
+
+
+def softmax_array(xp: Any, x: Any, axis: int) -> Any:
+    """A new array ``exp(x - max) / sum(exp(x - max))`` along ``axis`` (never overflows)."""
+    e = xp.exp(x - x.max(axis=axis, keepdims=True))
+    e /= e.sum(axis=axis, keepdims=True)
+    return e
+
+
+def _log_softmax_array(xp: Any, x: Any, axis: int) -> Any:
+    z = x - x.max(axis=axis, keepdims=True)
+    return z - xp.log(xp.exp(z).sum(axis=axis, keepdims=True))
+
+
+class _AxisFunction(Function, register=False):
+    def __init__(self, *, axis: int | None = None) -> None:
+        self.axis = axis
+
+    def _axis(self, ndim: int) -> int:
+        return resolve_axis(self.name, self.axis, ndim)
+
+    def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
+        x = inputs[0]
+        self._axis(x.ndim)
+        return [(x.shape, float_dtype(x.dtype))]
+
+
+class Softmax(_AxisFunction):
+    need_inputs = False
+    need_outputs = True
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        x = inputs[0]
+        outputs[0] = softmax_array(array_module(x), x, self._axis(x.ndim))
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # dx = y (gy - <gy, y>) along the axis
+        if prop_down[0]:
+            y, gy = outputs[0].data, outputs[0].grad
+            axis = self._axis(len(outputs[0].shape))
+            inputs[0].store(y * (gy - _red.sum(gy * y, axis=axis, keepdims=True)), accum[0])
+
+
+class LogSoftmax(_AxisFunction):
+    """Fused for stability: ``x - max - log(sum(exp(x - max)))`` never takes the log of 0."""
+
+    need_inputs = False
+    need_outputs = True
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        x = inputs[0]
+        outputs[0] = _log_softmax_array(array_module(x), x, self._axis(x.ndim))
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # dx = gy - exp(y) sum(gy) along the axis
+        if prop_down[0]:
+            y, gy = outputs[0].data, outputs[0].grad
+            axis = self._axis(len(outputs[0].shape))
+            total = _red.sum(gy, axis=axis, keepdims=True)
+            inputs[0].store(gy - _math.exp(y) * total, accum[0])
+
+
+class SoftmaxCrossEntropy(_AxisFunction):
+    """Fused: the forward is a log-sum-exp, the backward the single kernel
+    ``softmax_cross_entropy_grad`` (softmax - onehot), the hot path of classifier training.
+    """
+
+    def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
+        x, t = inputs
+        kept = check_labels(self.name, x.shape, t, self._axis(x.ndim))
+        return [(kept, float_dtype(x.dtype))]
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        x, t = inputs
+        xp = array_module(x)
+        axis = self._axis(x.ndim)
+        t = labels_in_range(self.name, xp, t, axis, x.shape)
+        z = x - x.max(axis=axis, keepdims=True)
+        lse = xp.log(xp.exp(z).sum(axis=axis, keepdims=True))
+        outputs[0] = lse - xp.take_along_axis(z, t, axis)
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # dx = gy (softmax(x) - onehot(t)); the labels get no gradient
+        if prop_down[0]:
+            from hodiff.grad_functions.loss import softmax_cross_entropy_grad
+
+            gx = softmax_cross_entropy_grad(
+                inputs[0].data, inputs[1].data, outputs[0].grad, axis=self.axis
+            )
+            inputs[0].store(gx, accum[0])
+
+
+class SigmoidCrossEntropy(Function):
+    """Fused for stability: ``max(x, 0) - x t + log1p(exp(-|x|))`` never overflows."""
+
+    def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
+        x, t = inputs
+        if x.shape != t.shape:
+            raise ValueError(
+                f"sigmoid_cross_entropy: x of shape {x.shape} and target t of shape {t.shape}"
+                " must have the same shape"
+            )
+        if t.dtype.kind not in "fiub":
+            raise TypeError(f"sigmoid_cross_entropy: target t has unsupported dtype {t.dtype}")
+        return [(x.shape, float_dtype(x.dtype))]
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        x, t = inputs
+        xp = array_module(x)
+        dtype = float_dtype(x.dtype)
+        x = x.astype(dtype, copy=False)
+        y = xp.maximum(x, 0) - x * xp.asarray(t).astype(dtype, copy=False)
+        y += xp.log1p(xp.exp(-xp.abs(x)))
+        outputs[0] = y
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # y = softplus(x) - x t:  dx = gy (sigmoid(x) - t),  dt = -gy x
+        from hodiff.functions import activation as _act
+
+        gy = outputs[0].grad
+        x, t = inputs[0].data, inputs[1].data
+        if prop_down[0]:
+            inputs[0].store(gy * (_act.sigmoid(x) - t), accum[0])
+        if prop_down[1]:
+            inputs[1].store(-(gy * x), accum[1])
+
+
+# ---------------------------------------------------------------- wrappers
+def softmax(x: Any, axis: int | None = None) -> Variable:
+    """Softmax along ``axis`` (default: the last): ``y_i = exp(x_i) / sum_j exp(x_j)``.
+
+    Computed as ``exp(x - max(x))`` normalised, so large logits do not overflow.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.softmax(np.array([0.0, np.log(3.0)])).d
+    array([0.25, 0.75])
+    """
+    return Softmax(axis=axis)(x)
+
+
+def log_softmax(x: Any, axis: int | None = None) -> Variable:
+    """``y_i = x_i - log(sum_j exp(x_j))`` along ``axis`` (default: the last), computed stably.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> np.exp(F.log_softmax(np.array([1e4, 1e4])).d)
+    array([0.5, 0.5])
+    """
+    return LogSoftmax(axis=axis)(x)
+
+
+def softmax_cross_entropy(x: Any, t: Any, axis: int | None = None) -> Variable:
+    """Cross entropy of integer labels ``t`` under ``softmax(x)`` along ``axis``, per sample.
+
+    ``y_j = -log(softmax(x_j)[t_j]) = logsumexp(x_j) - x_{j, t_j}``.
+
+    Args:
+        x: scores of shape ``(D_1, ..., C, ..., D_N)`` (``C`` on ``axis``, default the last).
+        t: integer labels in ``[0, C)`` of shape ``(D_1, ..., 1, ..., D_N)`` (or without the
+            axis); they get no gradient.
+        axis: the class axis.
+
+    Returns:
+        The element-wise losses, shape ``(D_1, ..., 1, ..., D_N)``.
+
+    Raises:
+        TypeError: ``t`` is not an integer array.
+        ValueError: ``t`` has the wrong shape or a label outside ``[0, C)``.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.softmax_cross_entropy(np.array([[0.0, 0.0]]), np.array([[1]])).d
+    array([[0.69314718]])
+
+    """
+    return SoftmaxCrossEntropy(axis=axis)(x, t)
+
+
+def categorical_cross_entropy(x: Any, t: Any, axis: int | None = None) -> Variable:
+    """``y_j = -log(x_{j, t_j})``: cross entropy of integer labels ``t`` under probabilities ``x``.
+
+    Shapes as in :func:`softmax_cross_entropy`; ``x`` must be positive at the labels.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.categorical_cross_entropy(np.array([[0.25, 0.75]]), np.array([[1]])).d
+    array([[0.28768207]])
+    """
+    from hodiff.grad_functions.loss import SelectByLabel
+
+    picked = SelectByLabel(axis=axis, caller="categorical_cross_entropy")(x, t)
+    return -_math.log(picked)
+
+
+def sigmoid_cross_entropy(x: Any, t: Any) -> Variable:
+    """``y = -(t log(sigmoid(x)) + (1 - t) log(1 - sigmoid(x)))`` element-wise, computed stably.
+
+    Args:
+        x: scores (logits), any shape.
+        t: targets of the same shape, 0/1 labels (int) or probabilities (float; then ``t``
+            gets a gradient, ``-x``).
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.sigmoid_cross_entropy(np.array([0.0, 1e4]), np.array([1, 1])).d
+    array([0.69314718, 0.        ])
+
+    """
+    return SigmoidCrossEntropy()(x, t)
+
+
+def binary_cross_entropy(x: Any, t: Any) -> Variable:
+    """``y = -(t log(x) + (1 - t) log(1 - x))`` element-wise, for probabilities ``0 < x < 1``.
+
+    ``t`` may be probabilities too (it gets a gradient, ``log(1 - x) - log(x)``).
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.binary_cross_entropy(np.array([0.5]), np.array([1.0])).d
+    array([0.69314718])
+    """
+    x, t = as_variable(x), as_variable(t)
+    return -(t * _math.log(x) + (1.0 - t) * _math.log(1.0 - x))
+
+
+def squared_error(x0: Any, x1: Any) -> Variable:
+    """``y = (x0 - x1)^2`` element-wise (broadcasting).
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.squared_error(np.array([1.0, 3.0]), np.array([0.0, 1.0])).d
+    array([1., 4.])
+    """
+    return _arith.pow_scalar(_arith.sub2(x0, x1), 2.0)
+
+
+def absolute_error(x0: Any, x1: Any) -> Variable:
+    """``y = |x0 - x1|`` element-wise (broadcasting); the gradient is 0 where ``x0 == x1``.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.absolute_error(np.array([1.0, 3.0]), np.array([0.0, 5.0])).d
+    array([1., 2.])
+    """
+    return _arith.abs(_arith.sub2(x0, x1))
+
+
+def huber_loss(x0: Any, x1: Any, delta: float = 1.0) -> Variable:
+    """NNabla's Huber loss, element-wise: with ``d = x0 - x1``,
+    ``y = d^2`` where ``|d| < delta`` and ``delta (2 |d| - delta)`` elsewhere.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.huber_loss(np.array([0.5, 3.0]), np.array([0.0, 0.0])).d
+    array([0.25, 5.  ])
+    """
+    delta = _arith.check_scalar("huber_loss", "delta", delta)
+    if delta <= 0:
+        raise ValueError(f"huber_loss: delta must be positive, got {delta}")
+    d = _arith.sub2(x0, x1)
+    a = _arith.abs(d)
+    inner = _array.less(a, delta)
+    return _array.where(inner, d * d, (2.0 * delta) * a - delta * delta)
+
+
+def kl_multinomial(p: Any, q: Any, base_axis: int = 1) -> Variable:
+    """Kullback-Leibler divergence of categorical distributions, ``D = sum_i p_i log(p_i / q_i)``.
+
+    The sum runs over the axes from ``base_axis`` on; as NNabla, ``1e-8`` is added inside each
+    log so that ``p_i = 0`` contributes 0.
+
+    Args:
+        p: source probabilities, shape ``(M_0, ..., M_{B-1}, D_B, ..., D_N)``.
+        q: target probabilities, same shape.
+        base_axis: the number of leading sample axes ``B`` (at least 1, less than ``p.ndim``).
+
+    Returns:
+        Shape ``(M_0, ..., M_{B-1}, 1)``.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.kl_multinomial(np.array([[0.5, 0.5]]), np.array([[0.5, 0.5]])).d
+    array([[0.]])
+
+    """
+    p, q = as_variable(p), as_variable(q)
+    if p.shape != q.shape:
+        raise ValueError(
+            f"kl_multinomial: p of shape {p.shape} and q of shape {q.shape} must have the same"
+            " shape"
+        )
+    if isinstance(base_axis, bool) or not isinstance(base_axis, int | np.integer):
+        raise TypeError(f"kl_multinomial: base_axis must be an int, got {type(base_axis).__name__}")
+    if not 1 <= base_axis < p.ndim:
+        raise ValueError(
+            f"kl_multinomial: base_axis {base_axis} must be in [1, {p.ndim}) for p of shape"
+            f" {p.shape}"
+        )
+    eps = 1e-8
+    terms = p * (_math.log(p + eps) - _math.log(q + eps))
+    d = _red.sum(terms, axis=tuple(range(base_axis, p.ndim)))
+    return _array.reshape(d, (*p.shape[:base_axis], 1))

@@ -1,3 +1,148 @@
-"""dropout and embed (being written)."""
+"""Dropout and embedding lookup.
 
-__all__: list[str] = []
+``dropout`` is ``x * mask``: the mask is the output of a non-differentiable
+node (:class:`DropoutMask`) drawn once per forward, so the plain backward and
+every order of ``hd.grad`` see the same mask. ``embed`` gathers rows; its
+weight gradient is the scatter-add ``hodiff.grad_functions.nn.embed_weight_grad``
+whose own backward is ``embed`` again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from hodiff.context import array_module
+from hodiff.function import Function, Slot, float_dtype
+from hodiff.functions import arithmetic as _arith
+from hodiff.variable import Variable
+
+__all__ = ["dropout", "embed"]
+
+Slots = Sequence[Slot]
+Flags = Sequence[bool]
+Spec = list[tuple[tuple[int, ...], Any]]
+
+
+def check_ids(name: str, x: Any, n: int) -> None:
+    """ValueError unless every id of the integer array ``x`` lies in ``[0, n)``."""
+    if x.size:
+        lo, hi = int(x.min()), int(x.max())
+        if lo < 0 or hi >= n:
+            raise ValueError(
+                f"{name}: ids x of shape {x.shape} must lie in [0, {n}) (w.shape[0]);"
+                f" got values in [{lo}, {hi}]"
+            )
+
+
+class DropoutMask(Function):
+    """``mask = (u >= p) / (1 - p)`` with ``u`` uniform in [0, 1), shaped like ``x``.
+
+    Not differentiable (it cuts the graph). The node owns a numpy ``Generator``
+    seeded once from ``seed`` (-1: fresh entropy); every forward draws the next
+    mask from it, so a seeded graph replays the same sequence of masks. The mask
+    is drawn on the host, so numpy and cupy give the same masks for one seed.
+    """
+
+    differentiable = False
+
+    def __init__(self, *, p: float = 0.5, seed: int = -1) -> None:
+        p = _arith.check_scalar("dropout", "p", p)
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"dropout: p must be in [0, 1), got {p}")
+        if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
+            raise TypeError(f"dropout: seed must be an int, got {type(seed).__name__}")
+        self.p = p
+        self.seed = int(seed)
+        self.rng = np.random.default_rng(None if self.seed < 0 else self.seed)
+
+    def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
+        x = inputs[0]
+        return [(x.shape, float_dtype(x.dtype))]
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        x = inputs[0]
+        xp = array_module(x)
+        keep = self.rng.random(x.shape) >= self.p
+        dtype = float_dtype(x.dtype)
+        outputs[0] = xp.asarray(keep, dtype=dtype) * dtype.type(1.0 / (1.0 - self.p))
+
+
+class Embed(Function):
+    need_inputs = (0,)
+
+    def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
+        x, w = inputs
+        if x.dtype.kind not in "iu":
+            raise TypeError(f"embed: ids x must be an integer array, got dtype {x.dtype}")
+        if w.ndim < 1:
+            raise ValueError(f"embed: w must have at least one dimension, got shape {w.shape}")
+        return [(x.shape + w.shape[1:], w.dtype)]
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        x, w = inputs
+        xp = array_module(w)
+        x = xp.asarray(x)
+        check_ids("embed", x, w.shape[0])
+        outputs[0] = xp.take(w, x, axis=0)
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # dw = scatter-add of gy into the rows named by x (the ids get no gradient)
+        if prop_down[1]:
+            from hodiff.grad_functions.nn import embed_weight_grad
+
+            gw = embed_weight_grad(outputs[0].grad, inputs[0].data, n=inputs[1].shape[0])
+            inputs[1].store(gw, accum[1])
+
+
+def dropout_mask(x: Any, p: float = 0.5, seed: int = -1) -> Variable:
+    """The scaled keep-mask :func:`dropout` multiplies by (not differentiable).
+
+    >>> import numpy as np
+    >>> sorted(set(dropout_mask(np.ones(100), p=0.5, seed=0).d.tolist()))
+    [0.0, 2.0]
+    """
+    return DropoutMask(p=p, seed=seed)(x)
+
+
+def dropout(x: Any, p: float = 0.5, seed: int = -1) -> Variable:
+    """``y = x * mask / (1 - p)``: each element is zeroed with probability ``p``.
+
+    The mask is drawn once in the forward pass and kept as a node of the graph,
+    so the plain backward and every higher-order derivative use the same mask;
+    re-running a static graph draws a new one. ``seed >= 0`` makes the sequence
+    of masks reproducible (as NNabla's ``seed``); -1 draws fresh entropy.
+
+    Args:
+        x: input, any shape.
+        p: drop probability in ``[0, 1)``.
+        seed: random seed, or -1.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> y = F.dropout(np.ones((2, 50)), p=0.5, seed=1)
+    >>> sorted(set(y.d.ravel().tolist()))
+    [0.0, 2.0]
+
+    """
+    return _arith.mul2(x, dropout_mask(x, p=p, seed=seed))
+
+
+def embed(x: Any, w: Any) -> Variable:
+    """Rows of ``w`` picked by integer ids: ``y[i...] = w[x[i...]]``.
+
+    Args:
+        x: integer ids of shape ``(I_0, ..., I_N)``, each in ``[0, W_0)``; no gradient.
+        w: weights of shape ``(W_0, W_1, ..., W_M)``.
+
+    Returns:
+        Shape ``(I_0, ..., I_N, W_1, ..., W_M)``.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.embed(np.array([2, 0]), np.arange(6.0).reshape(3, 2)).d
+    array([[4., 5.],
+           [0., 1.]])
+
+    """
+    return Embed()(x, w)

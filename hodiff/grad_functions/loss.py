@@ -28,7 +28,7 @@ Spec = list[tuple[tuple[int, ...], Any]]
 
 
 def _onehot(xp: Any, t: Any, axis: int, n: int, ndim: int) -> Any:
-    """Boolean array, broadcast against ``t`` (size 1 on ``axis``): True where the index is ``t``."""
+    """Boolean array broadcast against ``t`` (size 1 on ``axis``): True where the index is t."""
     shape = [1] * ndim
     shape[axis] = n
     return xp.arange(n).reshape(shape) == t
@@ -46,14 +46,15 @@ class SelectByLabel(Function):
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         x, t = inputs
         axis = _loss.resolve_axis(self.caller, self.axis, x.ndim)
-        kept = _loss.check_labels(self.caller, x, t, axis)
+        kept = _loss.check_labels(self.caller, x.shape, t, axis)
         return [(kept, x.dtype)]
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         x, t = inputs
         axis = _loss.resolve_axis(self.caller, self.axis, x.ndim)
-        t = _loss.labels_in_range(self.caller, t, axis, x.shape)
-        outputs[0] = array_module(x).take_along_axis(x, t, axis)
+        xp = array_module(x)
+        t = _loss.labels_in_range(self.caller, xp, t, axis, x.shape)
+        outputs[0] = xp.take_along_axis(x, t, axis)
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # transpose of a gather: scatter gy back to the picked entries (zeros elsewhere)
@@ -66,7 +67,8 @@ class SelectByLabel(Function):
 
 class ScatterByLabel(Function):
     """``y[..., t, ...] = g`` along ``axis`` into zeros of length ``size``; the transpose of
-    :class:`SelectByLabel`."""
+    :class:`SelectByLabel`.
+    """
 
     need_inputs = (1,)
 
@@ -81,16 +83,16 @@ class ScatterByLabel(Function):
             raise ValueError(
                 f"scatter_by_label: g of shape {g.shape} must have size 1 on axis {axis}"
             )
-        shape = g.shape[:axis] + (self.size,) + g.shape[axis + 1 :]
-        _loss.check_labels(self.name, Variable(shape, dtype=g.dtype), t, axis)
-        return [(shape, float_dtype(g.dtype))]
+        shape = (*g.shape[:axis], self.size, *g.shape[axis + 1:])
+        _loss.check_labels(self.name, shape, t, axis, x_name="the output")
+        return [(shape, g.dtype)]
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         g, t = inputs
         xp = array_module(g)
         axis = self.axis % g.ndim
-        shape = g.shape[:axis] + (self.size,) + g.shape[axis + 1 :]
-        t = _loss.labels_in_range(self.name, t, axis, shape)
+        shape = (*g.shape[:axis], self.size, *g.shape[axis + 1:])
+        t = _loss.labels_in_range(self.name, xp, t, axis, shape)
         outputs[0] = xp.where(_onehot(xp, t, axis, self.size, g.ndim), g, xp.zeros((), g.dtype))
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
@@ -101,7 +103,7 @@ class ScatterByLabel(Function):
 
 
 class SoftmaxCrossEntropyGrad(Function):
-    """``gx = gy * (softmax(x) - onehot(t))`` along ``axis``: the gradient of softmax_cross_entropy."""
+    """``gx = gy * (softmax(x) - onehot(t))`` along ``axis``: softmax_cross_entropy's gradient."""
 
     def __init__(self, *, axis: int | None = None) -> None:
         self.axis = axis
@@ -110,20 +112,22 @@ class SoftmaxCrossEntropyGrad(Function):
         x, t, gy = inputs
         name = self.name
         axis = _loss.resolve_axis(name, self.axis, x.ndim)
-        kept = _loss.check_labels(name, x, t, axis)
+        kept = _loss.check_labels(name, x.shape, t, axis)
         try:
-            np.broadcast_shapes(gy.shape, kept)
+            ok = np.broadcast_shapes(gy.shape, kept) == kept
         except ValueError:
+            ok = False
+        if not ok:
             raise ValueError(
                 f"{name}: gy of shape {gy.shape} does not broadcast to the loss shape {kept}"
-            ) from None
+            )
         return [(x.shape, float_dtype(x.dtype))]
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         x, t, gy = inputs
         xp = array_module(x)
         axis = _loss.resolve_axis(self.name, self.axis, x.ndim)
-        t = _loss.labels_in_range(self.name, t, axis, x.shape)
+        t = _loss.labels_in_range(self.name, xp, t, axis, x.shape)
         s = _loss.softmax_array(xp, x, axis)
         s -= _onehot(xp, t, axis, x.shape[axis], x.ndim)
         s *= gy
@@ -159,6 +163,7 @@ def select_by_label(x: Any, t: Any, axis: int | None = None) -> Variable:
     >>> select_by_label(np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([[1], [0]])).d
     array([[2.],
            [3.]])
+
     """
     return SelectByLabel(axis=axis)(x, t)
 
