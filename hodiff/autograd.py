@@ -81,14 +81,15 @@ def grad(
         if len(gos) != len(outs):
             raise ValueError(f"grad: {len(gos)} grad_outputs for {len(outs)} outputs")
     seeds = [_seed(i, y, g) for i, (y, g) in enumerate(zip(outs, gos, strict=True))]
-    unused = graph.unused_inputs(outs, ins)
+    plan = graph.plan(outs, ins)
+    unused = graph.unused_inputs(outs, ins, plan)
     if unused and not allow_unused:
         i = unused[0]
         raise ValueError(
             f"grad: the outputs do not depend on inputs[{i}] (shape {ins[i].shape}); "
             "pass allow_unused=True to get zeros"
         )
-    results = graph.grad_graph(outs, ins, seeds)
+    results = graph.grad_graph(outs, ins, seeds, plan)
     out = []
     for x, g in zip(ins, results, strict=True):
         if g is None:

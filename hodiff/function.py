@@ -180,35 +180,68 @@ class Function:
 
     # ------------------------------------------------------------ calling
     def __call__(self, *args: Any) -> Any:
+        # Hot path: written with plain loops (a comprehension costs a frame on Python 3.11).
         if _raw.get():  # plain backward: bare arrays in, bare arrays out, nothing recorded
             ys: list[Any] = [None] * self.n_outputs
             self.forward_impl(args, ys)
             return ys[0] if self.n_outputs == 1 else tuple(ys)
-        inputs = [
-            a if isinstance(a, Variable) else self._wrap(i, a, args) for i, a in enumerate(args)
-        ]
+        inputs = list(args)
+        xs = []
+        unfilled = False
+        for i, a in enumerate(args):
+            if not isinstance(a, Variable):
+                a = inputs[i] = self._wrap(i, a, args)
+            d = a._data
+            unfilled = unfilled or d is None
+            xs.append(d)
         specs = self.setup_impl(inputs)
-        ys: list[Any] = [None] * self.n_outputs
+        ys = [None] * self.n_outputs
         if _auto_forward.get():
-            self.forward_impl([x._data if x._data is not None else x.d for x in inputs], ys)
-        outputs = [_output(spec, y) for spec, y in zip(specs, ys, strict=True)]
-        if _recording.get():
+            if unfilled:  # an unfilled leaf reads as zeros
+                xs = [x.d for x in inputs]
+            self.forward_impl(xs, ys)
+        recording = _recording.get()
+        need = False
+        if recording and self.differentiable:
+            for x in inputs:
+                if x.need_grad:
+                    need = True
+                    break
+        if len(ys) == 1:
+            y = ys[0]
+            v = _new_variable(Variable)
+            if y is None:
+                shape, dtype = specs[0]
+                v._shape, v._dtype, v._data = tuple(shape), np.dtype(dtype), None
+            else:
+                if type(y) is not np.ndarray and array_module(y) is np:
+                    y = np.asarray(y)  # numpy gives scalars for 0-d results
+                v._shape, v._dtype, v._data = y.shape, y.dtype, y
+            v._grad = None
+            v.need_grad = need
+            if recording:
+                v.parent = self
+                self.inputs = inputs
+                self.seq = next(_seq)
+                self._outputs = [_ref(v)]
+                self._ydata = [v._data] if self.need_outputs else None
+            else:
+                v.parent = None
+            return v
+        outputs = []
+        for spec, y in zip(specs, ys, strict=True):
+            v = _output(spec, y)
+            v.need_grad = need
+            outputs.append(v)
+        if recording:
             self.inputs = inputs
             self.seq = next(_seq)
             self._outputs = [_ref(v) for v in outputs]
             self._ydata = [v._data for v in outputs] if self.need_outputs else None
-            if len(outputs) > 1:  # shapes of outputs that may be dropped before backward
-                self._out_meta = [(v._shape, v._dtype) for v in outputs]
-            need = False
-            if self.differentiable:
-                for x in inputs:
-                    if x.need_grad:
-                        need = True
-                        break
+            self._out_meta = [(v._shape, v._dtype) for v in outputs]
             for v in outputs:
                 v.parent = self
-                v.need_grad = need
-        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+        return tuple(outputs)
 
     def _wrap(self, i: int, value: Any, args: Sequence[Any]) -> Variable:
         try:

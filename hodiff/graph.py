@@ -310,19 +310,44 @@ def _commit(leaf: Variable, g: Any, handed: set[int]) -> None:
 
 
 def grad_graph(
-    outputs: Sequence[Variable], inputs: Sequence[Variable], seeds: Sequence[Variable]
+    outputs: Sequence[Variable],
+    inputs: Sequence[Variable],
+    seeds: Sequence[Variable],
+    plan: _Plan | None = None,
 ) -> list[Variable | None]:
     """Recording reverse pass: the gradient of each input as a differentiable Variable.
 
     Returns None for an input that no output depends on.
     """
-    plan = _Plan(outputs, inputs)
+    if plan is None:
+        plan = _Plan(outputs, inputs)
     wanted = set(inputs)
     grads: dict[Variable, Variable] = {}
     for o, s in zip(outputs, seeds, strict=True):
         grads[o] = grads[o] + s if o in grads else s
+    x_slot, y_slot = Slot(None, None, ()), Slot(None, None, ())
+    x_slots, y_slots = [x_slot], [y_slot]
     for f, prop, _ in reversed(plan.steps):
-        outs = [r() for r in f._outputs]
+        refs = f._outputs
+        inputs_f = f.inputs
+        if len(refs) == 1 and len(inputs_f) == 1:  # the common case, without allocations
+            o = refs[0]()
+            if o is None:
+                continue
+            gy = grads.get(o) if o in wanted else grads.pop(o, None)
+            if gy is None:
+                continue
+            x = inputs_f[0]
+            g = grads.get(x)
+            y_slot.data, y_slot.grad, y_slot.shape = o, gy, gy.shape
+            x_slot.data, x_slot.grad, x_slot.shape = x, g, x._shape
+            f.backward_impl(x_slots, y_slots, prop, _ACCUM[g is not None])
+            g = x_slot.grad
+            x_slot.data = x_slot.grad = y_slot.data = y_slot.grad = None
+            if g is not None:
+                grads[x] = g
+            continue
+        outs = [r() for r in refs]
         gys = [
             None if o is None else grads.get(o) if o in wanted else grads.pop(o, None)
             for o in outs
@@ -336,7 +361,7 @@ def grad_graph(
             if gy is None:
                 gy = Variable.from_array(_zeros_like_output(f, i))
             out_slots.append(Slot(y, gy, gy.shape))
-        in_slots, accum, slots = _in_slots(f.inputs, prop, grads, True)
+        in_slots, accum, slots = _in_slots(inputs_f, prop, grads, True)
         f.backward_impl(in_slots, out_slots, prop, accum)
         for x, s in slots.items():
             if s.grad is not None:
@@ -344,8 +369,16 @@ def grad_graph(
     return [grads.get(x) for x in inputs]
 
 
-def unused_inputs(outputs: Sequence[Variable], inputs: Sequence[Variable]) -> list[int]:
+def plan(outputs: Sequence[Variable], inputs: Sequence[Variable]) -> _Plan:
+    """The reverse pass from ``outputs`` towards ``inputs`` (see :func:`grad_graph`)."""
+    return _Plan(outputs, inputs)
+
+
+def unused_inputs(
+    outputs: Sequence[Variable], inputs: Sequence[Variable], plan: _Plan | None = None
+) -> list[int]:
     """Indices of ``inputs`` that no output depends on (through differentiable nodes)."""
-    plan = _Plan(outputs, inputs)
+    if plan is None:
+        plan = _Plan(outputs, inputs)
     outs = set(outputs)
     return [i for i, x in enumerate(inputs) if x not in plan.used and x not in outs]

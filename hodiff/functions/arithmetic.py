@@ -59,6 +59,8 @@ def broadcast_shapes(name: str, *inputs: Variable) -> tuple[int, ...]:
 
 def check_scalar(name: str, arg: str, value: Any) -> float:
     """``value`` as a float, or a TypeError naming the function and argument."""
+    if type(value) is float:
+        return value
     if not is_scalar(value):
         raise TypeError(f"{name}: {arg} must be a real scalar, got {type(value).__name__}")
     return float(value)
