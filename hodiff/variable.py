@@ -20,9 +20,11 @@ _SCALARS = (int, float, np.floating, np.integer, np.bool_)
 
 def is_scalar(value: Any) -> bool:
     """True for Python and numpy real scalars (not arrays, not Variables)."""
-    return isinstance(value, _SCALARS) or (
-        isinstance(value, numbers.Real) and not hasattr(value, "shape")
-    )
+    if isinstance(value, _SCALARS):
+        return True
+    if isinstance(value, Variable) or hasattr(value, "shape"):
+        return False
+    return isinstance(value, numbers.Real)  # other registered real types (slow ABC check)
 
 
 class Variable:

@@ -47,9 +47,13 @@ Flags = Sequence[bool]
 
 def broadcast_shapes(name: str, *inputs: Variable) -> tuple[int, ...]:
     """numpy's broadcast shape of the inputs, or a ValueError naming ``name`` and the shapes."""
-    shapes = [x.shape for x in inputs]
-    if all(s == shapes[0] for s in shapes):
-        return shapes[0]
+    if len(inputs) == 2:  # the hot case, without comprehensions
+        a, b = inputs[0]._shape, inputs[1]._shape
+        if a == b:
+            return a
+        shapes = [a, b]
+    else:
+        shapes = [x.shape for x in inputs]
     try:
         return tuple(np.broadcast_shapes(*shapes))
     except ValueError:
@@ -69,7 +73,8 @@ def check_scalar(name: str, arg: str, value: Any) -> float:
 class _Binary(Function, register=False):
     def setup_impl(self, inputs: Sequence[Variable]) -> list[tuple[tuple[int, ...], Any]]:
         shape = broadcast_shapes(self.name, *inputs)
-        return [(shape, float_dtype(np.result_type(*(x.dtype for x in inputs))))]
+        a, b = inputs[0]._dtype, inputs[1]._dtype
+        return [(shape, float_dtype(a if a == b else np.result_type(a, b)))]
 
 
 class _Scalar(Function, register=False):

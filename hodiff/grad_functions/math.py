@@ -40,6 +40,8 @@ class _GradNode(Function, register=False):
 
     def setup_impl(self, inputs: Sequence[Variable]) -> list[tuple[tuple[int, ...], Any]]:
         gy, y = inputs
+        if gy.shape == y.shape and gy.dtype == y.dtype:  # the hot case
+            return [(y.shape, float_dtype(y.dtype))]
         try:
             shape = tuple(np.broadcast_shapes(gy.shape, y.shape))
         except ValueError:
