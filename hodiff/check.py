@@ -61,10 +61,13 @@ class GradcheckReport:
 
     def table(self, only_failures: bool = True, limit: int = 20) -> str:
         rows = self.failures() if only_failures else self.rows
-        head = f"{'input':>5} {'order':>5} {'element':>12} {'analytic':>14} {'numeric':>14} {'error':>10}"
+        head = (
+            f"{'input':>5} {'order':>5} {'element':>12} {'analytic':>14} {'numeric':>14}"
+            f" {'error':>10}"
+        )
         lines = [head, "-" * len(head)]
         for i, k, idx, a, n, e, _ in rows[:limit]:
-            lines.append(f"{i:>5} {k:>5} {str(idx):>12} {a:>14.6e} {n:>14.6e} {e:>10.2e}")
+            lines.append(f"{i:>5} {k:>5} {idx!s:>12} {a:>14.6e} {n:>14.6e} {e:>10.2e}")
         if len(rows) > limit:
             lines.append(f"... and {len(rows) - limit} more")
         return "\n".join(lines)
@@ -100,8 +103,9 @@ def gradcheck(
             checked (in float64 copies); integer inputs (labels) are passed through.
         order: highest derivative order to check.
         eps: central-difference step (default 1e-6).
-        atol, rtol: an element passes when ``|analytic - numeric| <= atol + rtol |numeric|``
-            (defaults 1e-6 and 1e-5).
+        atol: absolute tolerance (default 1e-6); an element passes when
+            ``|analytic - numeric| <= atol + rtol |numeric|``.
+        rtol: relative tolerance (default 1e-5).
         raise_exception: raise :class:`GradcheckError` with the table on failure;
             otherwise return the report.
         seed: of the random projection directions.

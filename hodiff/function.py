@@ -154,7 +154,7 @@ class Function:
             cls.name = _snake(cls.__name__)
         if register and cls.__module__.startswith("hodiff."):
             if any(c.__name__ == cls.__name__ for c in REGISTRY):
-                raise RuntimeError(f"hodiff: a primitive named {cls.__name__} is already registered")
+                raise RuntimeError(f"hodiff: a primitive {cls.__name__} is already registered")
             REGISTRY[cls] = cls.name
 
     # ------------------------------------------------------------ protocol
@@ -293,7 +293,8 @@ def _output(spec: tuple[tuple[int, ...], Any], y: Any) -> Variable:
 
 def _wrap(value: Any, args: Sequence[Any]) -> Variable:
     """A constant leaf for a non-Variable argument; a Python scalar takes the float dtype of
-    the array arguments (numpy's weak-scalar rule), so ``where(c, gy, 0.0)`` keeps gy's dtype."""
+    the array arguments (numpy's weak-scalar rule), so ``where(c, gy, 0.0)`` keeps gy's dtype.
+    """
     if isinstance(value, bool | int | float):
         for a in args:
             dtype = getattr(a, "dtype", None)

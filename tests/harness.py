@@ -22,7 +22,9 @@ def outputs_of(y: Any) -> list[hd.Variable]:
     return list(y) if isinstance(y, tuple | list) else [y]
 
 
-def call(spec: Spec, arrays: Sequence[Any], need_grad: bool = False) -> tuple[list[hd.Variable], Any]:
+def call(
+    spec: Spec, arrays: Sequence[Any], need_grad: bool = False
+) -> tuple[list[hd.Variable], Any]:
     """The spec's function applied to Variables wrapping ``arrays``: (inputs, output)."""
     vs = [hd.Variable.from_array(a, need_grad=need_grad and is_float(a)) for a in arrays]
     return vs, spec.fn(*vs, **spec.kwargs)

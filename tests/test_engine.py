@@ -313,16 +313,19 @@ def test_operators_with_scalars_and_arrays_on_either_side() -> None:
 def test_variable_members() -> None:
     x = hd.Variable((2, 3), need_grad=True)
     assert (x.shape, x.ndim, x.size, x.dtype) == ((2, 3), 2, 6, np.float32)
-    assert x.parent is None and x.need_grad
+    assert x.parent is None
+    assert x.need_grad
     np.testing.assert_array_equal(x.d, np.zeros((2, 3)))
     np.testing.assert_array_equal(x.g, np.zeros((2, 3)))
     x.d = np.ones((2, 3), dtype=np.float64)
     assert x.d.dtype == np.float32  # kept in the variable's dtype
-    assert x.apply(need_grad=False) is x and not x.need_grad
+    assert x.apply(need_grad=False) is x
+    assert not x.need_grad
     assert hd.Variable.from_array(np.arange(3)).dtype.kind == "i"
     assert hd.Variable.from_array(np.ones(2, np.float64)).dtype == np.float64
     y = x * 2.0
-    assert y.parent is not None and x.data is x.d
+    assert y.parent is not None
+    assert x.data is x.d
 
 
 # ---------------------------------------------------------------- protocol
@@ -387,5 +390,6 @@ def test_a_leaf_used_by_several_nodes_is_final_after_the_last_one() -> None:
     x = var([1.0, 2.0], need_grad=False)
     h = F.exp(x * w)
     loss = F.sum(h * w)  # w is used at the top and at the bottom of the graph
-    (p, g), = list(hd.iter_grads(loss))
+    ((p, g),) = list(hd.iter_grads(loss))
+    assert p is w
     np.testing.assert_allclose(g, hd.grad(loss, w)[0].d)

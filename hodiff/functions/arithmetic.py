@@ -407,14 +407,17 @@ def maximum_scalar(x: Any, val: float = 1.0) -> Variable:
     return MaximumScalar(val=val)(x)
 
 
-def abs(x: Any) -> Variable:  # noqa: A001  (NNabla's name)
+def abs(x: Any) -> Variable:
     """``y = |x|``; the gradient is ``sign(x)`` (0 at 0)."""
     return Abs()(x)
 
 
 def sign(x: Any) -> Variable:
-    """``y = sign(x)`` in {-1, 0, 1}. Not differentiable: zero gradient, cuts the graph
-    (unlike NNabla's straight-through estimator)."""
+    """Elementwise sign in {-1, 0, 1}.
+
+    Not differentiable: zero gradient, it cuts the graph (unlike NNabla's
+    straight-through estimator).
+    """
     return Sign()(x)
 
 

@@ -23,7 +23,8 @@ class SumTo(Function):
     def setup_impl(self, inputs: Sequence[Variable]) -> list[tuple[tuple[int, ...], Any]]:
         x = inputs[0]
         lead = x.ndim - len(self.shape)
-        if lead < 0 or any(s not in (1, t) for s, t in zip(self.shape, x.shape[lead:], strict=True)):
+        tail = x.shape[lead:] if lead >= 0 else ()
+        if lead < 0 or any(s not in (1, t) for s, t in zip(self.shape, tail, strict=True)):
             raise ValueError(f"sum_to: x of shape {x.shape} cannot be summed to {self.shape}")
         return [(self.shape, x.dtype)]
 

@@ -1,0 +1,194 @@
+"""``python -m hodiff check``: every function of the spec table against finite differences.
+
+Each spec of :func:`hodiff.testing.all_specs` is checked exactly as the test
+suite checks it: its outputs are turned into a scalar with fixed random
+weights, ``sum_k sum(w_k * y_k)``, and :func:`hodiff.gradcheck` compares the
+derivatives of orders ``1..min(N, spec.order)`` with central differences in
+float64. A function linear in its inputs has zero second derivatives, so its
+orders >= 2 are checked on ``sum_k sum(w_k * y_k**3)``, whose higher
+derivatives run the backward of its backward. The command prints one line per
+(function, order) and a summary, and exits with status 1 if anything failed.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import hodiff.functions as F
+from hodiff.check import GradcheckReport, gradcheck
+from hodiff.testing import Spec, all_specs
+from hodiff.variable import Variable
+
+__all__ = ["Row", "check_spec", "run_check"]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the table: a function (spec) at one derivative order."""
+
+    name: str
+    order: int
+    abs_err: float
+    rel_err: float
+    passed: bool
+    details: str = ""
+
+
+def _outputs(y: Any) -> list[Variable]:
+    return list(y) if isinstance(y, tuple | list) else [y]
+
+
+def _scalarized(spec: Spec, ws: Sequence[np.ndarray], power: int) -> Callable[..., Variable]:
+    """``x -> sum_k sum(w_k * y_k**power)`` (as tests/harness.py ``scalarized``)."""
+
+    def f(*xs: Variable) -> Variable:
+        total = None
+        for o, w in zip(_outputs(spec.fn(*xs, **spec.kwargs)), ws, strict=True):
+            term = F.sum(o**power * w) if power != 1 else F.sum(o * w)
+            total = term if total is None else total + term
+        assert total is not None
+        return total
+
+    return f
+
+
+def _order_rows(name: str, report: GradcheckReport, orders: Iterable[int]) -> list[Row]:
+    rows = []
+    for k in orders:
+        abs_err, rel_err = report.max_errors(k)
+        failed = [r for r in report.failures() if r[1] == k]
+        details = ""
+        if failed:
+            only = GradcheckReport(rows=failed, atol=report.atol, rtol=report.rtol)
+            details = only.table(limit=5)
+        rows.append(Row(name, k, abs_err, rel_err, not failed, details))
+    return rows
+
+
+def check_spec(spec: Spec, order: int, name: str | None = None) -> list[Row]:
+    """Rows for orders ``1..min(order, spec.order)`` of one spec (an exception fails them)."""
+    name = name or spec.name
+    top = min(order, spec.order)
+    try:
+        xs = spec.sample()
+        y = spec.fn(*[Variable.from_array(a) for a in xs], **spec.kwargs)
+        rng = np.random.default_rng(1)
+        ws = [rng.standard_normal(o.shape) for o in _outputs(y)]
+
+        def check(power: int, k: int) -> GradcheckReport:
+            return gradcheck(_scalarized(spec, ws, power), xs, order=k, atol=spec.atol,
+                             rtol=spec.rtol, raise_exception=False)
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a NaN fails the check anyway
+            if spec.linear and top >= 2:
+                first, cubed = check(1, 1), check(3, top)
+                return _order_rows(name, first, [1]) + _order_rows(name, cubed, range(2, top + 1))
+            return _order_rows(name, check(1, top), range(1, top + 1))
+    except Exception as e:  # a crash is a failure of every order, reported, not raised
+        msg = f"{type(e).__name__}: {e}"
+        return [Row(name, k, float("nan"), float("nan"), False, msg) for k in range(1, top + 1)]
+
+
+def _names(specs: Sequence[Spec]) -> list[str]:
+    """Display names, unique: a repeated spec name gets ``#1``, ``#2``... (as the tests' ids)."""
+    seen: dict[str, int] = {}
+    out = []
+    for s in specs:
+        n = seen.get(s.name, 0)
+        seen[s.name] = n + 1
+        out.append(s.name if n == 0 else f"{s.name}#{n}")
+    return out
+
+
+def _progress(items: Sequence[Any], names: Sequence[str]) -> Iterator[Any]:
+    """Tqdm's bar on stderr if tqdm is installed, else a plain ``[i/n] name`` counter."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        n = len(items)
+        tty = sys.stderr.isatty()  # a terminal: one line rewritten; a log: one line per spec
+        for i, (item, name) in enumerate(zip(items, names, strict=True)):
+            line = f"[{i + 1}/{n}] {name}"
+            print(f"\r{line:<50.50}" if tty else line, end="" if tty else "\n",
+                  file=sys.stderr, flush=True)
+            yield item
+        if n and tty:
+            print(file=sys.stderr)
+        return
+    yield from tqdm(items, desc="hodiff check", unit="spec", file=sys.stderr, leave=False)
+
+
+def _fmt(x: float) -> str:
+    return f"{x:12.2e}" if np.isfinite(x) else f"{'-':>12}"
+
+
+def run_check(order: int = 3, functions: Sequence[str] | None = None) -> int:
+    """Checks the spec table (or the named functions) at orders ``1..order``; prints a table.
+
+    Args:
+        order: highest derivative order (each spec stops at its own ``order``).
+        functions: names of functions (``add2``) or of spec variants
+            (``add2[broadcast]``); None or empty: all.
+
+    Returns:
+        The exit status: 0 when every check passed, 1 when one failed, 2 for bad arguments.
+
+    """
+    if order < 1:
+        print(f"hodiff check: --order must be >= 1, got {order}", file=sys.stderr)
+        return 2
+    specs = all_specs()
+    names = _names(specs)
+    if functions:
+        wanted = set(functions)
+        known = {s.fn.__name__ for s in specs} | {s.name for s in specs}
+        unknown = sorted(wanted - known)
+        if unknown:
+            print(f"hodiff check: no spec for {', '.join(unknown)}", file=sys.stderr)
+            return 2
+        picked = [(s, n) for s, n in zip(specs, names, strict=True)
+                  if s.fn.__name__ in wanted or s.name in wanted]
+    else:
+        picked = list(zip(specs, names, strict=True))
+    skipped = [n for s, n in picked if s.order < 1]
+    todo = [(s, n) for s, n in picked if s.order >= 1]
+
+    start = time.perf_counter()
+    rows: list[Row] = []
+    for spec, name in _progress(todo, [n for _, n in todo]):
+        rows.extend(check_spec(spec, order, name))
+    elapsed = time.perf_counter() - start
+
+    width = max([len(r.name) for r in rows] + [8])
+    head = f"{'function':<{width}}  order  {'max abs err':>12}  {'max rel err':>12}  result"
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        result = "pass" if r.passed else "FAIL"
+        print(f"{r.name:<{width}}  {r.order:>5}  {_fmt(r.abs_err)}  {_fmt(r.rel_err)}  {result}")
+    failed = [r for r in rows if not r.passed]
+    if failed:
+        print("\nfailures:")
+        for r in failed:
+            print(f"{r.name} order {r.order}:")
+            print("  " + r.details.replace("\n", "\n  "))
+    bad = {r.name for r in failed}
+    n_functions = len({s.fn.__name__ for s, _ in todo})
+    summary = (
+        f"{len(rows)} checks of {n_functions} functions ({len(todo)} specs, orders 1..{order})"
+        f" in {elapsed:.1f}s: {len(rows) - len(failed)} passed, {len(failed)} failed"
+    )
+    if bad:
+        summary += f" ({', '.join(sorted(bad))})"
+    if skipped:
+        summary += f"; {len(skipped)} not differentiable, skipped"
+    print(summary)
+    return 1 if failed else 0

@@ -1,0 +1,51 @@
+"""Every script in examples/ runs at a small size and gets the right answer."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_newton_cg_logistic(capsys):
+    pytest.importorskip("scipy")
+    results = load("newton_cg_logistic").main(n=200, d=5, verbose=True)
+    ncg, bfgs = results["Newton-CG"], results["BFGS"]
+    assert ncg["grad_norm"] < 1e-6
+    assert bfgs["grad_norm"] < 1e-6
+    np.testing.assert_allclose(ncg["x"], bfgs["x"], atol=1e-5)
+    assert ncg["hessp"] > 0
+    assert ncg["nit"] < bfgs["nit"]
+    assert ncg["forward"] <= ncg["nit"] + 5  # value and gradient share a forward pass
+    assert "Newton-CG" in capsys.readouterr().out
+
+
+def test_hessian_spectrum(capsys):
+    pytest.importorskip("scipy")
+    results = load("hessian_spectrum").main(batch=16, sizes=(3, 5, 2), k=3, verbose=True)
+    assert results["n_params"] == 3 * 5 + 5 + 5 * 2 + 2
+    assert results["max_error"] < 1e-8
+    assert np.all(np.diff(results["eigsh"]) >= 0)
+    assert "eigsh" in capsys.readouterr().out
+
+
+def test_third_derivative(capsys):
+    errors = load("third_derivative").main(verbose=True)
+    assert errors["tanh"] < 1e-12
+    assert errors["mlp"] < 1e-5
+    assert errors["tensor"] < 1e-12
+    assert "T(x) u" in capsys.readouterr().out
