@@ -60,8 +60,8 @@ def run_demo() -> int:
     d1 = hd.grad(y, s)[0]
     d2 = hd.grad(F.sum(d1), s)[0]
     d3 = hd.grad(F.sum(d2), s)[0]
-    print("\n3. third derivative of the output along (1,1,1) in input space")
-    print(f"   sum d3y/dx3 = {d3.d.ravel()}")
+    print("\n3. third derivative of the output y(x) at one input x in R^3")
+    print(f"   sum_ij d3y/dx_i dx_j dx_k = {d3.d.ravel()}  (k = 1..3)")
 
     # 4. gradcheck of the whole model, orders 1..3, against finite differences
     report = hd.gradcheck(lambda *w: loss_of(*w), [p.d for p in ps], order=3,
