@@ -382,3 +382,64 @@ def unused_inputs(
         plan = _Plan(outputs, inputs)
     outs = set(outputs)
     return [i for i, x in enumerate(inputs) if x not in plan.used and x not in outs]
+
+
+class Pullback:
+    """``seeds -> sum_k (d roots[k] / d wrt)^T seeds[k]`` by plain (array) reverse passes.
+
+    The plan is made once, so one graph serves many seeds: the rows of a
+    Jacobian or Hessian, the products of a Hessian operator. Nothing is
+    recorded and no ``.g`` is touched. The returned arrays share memory with
+    nothing else: a result that is a seed, or a view, is copied.
+    """
+
+    def __init__(self, roots: Sequence[Variable], wrt: Sequence[Variable]) -> None:
+        self.roots = list(roots)
+        self.wrt = list(wrt)
+        self.plan = _Plan(self.roots, self.wrt)
+        self._wanted = set(self.wrt)
+
+    def __call__(self, seeds: Sequence[Any]) -> list[Any]:
+        """One reverse pass; a seed of None means ones."""
+        grads: dict[Variable, Any] = {}
+        seeds = [_check_seed(r, s, "pullback") for r, s in zip(self.roots, seeds, strict=True)]
+        for r, s in zip(self.roots, seeds, strict=True):
+            grads[r] = grads[r] + s if r in grads else s
+        wanted = self._wanted
+        token = _raw.set(True)
+        try:
+            for f, prop, _ in reversed(self.plan.steps):
+                outs = [r() for r in f._outputs]
+                gys = [
+                    None if o is None else grads.get(o) if o in wanted else grads.pop(o, None)
+                    for o in outs
+                ]
+                if all(g is None for g in gys):
+                    continue
+                ydata = f._ydata
+                out_slots = []
+                for i, o in enumerate(outs):
+                    g = gys[i]
+                    if g is None:
+                        g = _zeros_like_output(f, i)
+                    y = ydata[i] if ydata is not None else (o._data if o is not None else None)
+                    out_slots.append(Slot(y, g, g.shape))
+                in_slots, accum, slots = _in_slots(f.inputs, prop, grads, False)
+                f.backward_impl(in_slots, out_slots, prop, accum)
+                for x, s in slots.items():
+                    if s.grad is not None:
+                        grads[x] = s.grad
+        finally:
+            _raw.reset(token)
+        out = []
+        for x in self.wrt:
+            g = grads.get(x)
+            if g is None:
+                xp = array_module(x._data) if x._data is not None else get_default_context().xp
+                g = xp.zeros(x.shape, dtype=x._grad_dtype())
+            elif isinstance(g, np.generic):
+                g = np.asarray(g)
+            elif g.base is not None or any(g is s for s in seeds) or any(g is o for o in out):
+                g = g.copy()
+            out.append(g)
+        return out

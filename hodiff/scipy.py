@@ -71,7 +71,7 @@ class _Point:
             with _graph_mode():
                 (g,) = grad(self.y, self.leaf, allow_unused=True)
                 self.hvp = _Pullback([g], [self.leaf])
-                _evaluate([self.hvp.root])
+                _evaluate(self.hvp.roots)
         xp = array_module(self.leaf._data)
         v = xp.asarray(np.asarray(p).reshape(self.leaf.shape), dtype=self.leaf.dtype)
         (hv,) = self.hvp([v])
@@ -244,7 +244,7 @@ class HessianOperator(scipy.sparse.linalg.LinearOperator):
         with _graph_mode():
             gs = grad(loss, ps, allow_unused=allow_unused)
             self._pullback = _Pullback(gs, ps)
-            _evaluate([self._pullback.root])
+            _evaluate(self._pullback.roots)
         self.params = ps
         self._sizes = [p.size for p in ps]
         self._offsets = np.cumsum([0, *self._sizes])

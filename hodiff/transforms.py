@@ -145,68 +145,7 @@ def _pack(arrays: Sequence[Any], multi: bool) -> Any:
     return tuple(arrays) if multi else arrays[0]
 
 
-class _Pullback:
-    """``vs -> sum_k (d roots[k] / d targets)^T vs[k]`` by plain reverse passes.
-
-    The graph is built once; each call is one reverse pass over it (several
-    roots are joined once into ``sum_k sum(roots[k] * u_k)`` whose leaves ``u_k``
-    receive the seeds). Only ``targets`` receive gradients: every other leaf
-    with need_grad is switched off during the pass, and the targets' own ``.g``
-    and flags are restored afterwards.
-    """
-
-    def __init__(self, roots: Sequence[Variable], targets: Sequence[Variable]) -> None:
-        from hodiff.functions.reduction import sum as _sum
-
-        self.targets = list(targets)
-        self.seeds: list[Variable] = []
-        if len(roots) == 1:
-            self.root = roots[0]
-        else:
-            xp = _xp(self.targets)
-            self.seeds = [
-                Variable.from_array(xp.zeros(r.shape, dtype=r._grad_dtype())) for r in roots
-            ]
-            root = None
-            for r, u in zip(roots, self.seeds, strict=True):
-                term = _sum(r * u)
-                root = term if root is None else root + term
-            assert root is not None
-            self.root = root
-        wanted = set(self.targets)
-        others: dict[Variable, None] = {}
-        for node in graph.topological_order([self.root]):
-            for x in node.inputs:
-                if x.parent is None and x.need_grad and x not in wanted:
-                    others[x] = None
-        self.others = list(others)
-
-    def __call__(self, vs: Sequence[Any]) -> list[Any]:
-        seed = None
-        if self.seeds:
-            for u, v in zip(self.seeds, vs, strict=True):
-                u.d = v
-        else:
-            seed = vs[0]
-        saved = [(x, x._grad, x.need_grad) for x in (*self.others, *self.targets)]
-        try:
-            for x in self.others:
-                x.need_grad = False
-            for x in self.targets:
-                x._grad = None
-                x.need_grad = True
-            for _ in graph.backward(self.root, seed):
-                pass
-            out = []
-            for x in self.targets:
-                g = x._grad
-                if g is None:
-                    g = array_module(x._data).zeros(x.shape, dtype=x._grad_dtype())
-                out.append(g)
-            return out
-        finally:
-            for x, g, flag in saved:
-                x._grad, x.need_grad = g, flag
+_Pullback = graph.Pullback
 
 
 def _unit(xp: Any, n: int, i: int, shape: tuple[int, ...], dtype: Any) -> Any:
@@ -273,7 +212,7 @@ def jvp(f: Callable[..., Variable], inputs: Any, v: Any) -> tuple[Any, Any]:
         u = _seed_leaf(_xp(xs), y)
         ws = grad(y, xs, grad_outputs=[u], allow_unused=True)  # J_i^T u, linear in u
         pullback = _Pullback(ws, [u])
-        _evaluate([y, pullback.root])
+        _evaluate([y, *pullback.roots])
         (jv,) = pullback(vs)
     return y.d, jv
 
@@ -319,7 +258,7 @@ def hvp(f: Callable[..., Variable], inputs: Any, v: Any, mode: str = "rev-rev") 
             us = [_seed_leaf(xp, x) for x in xs]
             ws = grad(gs, xs, grad_outputs=us, allow_unused=True)  # H^T u, linear in u
             pullback = _Pullback(ws, us)  # d(H^T u)/du applied to v = H v
-        _evaluate([y, pullback.root])
+        _evaluate([y, *pullback.roots])
         hv = pullback(vs)
     return y.d, _pack(hv, multi)
 
