@@ -19,9 +19,9 @@ rule of their own per primitive (``J = df/dx``, ``H = d^2 f/dx^2``):
 In static mode (``hd.auto_forward(False)``) the same graphs are built without
 values, computed once by a forward pass, and the reverse passes run on them.
 
-Only the transform's own input copies receive gradients: Variables that ``f``
-closes over (weights with ``need_grad=True``) are switched off during the
-passes and their ``.g`` is left as it was.
+Only the transform's own input copies are differentiated: the reverse passes
+(``hodiff.graph.Pullback``) write no ``.g``, so Variables that ``f`` closes over
+(weights with ``need_grad=True``) are left as they were.
 """
 
 from __future__ import annotations
