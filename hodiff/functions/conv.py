@@ -1,3 +1,583 @@
-"""conv functions (being written)."""
+"""Convolutions: ``convolution``, ``deconvolution`` (transposed) and ``depthwise_convolution``.
 
-__all__: list[str] = []
+Layouts follow NNabla. ``x`` is ``(*batch, C, *spatial)`` (``channel_last``:
+``(*batch, *spatial, C)``), the batch being the axes before ``base_axis``. The
+convolution weight is ``(C_out, C_in / group, *kernel)`` (``channel_last``:
+``(C_out, *kernel, C_in / group)``); the deconvolution weight is
+``(C_in, C_out / group, *kernel)`` (``channel_last``: ``(C_in, *kernel, C_out / group)``).
+
+Kernels are array-level: an im2col strided view copied once, then one GEMM
+per group on BLAS (convolution, filter gradient); a GEMM then a col2im loop over
+kernel offsets (deconvolution). Each linear map is paired with its transpose,
+so every order keeps the same fast kernels: the data gradient of a convolution
+is a deconvolution and vice versa, and the filter gradient is
+:class:`hodiff.grad_functions.conv.ConvolutionFilterGrad`, whose own gradients
+are again a convolution and a deconvolution.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from hodiff.context import array_module
+from hodiff.function import Function, Slot, float_dtype
+from hodiff.functions import array as _array
+from hodiff.functions import reduction as _reduction
+from hodiff.grad_functions import conv as _gconv
+from hodiff.variable import Variable
+
+__all__ = ["convolution", "deconvolution", "depthwise_convolution"]
+
+Slots = Sequence[Slot]
+Flags = Sequence[bool]
+Ints = tuple[int, ...]
+
+
+# ---------------------------------------------------------------- arguments and shapes
+def spatial_args(
+    name: str, x_shape: Ints, n: int, **args: Any
+) -> dict[str, Ints]:
+    """Each of ``args`` (None, an int, or one int per spatial axis) as an ``n``-tuple.
+
+    None takes the default of its argument (pad 0, stride 1, dilation 1,
+    output_padding 0). Raises ValueError naming the function and the argument.
+    """
+    defaults = {"pad": 0, "stride": 1, "dilation": 1, "output_padding": 0}
+    out = {}
+    for arg, value in args.items():
+        if value is None:
+            out[arg] = (defaults[arg],) * n
+            continue
+        t = (value,) * n if isinstance(value, int | np.integer) else tuple(value)
+        if not all(isinstance(v, int | np.integer) for v in t):
+            raise TypeError(f"{name}: {arg}={value!r} must be ints")
+        if len(t) != n:
+            raise ValueError(
+                f"{name}: {arg}={value!r} must be {n} ints, one per spatial axis of x of "
+                f"shape {x_shape}"
+            )
+        low = 0 if arg in ("pad", "output_padding") else 1
+        if any(v < low for v in t):
+            raise ValueError(f"{name}: {arg}={value!r} must be >= {low} (x of shape {x_shape})")
+        out[arg] = tuple(int(v) for v in t)
+    return out
+
+
+def n_spatial(name: str, x_shape: Ints, base_axis: int) -> int:
+    """The number of spatial axes of ``x`` (ValueError unless ``0 <= base_axis < ndim - 1``)."""
+    if not isinstance(base_axis, int | np.integer):
+        raise TypeError(f"{name}: base_axis={base_axis!r} must be an int")
+    if not 0 <= base_axis < len(x_shape) - 1:
+        raise ValueError(
+            f"{name}: base_axis={base_axis} must be in [0, {len(x_shape) - 2}] for x of shape "
+            f"{x_shape} (after it come the channel and at least one spatial axis)"
+        )
+    return len(x_shape) - int(base_axis) - 1
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Shapes of one convolution ``x -> y`` in channels-first terms.
+
+    ``batch`` is ``x.shape[:base_axis]``; ``x_spatial``/``y_spatial`` are the
+    spatial sizes of the convolution's input and output (for a deconvolution,
+    ``x`` is the convolution's output and ``y`` its input).
+    """
+
+    batch: Ints
+    x_channels: int
+    y_channels: int
+    x_spatial: Ints
+    y_spatial: Ints
+    kernel: Ints
+
+    def shape(self, channels: int, spatial: Ints, channel_last: bool) -> Ints:
+        return self.batch + ((*spatial, channels) if channel_last else (channels, *spatial))
+
+
+def conv_out_size(size: int, k: int, p: int, s: int, d: int) -> int:
+    """Output length of a convolution: ``(L + 2p - d(k - 1) - 1) // s + 1``."""
+    return (size + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def deconv_out_size(size: int, k: int, p: int, s: int, d: int, op: int) -> int:
+    """Output length of a deconvolution: ``s(L - 1) + d(k - 1) + 1 - 2p + op``."""
+    return s * (size - 1) + d * (k - 1) + 1 - 2 * p + op
+
+
+class _ConvBase(Function, register=False):
+    """Static arguments shared by the convolution family (all fully resolved tuples)."""
+
+    need_inputs = (0, 1)
+
+    def __init__(
+        self,
+        *,
+        base_axis: int,
+        pad: Ints,
+        stride: Ints,
+        dilation: Ints,
+        group: int,
+        channel_last: bool,
+    ) -> None:
+        self.base_axis = int(base_axis)
+        self.pad = tuple(pad)
+        self.stride = tuple(stride)
+        self.dilation = tuple(dilation)
+        self.group = int(group)
+        self.channel_last = bool(channel_last)
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "base_axis": self.base_axis, "pad": self.pad, "stride": self.stride,
+            "dilation": self.dilation, "group": self.group, "channel_last": self.channel_last,
+        }
+
+    def weight_layout(self, w_shape: Ints) -> tuple[int, int, Ints]:
+        """(w.shape[0], the per-group channel count, kernel) of a weight shape."""
+        if self.channel_last:
+            return w_shape[0], w_shape[-1], tuple(w_shape[1:-1])
+        return w_shape[0], w_shape[1], tuple(w_shape[2:])
+
+    def check(self, x_shape: Ints, w_shape: Ints, transposed: bool) -> Ints:
+        """Checks ``x`` against ``w`` and the arguments; returns the kernel."""
+        name = self.name
+        n = n_spatial(name, x_shape, self.base_axis)
+        for arg, low in (("pad", 0), ("stride", 1), ("dilation", 1)):
+            value = getattr(self, arg)
+            if len(value) != n or min(value) < low:
+                spatial_args(name, x_shape, n, **{arg: value})  # raises the ValueError
+        if len(w_shape) != n + 2:
+            raise ValueError(
+                f"{name}: w of shape {w_shape} must have {n + 2} dims for x of shape {x_shape} "
+                f"with base_axis={self.base_axis}"
+            )
+        if self.group < 1:
+            raise ValueError(f"{name}: group={self.group} must be >= 1")
+        c = x_shape[-1] if self.channel_last else x_shape[self.base_axis]
+        w0, wg, kernel = self.weight_layout(w_shape)
+        axis = len(w_shape) - 1 if self.channel_last else 1
+        pair = f"x of shape {x_shape} and w of shape {w_shape} with group={self.group}"
+        if transposed:  # w is (C_in, C_out / group, *kernel)
+            if w0 != c or c % self.group:
+                raise ValueError(
+                    f"{name}: {pair}: w.shape[0] must equal the {c} channels of x and be "
+                    f"divisible by group"
+                )
+        else:  # w is (C_out, C_in / group, *kernel)
+            if c % self.group or w0 % self.group or wg * self.group != c:
+                raise ValueError(
+                    f"{name}: {pair}: the {c} channels of x and w.shape[0] must be divisible "
+                    f"by group, and w.shape[{axis}] must equal channels / group = "
+                    f"{c / self.group:g}"
+                )
+        return kernel
+
+
+def _bias_shape_check(name: str, b: Variable | None, channels: int, w_shape: Ints) -> None:
+    if b is not None and tuple(b.shape) != (channels,):
+        raise ValueError(
+            f"{name}: b of shape {b.shape} must be ({channels},) for w of shape {w_shape}"
+        )
+
+
+def _float(a: Any, dtype: Any) -> Any:
+    return a if a.dtype == dtype else a.astype(dtype)
+
+
+# ---------------------------------------------------------------- array kernels
+# The kernels work on (C, B, *spatial) arrays ("cb" layout: channels, then the flattened
+# batch), so that each group is one GEMM: (C_out/G, C/G * K) @ (C/G * K, B * P).
+def to_cb(xp: Any, x: Any, base_axis: int, channel_last: bool) -> Any:
+    """``x`` as a (C, B, *spatial) array (a view when possible)."""
+    x = xp.moveaxis(x, -1 if channel_last else base_axis, 0)
+    return x.reshape((x.shape[0], -1, *x.shape[base_axis + 1:]))
+
+
+def from_cb(xp: Any, y: Any, batch: Ints, channel_last: bool) -> Any:
+    """The inverse of :func:`to_cb` for an output of batch shape ``batch`` (contiguous)."""
+    y = y.reshape((y.shape[0], *batch, *y.shape[2:]))
+    return xp.ascontiguousarray(xp.moveaxis(y, 0, -1 if channel_last else len(batch)))
+
+
+def weight_channels_first(xp: Any, w: Any, channel_last: bool) -> Any:
+    return xp.moveaxis(w, -1, 1) if channel_last else w
+
+
+def weight_from_channels_first(xp: Any, w: Any, channel_last: bool) -> Any:
+    return xp.ascontiguousarray(xp.moveaxis(w, 1, -1) if channel_last else w)
+
+
+def im2col(xp: Any, x: Any, kernel: Ints, pad: Ints, stride: Ints, dilation: Ints, out: Ints,
+           group: int) -> Any:
+    """The windows of ``x`` (C, B, *spatial) as a (G, C/G * K, B * P) array (one copy)."""
+    c, b, size = x.shape[0], x.shape[1], x.shape[2:]
+    if any(pad):
+        padded = xp.zeros((c, b, *(n + 2 * p for n, p in zip(size, pad, strict=True))),
+                          dtype=x.dtype)
+        inner = tuple(slice(p, p + n) for p, n in zip(pad, size, strict=True))
+        padded[(slice(None), slice(None), *inner)] = x
+        x = padded
+    st = x.strides
+    strides = (
+        st[0],
+        *(s * d for s, d in zip(st[2:], dilation, strict=True)),
+        st[1],
+        *(s * t for s, t in zip(st[2:], stride, strict=True)),
+    )
+    view = xp.lib.stride_tricks.as_strided(x, shape=(c, *kernel, b, *out), strides=strides)
+    return view.reshape(group, (c // group) * math.prod(kernel), -1)
+
+
+def conv_forward(xp: Any, x: Any, w: Any, pad: Ints, stride: Ints, dilation: Ints,
+                 group: int, out: Ints) -> Any:
+    """``y[o, b] = sum_{c, k} w[o, c, k] x[c, b, s out + d k - p]``: (C_out, B, *out)."""
+    b = x.shape[1]
+    oc, kernel = w.shape[0], w.shape[2:]
+    cols = im2col(xp, x, kernel, pad, stride, dilation, out, group)
+    wm = w.reshape(group, oc // group, -1)
+    y = xp.concatenate([wm[g] @ cols[g] for g in range(group)]) if group > 1 else wm[0] @ cols[0]
+    return y.reshape((oc, b, *out))
+
+
+def deconv_forward(xp: Any, x: Any, w: Any, pad: Ints, stride: Ints, dilation: Ints,
+                   group: int, out: Ints) -> Any:
+    """The transpose of :func:`conv_forward`: ``x`` (C_in, B, *in), ``w`` (C_in, C_out/G, *k)."""
+    ic, b, size_in = x.shape[0], x.shape[1], x.shape[2:]
+    ocg, kernel = w.shape[1], w.shape[2:]
+    wm = w.reshape(group, ic // group, -1)
+    xm = x.reshape(group, ic // group, -1)
+    cols = xp.concatenate([wm[g].T @ xm[g] for g in range(group)]) if group > 1 \
+        else wm[0].T @ xm[0]
+    cols = cols.reshape((group * ocg, *kernel, b, *size_in))
+    full = [s * (n - 1) + d * (k - 1) + 1 for s, n, d, k in zip(stride, size_in, dilation, kernel,
+                                                                strict=True)]
+    size = tuple(max(f, p + o) for f, p, o in zip(full, pad, out, strict=True))
+    y = xp.zeros((group * ocg, b, *size), dtype=cols.dtype)
+    everything = (slice(None), slice(None))
+    for offs in itertools.product(*(range(k) for k in kernel)):  # col2im, one offset at a time
+        window = tuple(
+            slice(o * d, o * d + s * (n - 1) + 1, s)
+            for o, d, s, n in zip(offs, dilation, stride, size_in, strict=True)
+        )
+        y[everything + window] += cols[(slice(None), *offs)]
+    return y[everything + tuple(slice(p, p + o) for p, o in zip(pad, out, strict=True))]
+
+
+def conv_filter_grad(xp: Any, x: Any, gy: Any, kernel: Ints, pad: Ints, stride: Ints,
+                     dilation: Ints, group: int) -> Any:
+    """``gw[o, c, k] = sum_{b, p} gy[o, b, p] x[c, b, s p + d k - pad]``: (C_out, C/G, *k)."""
+    c, oc, out = x.shape[0], gy.shape[0], gy.shape[2:]
+    cols = im2col(xp, x, kernel, pad, stride, dilation, out, group)
+    gym = gy.reshape(group, oc // group, -1)
+    gw = xp.concatenate([gym[g] @ cols[g].T for g in range(group)]) if group > 1 \
+        else gym[0] @ cols[0].T
+    return gw.reshape((oc, c // group, *kernel))
+
+
+def _add_bias(y: Any, b: Any) -> Any:
+    return y + b.reshape((-1,) + (1,) * (y.ndim - 1))
+
+
+# ---------------------------------------------------------------- primitives
+class Convolution(_ConvBase):
+    """``y = conv(x, w) + b``; see :func:`convolution`."""
+
+    def geometry(self, x_shape: Ints, w_shape: Ints, check: bool = False) -> Geometry:
+        """Shapes of this convolution; with ``check``, ValueErrors for bad arguments."""
+        kernel = (self.check(x_shape, w_shape, transposed=False) if check
+                  else self.weight_layout(w_shape)[2])
+        cf = (*x_shape[:self.base_axis], x_shape[-1], *x_shape[self.base_axis:-1]) \
+            if self.channel_last else x_shape
+        spatial = cf[self.base_axis + 1:]
+        out = []
+        for i, (n, k, p, s, d) in enumerate(zip(spatial, kernel, self.pad, self.stride,
+                                                 self.dilation, strict=True)):
+            if d * (k - 1) + 1 > n + 2 * p:
+                raise ValueError(
+                    f"{self.name}: the kernel of w of shape {w_shape} (size {k}, dilation {d}) "
+                    f"is larger than the padded input along spatial axis {i} of x of shape "
+                    f"{x_shape} ({n} + 2 * pad {p})"
+                )
+            out.append(conv_out_size(n, k, p, s, d))
+        return Geometry(tuple(x_shape[:self.base_axis]), cf[self.base_axis], w_shape[0],
+                        tuple(spatial), tuple(out), kernel)
+
+    def setup_impl(self, inputs: Sequence[Variable]) -> list[tuple[Ints, Any]]:
+        x, w = inputs[0], inputs[1]
+        g = self.geometry(x.shape, w.shape, check=True)
+        _bias_shape_check(self.name, inputs[2] if len(inputs) > 2 else None, g.y_channels,
+                          w.shape)
+        dtype = float_dtype(np.result_type(*(v.dtype for v in inputs)))
+        return [(g.shape(g.y_channels, g.y_spatial, self.channel_last), dtype)]
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        x, w = inputs[0], inputs[1]
+        xp = array_module(x)
+        dtype = float_dtype(np.result_type(*(a.dtype for a in inputs)))
+        g = self.geometry(x.shape, w.shape)
+        xc = to_cb(xp, _float(x, dtype), self.base_axis, self.channel_last)
+        wc = weight_channels_first(xp, _float(w, dtype), self.channel_last)
+        y = conv_forward(xp, xc, wc, self.pad, self.stride, self.dilation, self.group,
+                         g.y_spatial)
+        if len(inputs) > 2:
+            y = _add_bias(y, _float(inputs[2], dtype))
+        outputs[0] = from_cb(xp, y, g.batch, self.channel_last)
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        gy = outputs[0].grad
+        x, w = inputs[0], inputs[1]
+        g = self.geometry(x.shape, w.shape)
+        if prop_down[0]:
+            # dx = conv^T(gy, w): a deconvolution whose output_padding restores x's size
+            op = tuple(
+                n + 2 * p - d * (k - 1) - 1 - s * (o - 1)
+                for n, o, k, p, s, d in zip(g.x_spatial, g.y_spatial, g.kernel, self.pad,
+                                            self.stride, self.dilation, strict=True)
+            )
+            x.store(Deconvolution(**self.params(), output_padding=op)(gy, w.data), accum[0])
+        if prop_down[1]:
+            # dw[o, c, k] = sum_{b, p} gy[b, o, p] x[b, c, s p + d k - pad]
+            gw = _gconv.ConvolutionFilterGrad(kernel=g.kernel, **self.params())(x.data, gy)
+            w.store(gw, accum[1])
+        if len(inputs) > 2 and prop_down[2]:
+            # db = gy summed over all but the channel axis
+            inputs[2].store(_sum_but_channel(gy, self.base_axis, self.channel_last), accum[2])
+
+
+class Deconvolution(_ConvBase):
+    """``y = conv^T(x, w) + b``; see :func:`deconvolution`."""
+
+    def __init__(self, *, output_padding: Ints, **params: Any) -> None:
+        super().__init__(**params)
+        self.output_padding = tuple(output_padding)
+
+    def geometry(self, x_shape: Ints, w_shape: Ints, check: bool = False) -> Geometry:
+        """Shapes of this deconvolution; with ``check``, ValueErrors for bad arguments."""
+        if check:
+            kernel = self.check(x_shape, w_shape, transposed=True)
+            n = len(x_shape) - self.base_axis - 1
+            spatial_args(self.name, x_shape, n, output_padding=self.output_padding)
+        else:
+            kernel = self.weight_layout(w_shape)[2]
+        cf = (*x_shape[:self.base_axis], x_shape[-1], *x_shape[self.base_axis:-1]) \
+            if self.channel_last else x_shape
+        spatial = cf[self.base_axis + 1:]
+        out = []
+        for i, (m, k, p, s, d, op) in enumerate(zip(spatial, kernel, self.pad, self.stride,
+                                                     self.dilation, self.output_padding,
+                                                     strict=True)):
+            if op >= s:
+                raise ValueError(
+                    f"{self.name}: output_padding={self.output_padding} must be smaller than "
+                    f"stride={self.stride} (x of shape {x_shape})"
+                )
+            size = deconv_out_size(m, k, p, s, d, op)
+            if size < 1:
+                raise ValueError(
+                    f"{self.name}: pad={self.pad} is too large for x of shape {x_shape} and w "
+                    f"of shape {w_shape}: the output would have size {size} along spatial "
+                    f"axis {i}"
+                )
+            out.append(size)
+        ocg = self.weight_layout(w_shape)[1]
+        return Geometry(tuple(x_shape[:self.base_axis]), ocg * self.group, cf[self.base_axis],
+                        tuple(out), tuple(spatial), kernel)
+
+    def setup_impl(self, inputs: Sequence[Variable]) -> list[tuple[Ints, Any]]:
+        x, w = inputs[0], inputs[1]
+        g = self.geometry(x.shape, w.shape, check=True)
+        _bias_shape_check(self.name, inputs[2] if len(inputs) > 2 else None, g.x_channels,
+                          w.shape)
+        dtype = float_dtype(np.result_type(*(v.dtype for v in inputs)))
+        return [(g.shape(g.x_channels, g.x_spatial, self.channel_last), dtype)]
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        x, w = inputs[0], inputs[1]
+        xp = array_module(x)
+        dtype = float_dtype(np.result_type(*(a.dtype for a in inputs)))
+        g = self.geometry(x.shape, w.shape)
+        xc = to_cb(xp, _float(x, dtype), self.base_axis, self.channel_last)
+        wc = weight_channels_first(xp, _float(w, dtype), self.channel_last)
+        y = deconv_forward(xp, xc, wc, self.pad, self.stride, self.dilation, self.group,
+                           g.x_spatial)
+        if len(inputs) > 2:
+            y = _add_bias(y, _float(inputs[2], dtype))
+        outputs[0] = from_cb(xp, y, g.batch, self.channel_last)
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        gy = outputs[0].grad
+        x, w = inputs[0], inputs[1]
+        g = self.geometry(x.shape, w.shape)
+        if prop_down[0]:
+            # dx = conv(gy, w): the transpose of the transpose
+            x.store(Convolution(**self.params())(gy, w.data), accum[0])
+        if prop_down[1]:
+            # dw[i, o, k] = sum_{b, p} x[b, i, p] gy[b, o, s p + d k - pad]
+            gw = _gconv.ConvolutionFilterGrad(kernel=g.kernel, **self.params())(gy, x.data)
+            w.store(gw, accum[1])
+        if len(inputs) > 2 and prop_down[2]:
+            # db = gy summed over all but the channel axis
+            inputs[2].store(_sum_but_channel(gy, self.base_axis, self.channel_last), accum[2])
+
+
+def _sum_but_channel(gy: Any, base_axis: int, channel_last: bool) -> Any:
+    ndim = len(gy.shape)
+    channel = ndim - 1 if channel_last else base_axis
+    return _reduction.sum(gy, axis=tuple(a for a in range(ndim) if a != channel))
+
+
+# ---------------------------------------------------------------- wrappers
+def _shape(x: Any) -> Ints:
+    return tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
+
+
+def convolution(
+    x: Any,
+    w: Any,
+    b: Any = None,
+    base_axis: int = 1,
+    pad: Sequence[int] | None = None,
+    stride: Sequence[int] | None = None,
+    dilation: Sequence[int] | None = None,
+    group: int = 1,
+    channel_last: bool = False,
+) -> Variable:
+    """N-D convolution (cross-correlation) with optional bias, as NNabla's.
+
+    ``y[n, o, j] = b[o] + sum_{c, k} w[o, c, k] x[n, g(o) C/G + c, s j + d k - p]`` for
+    every spatial index ``j`` (multi-indices over the N spatial axes), where
+    ``g(o)`` is the group of output channel ``o``; padding is zeros.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.convolution(np.ones((1, 1, 4, 4)), np.ones((1, 1, 3, 3)), pad=(1, 1)).d[0, 0]
+    array([[4., 6., 6., 4.],
+           [6., 9., 9., 6.],
+           [6., 9., 9., 6.],
+           [4., 6., 6., 4.]])
+
+    Args:
+        x: ``(*batch, C, L_1, ..., L_N)`` (``channel_last``: ``(*batch, L_1, ..., L_N, C)``);
+            the batch is the ``base_axis`` leading axes.
+        w: ``(C', C / group, K_1, ..., K_N)``
+            (``channel_last``: ``(C', K_1, ..., K_N, C / group)``).
+        b: optional ``(C',)``.
+        base_axis: number of leading batch axes.
+        pad: zeros added on both sides, one int per spatial axis (or one for all; default 0).
+        stride: window step per spatial axis (default 1).
+        dilation: spacing of the kernel taps per spatial axis (default 1).
+        group: channels are split into ``group`` groups convolved separately.
+        channel_last: channels on the last axis (NHWC).
+
+    Returns:
+        ``(*batch, C', L'_1, ..., L'_N)``, ``L'_i = (L_i + 2 p_i - d_i (K_i - 1) - 1) // s_i + 1``.
+
+    """
+    n = n_spatial("convolution", _shape(x), base_axis)
+    args = spatial_args("convolution", _shape(x), n, pad=pad, stride=stride, dilation=dilation)
+    f = Convolution(base_axis=base_axis, group=group, channel_last=channel_last, **args)
+    return f(x, w) if b is None else f(x, w, b)
+
+
+def deconvolution(
+    x: Any,
+    w: Any,
+    b: Any = None,
+    base_axis: int = 1,
+    pad: Sequence[int] | None = None,
+    stride: Sequence[int] | None = None,
+    dilation: Sequence[int] | None = None,
+    group: int = 1,
+    channel_last: bool = False,
+    output_padding: Sequence[int] | None = None,
+) -> Variable:
+    """N-D deconvolution (transposed convolution) with optional bias, as NNabla's.
+
+    The transpose of :func:`convolution` with the same arguments and weight:
+    ``y[n, g C'/G + o, s j + d k - p] += w[i, o, k] x[n, i, j]`` for each input
+    channel ``i`` of group ``g``, plus ``b``.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.deconvolution(np.ones((1, 1, 2)), np.ones((1, 1, 3)), stride=(2,)).d
+    array([[[1., 1., 2., 1., 1.]]])
+
+    Args:
+        x: ``(*batch, C, L_1, ..., L_N)`` (``channel_last``: channels last).
+        w: ``(C, C' / group, K_1, ..., K_N)``
+            (``channel_last``: ``(C, K_1, ..., K_N, C' / group)``).
+        b: optional ``(C',)``.
+        base_axis: as in :func:`convolution`.
+        pad: as in :func:`convolution` (cropped from the output).
+        stride: as in :func:`convolution`.
+        dilation: as in :func:`convolution`.
+        group: as in :func:`convolution`.
+        channel_last: as in :func:`convolution`.
+        output_padding: extra size at the end of each spatial axis (``< stride``),
+            to reach the input size of a strided convolution.
+
+    Returns:
+        ``(*batch, C', L'_1, ..., L'_N)``,
+        ``L'_i = s_i (L_i - 1) + d_i (K_i - 1) + 1 - 2 p_i + op_i``.
+
+    """
+    n = n_spatial("deconvolution", _shape(x), base_axis)
+    args = spatial_args("deconvolution", _shape(x), n, pad=pad, stride=stride, dilation=dilation,
+                        output_padding=output_padding)
+    f = Deconvolution(base_axis=base_axis, group=group, channel_last=channel_last, **args)
+    return f(x, w) if b is None else f(x, w, b)
+
+
+def depthwise_convolution(
+    x: Any,
+    w: Any,
+    b: Any = None,
+    base_axis: int = 1,
+    pad: Sequence[int] | None = None,
+    stride: Sequence[int] | None = None,
+    dilation: Sequence[int] | None = None,
+    multiplier: int = 1,
+) -> Variable:
+    """Depthwise convolution, as NNabla's: each channel convolved with its own filters.
+
+    Output channel ``c * multiplier + m`` is input channel ``c`` convolved with
+    ``w[c * multiplier + m]``. This is :func:`convolution` with ``group = C`` and
+    the weight reshaped to ``(C * multiplier, 1, *kernel)`` (so its gradients of
+    every order are those of the convolution).
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.depthwise_convolution(np.ones((1, 2, 3)), np.array([[1.0, 1.0], [0.0, 2.0]])).d
+    array([[[2., 2.],
+            [2., 2.]]])
+
+    Args:
+        x: ``(*batch, C, L_1, ..., L_N)``.
+        w: ``(C * multiplier, K_1, ..., K_N)``.
+        b: optional ``(C * multiplier,)``.
+        base_axis: as in :func:`convolution`.
+        pad: as in :func:`convolution`.
+        stride: as in :func:`convolution`.
+        dilation: as in :func:`convolution`.
+        multiplier: output channels per input channel.
+
+    Returns:
+        ``(*batch, C * multiplier, L'_1, ..., L'_N)``.
+
+    """
+    shape, w_shape = _shape(x), _shape(w)
+    n = n_spatial("depthwise_convolution", shape, base_axis)
+    c = shape[base_axis]
+    if not isinstance(multiplier, int | np.integer) or multiplier < 1:
+        raise ValueError(f"depthwise_convolution: multiplier={multiplier} must be an int >= 1")
+    if len(w_shape) != n + 1 or w_shape[0] != c * multiplier:
+        raise ValueError(
+            f"depthwise_convolution: w of shape {w_shape} must be ({c * multiplier}, *kernel) "
+            f"with {n} kernel axes for x of shape {shape} and multiplier={multiplier}"
+        )
+    w4 = _array.reshape(w, (w_shape[0], 1, *w_shape[1:]))
+    return convolution(x, w4, b, base_axis, pad, stride, dilation, group=c)
