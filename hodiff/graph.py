@@ -218,7 +218,7 @@ def backward(root: Variable, grad: Any = None, clear_buffer: bool = False) -> It
                 gy = grads.pop(o, None) if o is not None else None
                 if gy is not None:
                     if keep and o is not root:
-                        o._grad = gy
+                        o._grad = gy  # type: ignore[union-attr]
                     handed.add(id(gy))
                     y_slot.data = ydata[0] if ydata is not None else o._data  # type: ignore[union-attr]
                     y_slot.grad = gy
@@ -249,7 +249,7 @@ def backward(root: Variable, grad: Any = None, clear_buffer: bool = False) -> It
                         if g is None:
                             g = _zeros_like_output(f, i)
                         elif keep and o is not root:
-                            o._grad = g
+                            o._grad = g  # type: ignore[union-attr]
                         handed.add(id(g))
                         y = ydata[i] if ydata is not None else (o._data if o is not None else None)
                         out_slots.append(Slot(y, g, g.shape))
@@ -331,7 +331,7 @@ def grad_graph(
         refs = f._outputs
         inputs_f = f.inputs
         if len(refs) == 1 and len(inputs_f) == 1:  # the common case, without allocations
-            o = refs[0]()
+            o = refs[0]()  # type: ignore[assignment]
             if o is None:
                 continue
             gy = grads.get(o) if o in wanted else grads.pop(o, None)
@@ -355,7 +355,7 @@ def grad_graph(
         if all(gy is None for gy in gys):
             continue
         out_slots = []
-        for i, o in enumerate(outs):
+        for i, o in enumerate(outs):  # type: ignore[assignment]
             y = f.output_variable(i) if f.need_outputs else o
             gy = gys[i]
             if gy is None:
@@ -363,7 +363,7 @@ def grad_graph(
             out_slots.append(Slot(y, gy, gy.shape))
         in_slots, accum, slots = _in_slots(inputs_f, prop, grads, True)
         f.backward_impl(in_slots, out_slots, prop, accum)
-        for x, s in slots.items():
+        for x, s in slots.items():  # type: ignore[assignment]
             if s.grad is not None:
                 grads[x] = s.grad
     return [grads.get(x) for x in inputs]
@@ -431,7 +431,7 @@ class Pullback:
                         grads[x] = s.grad
         finally:
             _raw.reset(token)
-        out = []
+        out: list[Any] = []
         for x in self.wrt:
             g = grads.get(x)
             if g is None:
