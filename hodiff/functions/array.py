@@ -1,32 +1,65 @@
-"""Array functions: shape manipulation, selection, comparison, indexing."""
+"""Array functions: shape manipulation, joining, padding, selection, comparison.
+
+Linear functions are paired with their transposes so that every order of
+derivative stays cheap: transpose/transpose, concatenate/getitem, split/stack,
+pad/getitem, flip/flip. ``tile``, ``clip_by_value`` and the reflect and repeat
+``pad`` modes are compositions and need no rule. The indexing functions
+(``getitem``, ``gather``, ``slice``, ``one_hot``) live in
+:mod:`hodiff.functions.indexing` and are re-exported here.
+"""
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from hodiff.context import array_module
+from hodiff.context import array_module, get_default_context
 from hodiff.function import Function, Slot
-from hodiff.variable import Variable
+from hodiff.functions.indexing import (
+    as_ints,
+    gather,
+    getitem,
+    normalize_axis,
+    one_hot,
+    shape_of,
+    slice,
+)
+from hodiff.variable import Variable, is_scalar
 
 __all__ = [
     "broadcast",
+    "clip_by_value",
+    "concatenate",
+    "constant",
     "equal",
+    "flip",
+    "gather",
+    "getitem",
     "greater",
     "greater_equal",
     "less",
     "less_equal",
+    "one_hot",
+    "pad",
     "reshape",
+    "slice",
+    "split",
+    "stack",
+    "tile",
+    "transpose",
     "where",
 ]
 
 Slots = Sequence[Slot]
 Flags = Sequence[bool]
 Spec = list[tuple[tuple[int, ...], Any]]
+_ALL = builtins.slice(None)
 
 
+# ---------------------------------------------------------------- helpers
 def _broadcast_shape(name: str, shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
     try:
         return tuple(np.broadcast_shapes(*shapes))
@@ -35,6 +68,7 @@ def _broadcast_shape(name: str, shapes: Sequence[tuple[int, ...]]) -> tuple[int,
         raise ValueError(f"{name}: shapes {listed} cannot be broadcast together") from None
 
 
+# ---------------------------------------------------------------- shapes
 class Reshape(Function):
     need_inputs = False
 
@@ -89,6 +123,214 @@ class Broadcast(Function):
             inputs[0].store(outputs[0].grad, accum[0])
 
 
+class Transpose(Function):
+    need_inputs = False
+
+    def __init__(self, *, axes: Sequence[int]) -> None:
+        self.axes = tuple(axes)
+
+    def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
+        x = inputs[0]
+        if sorted(self.axes) != list(range(x.ndim)):
+            raise ValueError(
+                f"transpose: axes {self.axes} are not a permutation of the {x.ndim} axes of x "
+                f"of shape {x.shape}"
+            )
+        return [(tuple(x.shape[a] for a in self.axes), x.dtype)]
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        outputs[0] = array_module(inputs[0]).transpose(inputs[0], self.axes)
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # the transpose of a permutation is the inverse permutation
+        if prop_down[0]:
+            inverse = tuple(int(i) for i in np.argsort(self.axes))
+            inputs[0].store(transpose(outputs[0].grad, inverse), accum[0])
+
+
+class Flip(Function):
+    need_inputs = False
+
+    def __init__(self, *, axes: Sequence[int]) -> None:
+        self.axes = tuple(axes)
+
+    def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
+        x = inputs[0]
+        axes = [normalize_axis(self.name, a, x.ndim, "axes") for a in self.axes]
+        if len(set(axes)) != len(axes):
+            raise ValueError(f"flip: repeated axis in {self.axes}")
+        return [(x.shape, x.dtype)]
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        x = inputs[0]
+        axes = {a % x.ndim for a in self.axes}
+        rev = builtins.slice(None, None, -1)
+        outputs[0] = x[tuple(rev if i in axes else _ALL for i in range(x.ndim))]
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # flipping is its own transpose
+        if prop_down[0]:
+            inputs[0].store(flip(outputs[0].grad, self.axes), accum[0])
+
+
+# ---------------------------------------------------------------- joining and splitting
+class Concatenate(Function):
+    need_inputs = False
+
+    def __init__(self, *, axis: int | None) -> None:
+        self.axis = axis
+
+    def _axis(self, ndim: int) -> int:
+        return ndim - 1 if self.axis is None else normalize_axis(self.name, self.axis, ndim)
+
+    def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
+        if not inputs:
+            raise ValueError("concatenate: needs at least one input")
+        first = inputs[0]
+        if first.ndim == 0:
+            raise ValueError("concatenate: inputs must have at least one axis, got shape ()")
+        axis = self._axis(first.ndim)
+        for x in inputs[1:]:
+            if x.ndim != first.ndim or any(
+                a != b for i, (a, b) in enumerate(zip(x.shape, first.shape, strict=True))
+                if i != axis
+            ):
+                raise ValueError(
+                    f"concatenate: shapes {first.shape} and {x.shape} differ outside axis {axis}"
+                )
+        shape = list(first.shape)
+        shape[axis] = builtins.sum(x.shape[axis] for x in inputs)
+        return [(tuple(shape), np.result_type(*(x.dtype for x in inputs)))]
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        xp = array_module(inputs[0])
+        outputs[0] = xp.concatenate(inputs, axis=self._axis(np.ndim(inputs[0])))
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # each input gets its own section of gy
+        gy = outputs[0].grad
+        axis = self._axis(len(inputs[0].shape))
+        start = 0
+        for i, x in enumerate(inputs):
+            stop = start + x.shape[axis]
+            if prop_down[i]:
+                key = (_ALL,) * axis + (builtins.slice(start, stop),)
+                x.store(getitem(gy, key), accum[i])
+            start = stop
+
+
+class Stack(Function):
+    need_inputs = False
+
+    def __init__(self, *, axis: int) -> None:
+        self.axis = axis
+
+    def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
+        if not inputs:
+            raise ValueError("stack: needs at least one input")
+        first = inputs[0]
+        for x in inputs[1:]:
+            if x.shape != first.shape:
+                raise ValueError(f"stack: inputs of shapes {first.shape} and {x.shape} differ")
+        axis = normalize_axis(self.name, self.axis, first.ndim + 1)
+        shape = (*first.shape[:axis], len(inputs), *first.shape[axis:])
+        return [(shape, np.result_type(*(x.dtype for x in inputs)))]
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        outputs[0] = array_module(inputs[0]).stack(inputs, axis=self.axis)
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # the transpose of stack is split
+        gxs = split(outputs[0].grad, self.axis)
+        for i, x in enumerate(inputs):
+            if prop_down[i]:
+                x.store(gxs[i], accum[i])
+
+
+class Split(Function):
+    need_inputs = False
+
+    def __init__(self, *, axis: int, num: int) -> None:
+        self.axis = axis
+        self.n_outputs = num
+
+    def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
+        x = inputs[0]
+        axis = normalize_axis(self.name, self.axis, x.ndim)
+        if x.shape[axis] != self.n_outputs:
+            raise ValueError(
+                f"split: x of shape {x.shape} has {x.shape[axis]} entries along axis {axis}, "
+                f"not {self.n_outputs}"
+            )
+        shape = x.shape[:axis] + x.shape[axis + 1:]
+        return [(shape, x.dtype)] * self.n_outputs
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        x = inputs[0]
+        lead = (_ALL,) * (self.axis % np.ndim(x))
+        for i in range(self.n_outputs):
+            key = (*lead, i)
+            outputs[i] = x[key]
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # the transpose of split is stack (absent gradients arrive as zeros)
+        if prop_down[0]:
+            inputs[0].store(stack(*(y.grad for y in outputs), axis=self.axis), accum[0])
+
+
+class Pad(Function):
+    """Constant padding; reflect and repeat padding are gathers (see :func:`pad`)."""
+
+    need_inputs = False
+
+    def __init__(self, *, pad_width: Sequence[int], constant_value: float = 0.0) -> None:
+        self.pad_width = tuple(pad_width)
+        self.constant_value = float(constant_value)
+
+    def _widths(self, ndim: int) -> list[tuple[int, int]]:
+        w = self.pad_width
+        pairs = [(w[i], w[i + 1]) for i in range(0, len(w), 2)]
+        return [(0, 0)] * (ndim - len(pairs)) + pairs
+
+    def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
+        x = inputs[0]
+        check_pad_width(x.shape, self.pad_width)
+        shape = tuple(s + a + b for s, (a, b) in zip(x.shape, self._widths(x.ndim), strict=True))
+        return [(shape, x.dtype)]
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        x = inputs[0]
+        xp = array_module(x)
+        widths = self._widths(np.ndim(x))
+        shape = tuple(s + a + b for s, (a, b) in zip(np.shape(x), widths, strict=True))
+        y = xp.full(shape, self.constant_value, dtype=x.dtype)
+        inner = zip(np.shape(x), widths, strict=True)
+        y[tuple(builtins.slice(a, a + s) for s, (a, _) in inner)] = x
+        outputs[0] = y
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # the transpose of padding crops the padded borders away
+        if prop_down[0]:
+            shape = inputs[0].shape
+            key = tuple(
+                builtins.slice(a, a + s) for s, (a, _) in zip(shape, self._widths(len(shape)),
+                                                              strict=True)
+            )
+            inputs[0].store(getitem(outputs[0].grad, key), accum[0])
+
+
+def check_pad_width(shape: tuple[int, ...], pad_width: Sequence[int]) -> None:
+    """ValueError unless ``pad_width`` is an even number of non-negative ints for ``shape``."""
+    if len(pad_width) % 2 or len(pad_width) // 2 > len(shape):
+        raise ValueError(
+            f"pad: pad_width {tuple(pad_width)} must hold (before, after) pairs for at most the "
+            f"{len(shape)} axes of x of shape {shape}"
+        )
+    if any(p < 0 for p in pad_width):
+        raise ValueError(f"pad: pad_width {tuple(pad_width)} must be non-negative")
+
+
+# ---------------------------------------------------------------- selection
 class Where(Function):
     need_inputs = (0,)
 
@@ -107,6 +349,24 @@ class Where(Function):
             inputs[1].store(where(c, gy, 0.0), accum[1])
         if prop_down[2]:
             inputs[2].store(where(c, 0.0, gy), accum[2])
+
+
+# ---------------------------------------------------------------- not differentiable
+class Constant(Function):
+    differentiable = False
+
+    def __init__(self, *, val: float, shape: Sequence[int], dtype: Any) -> None:
+        self.val = float(val)
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = np.dtype(dtype)
+
+    def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
+        if any(s < 0 for s in self.shape):
+            raise ValueError(f"constant: shape {self.shape} has a negative size")
+        return [(self.shape, self.dtype)]
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        outputs[0] = get_default_context().xp.full(self.shape, self.val, dtype=self.dtype)
 
 
 class _Compare(Function, register=False):
@@ -141,6 +401,7 @@ class Equal(_Compare):
         outputs[0] = inputs[0] == inputs[1]
 
 
+# ---------------------------------------------------------------- wrappers
 def reshape(x: Any, shape: Sequence[int]) -> Variable:
     """``x`` with a new shape of the same size (one entry may be -1).
 
@@ -154,6 +415,169 @@ def reshape(x: Any, shape: Sequence[int]) -> Variable:
 def broadcast(x: Any, shape: Sequence[int]) -> Variable:
     """``x`` broadcast to ``shape`` (numpy rules); the gradient sums over the broadcast axes."""
     return Broadcast(shape=shape)(x)
+
+
+def transpose(x: Any, axes: Sequence[int] | None = None) -> Variable:
+    """Permutes the axes: ``y.shape[i] = x.shape[axes[i]]`` (None: reverse them, as numpy).
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.transpose(np.zeros((2, 3, 4)), (2, 0, 1)).shape
+    (4, 2, 3)
+    """
+    ndim = len(shape_of(x))
+    if axes is None:
+        axes = tuple(range(ndim))[::-1]
+    axes = as_ints("transpose", "axes", axes)
+    return Transpose(axes=tuple(a % ndim if -ndim <= a < 0 else a for a in axes))(x)
+
+
+def flip(x: Any, axes: Sequence[int] | None = None) -> Variable:
+    """Reverses the order of the elements along ``axes`` (default: the last axis, as NNabla).
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.flip(np.arange(3.0)).d
+    array([2., 1., 0.])
+    """
+    if axes is None:
+        ndim = len(shape_of(x))
+        axes = (ndim - 1,) if ndim else ()
+    elif not isinstance(axes, Sequence):
+        axes = (axes,)
+    return Flip(axes=as_ints("flip", "axes", axes))(x)
+
+
+def concatenate(*xs: Any, axis: int | None = None) -> Variable:
+    """Joins the inputs along an existing ``axis`` (default: the last axis, as NNabla).
+
+    Args:
+        *xs: arrays of equal shapes except along ``axis`` (a single list is unpacked).
+        axis: the joining axis.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.concatenate(np.zeros((2, 3)), np.ones((2, 1))).shape
+    (2, 4)
+
+    """
+    if len(xs) == 1 and isinstance(xs[0], list | tuple):
+        xs = tuple(xs[0])
+    return Concatenate(axis=axis)(*xs)
+
+
+def stack(*xs: Any, axis: int = 0) -> Variable:
+    """Joins inputs of equal shapes along a new ``axis``.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.stack(np.zeros(3), np.ones(3), axis=1).shape
+    (3, 2)
+    """
+    if len(xs) == 1 and isinstance(xs[0], list | tuple):
+        xs = tuple(xs[0])
+    return Stack(axis=axis)(*xs)
+
+
+def split(x: Any, axis: int = 0) -> tuple[Variable, ...]:
+    """Splits ``x`` into its ``x.shape[axis]`` slices along ``axis``, which is removed (NNabla).
+
+    Returns:
+        A tuple of ``x.shape[axis]`` Variables of shape ``x.shape`` without ``axis``.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> [y.shape for y in F.split(np.zeros((2, 3)), axis=1)]
+    [(2,), (2,), (2,)]
+
+    """
+    shape = shape_of(x)
+    axis = normalize_axis("split", axis, len(shape))
+    ys = Split(axis=axis, num=shape[axis])(x)
+    return ys if isinstance(ys, tuple) else (ys,)
+
+
+def pad(
+    x: Any, pad_width: Sequence[int], mode: str = "constant", constant_value: float = 0.0
+) -> Variable:
+    """Pads the last ``len(pad_width) // 2`` axes of ``x`` (NNabla's layout).
+
+    Args:
+        x: N-D array.
+        pad_width: ``(before, after)`` pairs, flat, for the last axes in order: ``(1, 2)``
+            pads the last axis, ``(a, b, c, d)`` the second-to-last by ``(a, b)`` and the
+            last by ``(c, d)``.
+        mode: ``"constant"`` (``constant_value``), ``"reflect"`` (mirrored about the
+            edge values, numpy's "reflect") or ``"repeat"`` (edge values, numpy's "edge").
+        constant_value: fill value of the constant mode.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.pad(np.array([1.0, 2.0, 3.0]), (2, 1), mode="reflect").d
+    array([3., 2., 1., 2., 3., 2.])
+
+    """
+    widths = as_ints("pad", "pad_width", pad_width)
+    if mode == "constant":
+        return Pad(pad_width=widths, constant_value=constant_value)(x)
+    if mode not in ("reflect", "repeat"):
+        raise ValueError(f"pad: mode must be 'constant', 'reflect' or 'repeat', got {mode!r}")
+    shape = shape_of(x)
+    check_pad_width(shape, widths)
+    first = len(shape) - len(widths) // 2
+    y = x
+    for i in range(len(widths) // 2):
+        a, b = widths[2 * i], widths[2 * i + 1]
+        axis = first + i
+        if a or b:
+            if shape[axis] == 0:
+                raise ValueError(f"pad: cannot {mode}-pad the empty axis {axis} of shape {shape}")
+            idx = np.pad(np.arange(shape[axis]), (a, b), mode="reflect" if mode == "reflect"
+                         else "edge")
+            y = getitem(y, (_ALL,) * axis + (idx,))
+    return y if y is not x else Pad(pad_width=widths)(x)
+
+
+def tile(x: Any, reps: int | Sequence[int]) -> Variable:
+    """``x`` repeated ``reps[i]`` times along each axis (numpy's ``tile``: the shorter of
+    ``x.shape`` and ``reps`` is padded with leading ones).
+
+    A broadcast between two reshapes, so the gradient sums the copies.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.tile(np.array([1.0, 2.0]), (2, 2)).d
+    array([[1., 2., 1., 2.],
+           [1., 2., 1., 2.]])
+    """
+    reps = as_ints("tile", "reps", (reps,) if isinstance(reps, int) else reps)
+    if any(r < 0 for r in reps):
+        raise ValueError(f"tile: reps {reps} must be non-negative")
+    shape = shape_of(x)
+    d = builtins.max(len(shape), len(reps))
+    shape = (1,) * (d - len(shape)) + shape
+    reps = (1,) * (d - len(reps)) + reps
+    inter = tuple(v for s in shape for v in (1, s))
+    wide = tuple(v for r, s in zip(reps, shape, strict=True) for v in (r, s))
+    y = broadcast(reshape(x, inter), wide)
+    return reshape(y, tuple(r * s for r, s in zip(reps, shape, strict=True)))
+
+
+def clip_by_value(x: Any, min: Any, max: Any) -> Variable:
+    """Elementwise ``y = min(max(x, min), max)``; ``min``/``max`` are scalars or arrays
+    (broadcast). The gradient to x is ``gy`` inside ``[min, max]`` and 0 outside.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.clip_by_value(np.array([-2.0, 0.5, 3.0]), -1.0, 1.0).d
+    array([-1. ,  0.5,  1. ])
+    """
+    from hodiff.functions import arithmetic as A
+
+    y = A.maximum_scalar(x, min) if is_scalar(min) else A.maximum2(x, min)
+    return A.minimum_scalar(y, max) if is_scalar(max) else A.minimum2(y, max)
+
+
+def constant(val: float = 0.0, shape: Sequence[int] = ()) -> Variable:
+    """An array of ``shape`` filled with ``val``, in the context's float dtype.
+
+    >>> import hodiff.functions as F
+    >>> F.constant(2.0, (2,)).d
+    array([2., 2.], dtype=float32)
+    """
+    return Constant(val=val, shape=shape, dtype=get_default_context().dtype)()
 
 
 def where(condition: Any, x_true: Any, x_false: Any) -> Variable:

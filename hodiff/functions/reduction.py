@@ -1,31 +1,47 @@
-"""Reductions over axes."""
+"""Reductions over axes and cumulative sums and products.
+
+``mean`` and ``norm`` are compositions. ``max``/``min`` send the gradient to the
+arg-extrema, split evenly among ties (as JAX); the tie weights come from a
+non-differentiable function, never from Python. ``prod`` and ``cumprod`` are
+exact with zeros in ``x`` at every order: their rules use exclusive products and
+a linear recurrence (:func:`hodiff.grad_functions.reduction.linear_scan`), never
+a division by ``x``.
+"""
 
 from __future__ import annotations
 
+import builtins
+import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
+from hodiff.context import array_module
 from hodiff.function import Function, Slot, float_dtype
+from hodiff.functions import arithmetic as _arith
 from hodiff.functions import array as _array
+from hodiff.functions import math as _math
 from hodiff.variable import Variable
 
-__all__ = ["sum"]
+__all__ = ["cumprod", "cumsum", "logsumexp", "max", "mean", "min", "norm", "prod", "sum"]
 
 Slots = Sequence[Slot]
 Flags = Sequence[bool]
 Spec = list[tuple[tuple[int, ...], Any]]
+_ALL = builtins.slice(None)
 
 
 def normalize_axes(name: str, axis: Any, ndim: int) -> tuple[int, ...]:
     """``axis`` (None, int or sequence) as a sorted tuple of non-negative axes."""
     if axis is None:
         return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    axes = (axis,) if isinstance(axis, int | np.integer) else tuple(axis)
     out = []
     for a in axes:
-        if not isinstance(a, int) or not -ndim <= a < max(ndim, 1):
+        if not isinstance(a, int | np.integer) or not -ndim <= a < builtins.max(ndim, 1):
             raise ValueError(f"{name}: axis {axis} is out of range for an input of {ndim} dims")
-        out.append(a % ndim if ndim else 0)
+        out.append(int(a) % ndim if ndim else 0)
     if len(set(out)) != len(out):
         raise ValueError(f"{name}: repeated axis in {axis}")
     return tuple(sorted(out))
@@ -53,7 +69,7 @@ class _Reduce(Function, register=False):
         return normalize_axes(self.name, self.axis, ndim)
 
     def expand(self, gy: Any, shape: tuple[int, ...]) -> Any:
-        """``gy`` (a reduced gradient) broadcast back to the input ``shape``."""
+        """``gy`` (a reduced gradient or output) broadcast back to the input ``shape``."""
         if not self.keepdims:
             gy = _array.reshape(gy, kept_shape(shape, self._axes(len(shape))))
         return _array.broadcast(gy, shape)
@@ -64,7 +80,8 @@ class Sum(_Reduce):
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         x = inputs[0]
-        outputs[0] = x.sum(axis=self._axes(x.ndim), keepdims=self.keepdims)
+        axes = self._axes(x.ndim)
+        outputs[0] = x.sum(axis=axes, keepdims=self.keepdims, dtype=float_dtype(x.dtype))
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # every summed element gets gy
@@ -72,11 +89,292 @@ class Sum(_Reduce):
             inputs[0].store(self.expand(outputs[0].grad, inputs[0].shape), accum[0])
 
 
-def sum(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:  # noqa: A001
-    """``y = sum(x)`` over ``axis`` (None: all axes).
+class _Extremum(_Reduce, register=False):
+    mode = "max"
+
+    def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
+        x = inputs[0]
+        axes = normalize_axes(self.name, self.axis, x.ndim)
+        if any(x.shape[a] == 0 for a in axes):
+            raise ValueError(f"{self.name}: cannot reduce the empty axes {axes} of shape {x.shape}")
+        return super().setup_impl(inputs)
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # gy goes to the arg-extrema, split evenly among ties
+        if prop_down[0]:
+            from hodiff.grad_functions.reduction import tie_weights
+
+            x = inputs[0]
+            w = tie_weights(x.data, self._axes(len(x.shape)), self.mode)
+            x.store(self.expand(outputs[0].grad, x.shape) * w, accum[0])
+
+
+class Max(_Extremum):
+    mode = "max"
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        x = inputs[0]
+        y = x.max(axis=self._axes(x.ndim), keepdims=self.keepdims)
+        outputs[0] = y.astype(float_dtype(y.dtype), copy=False)
+
+
+class Min(_Extremum):
+    mode = "min"
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        x = inputs[0]
+        y = x.min(axis=self._axes(x.ndim), keepdims=self.keepdims)
+        outputs[0] = y.astype(float_dtype(y.dtype), copy=False)
+
+
+class Prod(_Reduce):
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        x = inputs[0]
+        axes = self._axes(x.ndim)
+        outputs[0] = x.prod(axis=axes, keepdims=self.keepdims, dtype=float_dtype(x.dtype))
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # d prod(x) / d x_i = product of the other x_j (exclusive products: exact with zeros)
+        if prop_down[0]:
+            x = inputs[0]
+            others = _products_of_others(x.data, x.shape, self._axes(len(x.shape)))
+            x.store(self.expand(outputs[0].grad, x.shape) * others, accum[0])
+
+
+def _products_of_others(x: Any, shape: tuple[int, ...], axes: tuple[int, ...]) -> Any:
+    """For each element, the product of the other elements of its reduced slice.
+
+    The reduced axes are moved last and flattened into one axis of length K; there,
+    the product of the others is ``cumprod(exclusive) * cumprod(exclusive, reverse)``.
+    """
+    keep = [i for i in range(len(shape)) if i not in axes]
+    perm = keep + list(axes)
+    k = math.prod(shape[a] for a in axes)
+    t = _array.reshape(_array.transpose(x, perm), (*(shape[i] for i in keep), k))
+    axis = len(keep)
+    others = cumprod(t, axis, exclusive=True) * cumprod(t, axis, exclusive=True, reverse=True)
+    others = _array.reshape(others, tuple(shape[i] for i in perm))
+    return _array.transpose(others, [int(i) for i in np.argsort(perm)])
+
+
+class LogSumExp(_Reduce):
+    """Fused for stability and speed: one pass, shifted by the max (no overflow), and its
+    gradient ``exp(x - y)`` needs no softmax normalisation.
+    """
+
+    name = "logsumexp"
+    need_outputs = True
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        x = inputs[0]
+        xp = array_module(x)
+        axes = self._axes(np.ndim(x))
+        m = xp.max(x, axis=axes, keepdims=True) if np.size(x) else xp.zeros(())
+        m = xp.where(xp.isfinite(m), m, 0)  # all -inf (or inf) slices: no shift
+        with np.errstate(divide="ignore"):  # log(0) = -inf for empty or all -inf slices
+            y = xp.log(xp.sum(xp.exp(x - m), axis=axes, keepdims=True)) + m
+        outputs[0] = y if self.keepdims else xp.squeeze(y, axis=axes)
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # d logsumexp(x) = softmax(x) dx = exp(x - y) dx
+        if prop_down[0]:
+            x = inputs[0]
+            y = self.expand(outputs[0].data, x.shape)
+            gy = self.expand(outputs[0].grad, x.shape)
+            x.store(gy * _math.exp(x.data - y), accum[0])
+
+
+class CumSum(Function):
+    name = "cumsum"
+    need_inputs = False
+
+    def __init__(self, *, axis: int = 0, exclusive: bool = False, reverse: bool = False) -> None:
+        self.axis = axis
+        self.exclusive = bool(exclusive)
+        self.reverse = bool(reverse)
+
+    def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
+        x = inputs[0]
+        _array.normalize_axis(self.name, self.axis, x.ndim)
+        return [(x.shape, float_dtype(x.dtype))]
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        x = inputs[0]
+        xp = array_module(x)
+        axis = self.axis % np.ndim(x)
+        rev = (_ALL,) * axis + (builtins.slice(None, None, -1),)
+        if self.reverse:
+            x = x[rev]
+        y = xp.cumsum(x, axis=axis, dtype=float_dtype(x.dtype))
+        if self.exclusive:  # shift by one: y_k = sum_{j<k} x_j
+            lead = rev[:-1]
+            head, body = (*lead, builtins.slice(0, 1)), (*lead, builtins.slice(0, -1))
+            y = xp.concatenate([xp.zeros_like(y[head]), y[body]], axis=axis)
+        outputs[0] = y[rev] if self.reverse else y
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # the transpose of a cumulative sum is the cumulative sum in the other direction
+        if prop_down[0]:
+            gx = cumsum(outputs[0].grad, self.axis, self.exclusive, not self.reverse)
+            inputs[0].store(gx, accum[0])
+
+
+class CumProd(Function):
+    """Inclusive cumulative product along ``axis``; exclusive and reverse forms are
+    compositions with shifts and flips (see :func:`cumprod`).
+    """
+
+    name = "cumprod"
+    need_outputs = True
+
+    def __init__(self, *, axis: int = 0) -> None:
+        self.axis = axis
+
+    def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
+        x = inputs[0]
+        _array.normalize_axis(self.name, self.axis, x.ndim)
+        return [(x.shape, float_dtype(x.dtype))]
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        x = inputs[0]
+        xp = array_module(x)
+        outputs[0] = xp.cumprod(x, axis=self.axis % np.ndim(x), dtype=float_dtype(x.dtype))
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # gx_i = sum_{k>=i} gy_k prod_{j<=k, j!=i} x_j = y_{i-1} s_i, where the reverse
+        # recurrence s_i = gy_i + x_{i+1} s_{i+1} needs no division by x
+        if prop_down[0]:
+            from hodiff.grad_functions.reduction import linear_scan
+
+            x = inputs[0]
+            axis = self.axis % len(x.shape)
+            before = _shift(outputs[0].data, x.shape, axis, 1, 1.0)
+            after = _shift(x.data, x.shape, axis, -1, 0.0)
+            s = linear_scan(after, outputs[0].grad, axis, reverse=True)
+            x.store(before * s, accum[0])
+
+
+def _shift(x: Any, shape: tuple[int, ...], axis: int, by: int, fill: float) -> Any:
+    """``x`` moved by ``by`` = +1 (towards higher indices) or -1 along ``axis``, the freed
+    place filled with ``fill``: a slice and a constant pad.
+    """
+    lead = (_ALL,) * axis
+    width = [0] * (2 * (len(shape) - axis))
+    if by > 0:
+        cut, width[0] = builtins.slice(0, shape[axis] - 1), 1
+    else:
+        cut, width[1] = builtins.slice(1, None), 1
+    return _array.Pad(pad_width=width, constant_value=fill)(_array.getitem(x, (*lead, cut)))
+
+
+# ---------------------------------------------------------------- wrappers
+def sum(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
+    """Sum over ``axis`` (None: all axes; an int or a sequence of ints).
 
     >>> import numpy as np, hodiff.functions as F
     >>> F.sum(np.ones((2, 3)), axis=1).d
     array([3., 3.])
     """
     return Sum(axis=axis, keepdims=keepdims)(x)
+
+
+def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
+    """Mean over ``axis`` (None: all axes): ``sum(x, axis) / n``.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.mean(np.arange(6.0).reshape(2, 3), axis=0).d
+    array([1.5, 2.5, 3.5])
+    """
+    shape = _array.shape_of(x)
+    n = math.prod(shape[a] for a in normalize_axes("mean", axis, len(shape)))
+    return sum(x, axis, keepdims) * (1.0 / n if n else math.nan)
+
+
+def max(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
+    """Maximum over ``axis``; the gradient goes to the maxima, split evenly among ties.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.max(np.array([[1.0, 5.0], [7.0, 2.0]]), axis=1).d
+    array([5., 7.])
+    """
+    return Max(axis=axis, keepdims=keepdims)(x)
+
+
+def min(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
+    """Minimum over ``axis``; the gradient goes to the minima, split evenly among ties."""
+    return Min(axis=axis, keepdims=keepdims)(x)
+
+
+def prod(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
+    """Product over ``axis``; derivatives of every order are exact with zeros in ``x``.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.prod(np.array([[1.0, 2.0], [3.0, 4.0]]), axis=0).d
+    array([3., 8.])
+    """
+    return Prod(axis=axis, keepdims=keepdims)(x)
+
+
+def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
+    """``log(sum(exp(x)))`` over ``axis``, computed as ``m + log(sum(exp(x - m)))`` with the
+    maximum ``m``: no overflow for large ``x``.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> float(F.logsumexp(np.array([1e4, 1e4])).d) - 1e4
+    0.6931471806
+    """
+    return LogSumExp(axis=axis, keepdims=keepdims)(x)
+
+
+def cumsum(x: Any, axis: int = 0, exclusive: bool = False, reverse: bool = False) -> Variable:
+    """Cumulative sum along ``axis`` (NNabla's flags).
+
+    ``y_k = sum_{j<=k} x_j``; ``exclusive``: ``j < k``; ``reverse``: sums run from the end.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.cumsum(np.array([1.0, 2.0, 3.0]), exclusive=True).d
+    array([0., 1., 3.])
+    """
+    return CumSum(axis=axis, exclusive=exclusive, reverse=reverse)(x)
+
+
+def cumprod(x: Any, axis: int = 0, exclusive: bool = False, reverse: bool = False) -> Variable:
+    """Cumulative product along ``axis`` (NNabla's flags); exact with zeros at every order.
+
+    ``y_k = prod_{j<=k} x_j``; ``exclusive``: ``j < k`` (1 first); ``reverse``: from the end.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.cumprod(np.array([1.0, 2.0, 3.0])).d
+    array([1., 2., 6.])
+    """
+    shape = _array.shape_of(x)
+    axis = _array.normalize_axis("cumprod", axis, len(shape))
+    if reverse:
+        x = _array.flip(x, (axis,))
+    y = CumProd(axis=axis)(x)
+    if exclusive:
+        y = _shift(y, shape, axis, 1, 1.0)
+    return _array.flip(y, (axis,)) if reverse else y
+
+
+def norm(x: Any, p: float | None = 2, axis: Any = None, keepdims: bool = False) -> Variable:
+    """The p-norm over ``axis``: ``(sum |x|^p)^(1/p)`` (None or 2: Euclidean; ``inf``: max|x|).
+
+    Composed of differentiable functions: the gradient is singular where the norm is 0
+    (for ``p < 1`` also where an element is 0).
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.norm(np.array([3.0, 4.0])).d
+    array(5.)
+    """
+    p = 2.0 if p is None else float(p)
+    if p == 2.0:
+        return _arith.pow_scalar(sum(_arith.mul2(x, x), axis, keepdims), 0.5)
+    if p == math.inf:
+        return max(_arith.abs(x), axis, keepdims)
+    if p <= 0:
+        raise ValueError(f"norm: p must be positive, got {p}")
+    a = _arith.abs(x)
+    if p == 1.0:
+        return sum(a, axis, keepdims)
+    return _arith.pow_scalar(sum(_arith.pow_scalar(a, p), axis, keepdims), 1.0 / p)

@@ -1,0 +1,324 @@
+"""Indexing functions of the array family (re-exported by :mod:`hodiff.functions.array`).
+
+``getitem`` (``Variable.__getitem__``) and ``gather`` select with static keys and
+integer indices; their transposes, ``index_add`` and ``gather_add`` in
+:mod:`hodiff.grad_functions.array`, add with numpy's ``add.at`` semantics for
+repeated indices, and their own transposes are the selections again. ``slice`` is
+a ``getitem``; ``one_hot`` writes ones at integer ids. Also the shape and index
+helpers that the other array functions share.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from hodiff.context import array_module, get_default_context
+from hodiff.function import Function, Slot
+from hodiff.variable import Variable
+
+__all__ = ["gather", "getitem", "one_hot", "slice"]
+
+Slots = Sequence[Slot]
+Flags = Sequence[bool]
+Spec = list[tuple[tuple[int, ...], Any]]
+_ALL = builtins.slice(None)
+
+
+# ---------------------------------------------------------------- helpers
+def shape_of(x: Any) -> tuple[int, ...]:
+    """The shape of a Variable, an array or a scalar (without wrapping it)."""
+    shape = getattr(x, "shape", None)
+    return tuple(shape) if shape is not None else np.shape(x)
+
+
+def normalize_axis(name: str, axis: Any, ndim: int, arg: str = "axis") -> int:
+    """One axis in ``[-ndim, ndim)`` as a non-negative int, or a ValueError naming ``name``."""
+    try:
+        a = operator.index(axis)
+    except TypeError:
+        raise TypeError(f"{name}: {arg} must be an int, got {type(axis).__name__}") from None
+    if not -ndim <= a < ndim:
+        raise ValueError(f"{name}: {arg} {axis} is out of range for an input of {ndim} dims")
+    return a % ndim
+
+
+def as_ints(name: str, arg: str, values: Any) -> tuple[int, ...]:
+    try:
+        return tuple(operator.index(v) for v in values)
+    except TypeError:
+        raise TypeError(f"{name}: {arg} must be a sequence of ints, got {values!r}") from None
+
+
+def key_on(xp: Any, key: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``key`` with its index arrays moved to ``xp`` (numpy keys are used as they are)."""
+    if xp is np:
+        return key
+    return tuple(xp.asarray(k) if isinstance(k, np.ndarray) else k for k in key)
+
+
+def index_key(key: Any, shape: tuple[int, ...]) -> tuple[tuple[Any, ...], tuple[int, ...]]:
+    """A numpy index as a tuple of ints, slices, None, Ellipsis and intp arrays, and the
+    shape it selects from an array of ``shape``; boolean masks become their ``nonzero()``.
+
+    Raises TypeError for Variables, floats and bool scalars in the key and ValueError for
+    an index that does not fit ``shape``.
+    """
+    items = key if isinstance(key, tuple) else (key,)
+    out: list[Any] = []
+    for k in items:
+        if isinstance(k, Variable):
+            raise TypeError(
+                "getitem: a Variable cannot be an index (index values must be static); "
+                "use F.gather for indices held in a Variable"
+            )
+        if k is None or k is Ellipsis:
+            out.append(k)
+        elif isinstance(k, builtins.slice):
+            try:
+                parts = [
+                    None if p is None else operator.index(p) for p in (k.start, k.stop, k.step)
+                ]
+            except TypeError:
+                raise TypeError(f"getitem: slice {k} must hold ints or None") from None
+            if parts[2] == 0:
+                raise ValueError(f"getitem: slice {k} has a zero step")
+            out.append(builtins.slice(*parts))
+        elif isinstance(k, bool | np.bool_):
+            raise TypeError("getitem: a boolean scalar is not a supported index")
+        elif isinstance(k, int | np.integer):
+            out.append(int(k))
+        else:
+            a = np.asarray(k.get() if hasattr(k, "get") and not isinstance(k, dict) else k)
+            if a.dtype.kind == "b":
+                out.extend(np.nonzero(a))
+            elif a.dtype.kind in "iu" or a.size == 0:
+                out.append(a.astype(np.intp))
+            else:
+                raise TypeError(f"getitem: index arrays must hold integers or bools, got {a.dtype}")
+    key = tuple(out)
+    try:
+        selected = np.broadcast_to(np.zeros((), np.int8), shape)[key].shape
+    except IndexError as e:
+        raise ValueError(f"getitem: index {key!r} does not fit x of shape {shape}: {e}") from None
+    return key, tuple(selected)
+
+
+def has_arrays(key: tuple[Any, ...]) -> bool:
+    """True when ``key`` holds an index array (advanced indexing: indices may repeat)."""
+    return any(isinstance(k, np.ndarray) for k in key)
+
+
+def gather_key(
+    xp: Any, indices: Any, ndim: int, axis: int, batch_dims: int
+) -> tuple[tuple[Any, ...], list[int] | None]:
+    """The numpy key of ``gather`` and the permutation taking ``x[key]`` to gather's layout.
+
+    Batch axes are indexed by broadcast aranges; when they are separated from ``axis``
+    numpy puts the advanced axes first, and the permutation moves them back.
+    """
+    indices = xp.asarray(indices)
+    n_idx = indices.ndim - batch_dims
+    key: list[Any] = []
+    for k in range(batch_dims):
+        shape = [1] * (batch_dims + n_idx)
+        shape[k] = indices.shape[k]
+        key.append(xp.arange(indices.shape[k]).reshape(shape))
+    key += [_ALL] * (axis - batch_dims) + [indices]
+    if batch_dims == 0 or axis == batch_dims:
+        return tuple(key), None
+    mid = axis - batch_dims
+    perm = (
+        list(range(batch_dims))
+        + list(range(indices.ndim, indices.ndim + mid))
+        + list(range(batch_dims, indices.ndim))
+        + list(range(indices.ndim + mid, ndim - 1 + n_idx))
+    )
+    return tuple(key), perm
+
+
+def _grad_array() -> Any:
+    from hodiff.grad_functions import array as grad_array
+
+    return grad_array
+
+
+# ---------------------------------------------------------------- primitives
+class GetItem(Function):
+    name = "getitem"
+    need_inputs = False
+
+    def __init__(self, *, key: tuple[Any, ...]) -> None:
+        self.key = key
+
+    def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
+        x = inputs[0]
+        _, shape = index_key(self.key, x.shape)
+        return [(shape, x.dtype)]
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        x = inputs[0]
+        outputs[0] = x[key_on(array_module(x), self.key)]
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # the transpose of indexing adds gy into zeros at the indexed places (repeats add up)
+        if prop_down[0]:
+            gx = _grad_array().index_add(outputs[0].grad, self.key, inputs[0].shape)
+            inputs[0].store(gx, accum[0])
+
+
+class Gather(Function):
+    need_inputs = (1,)
+
+    def __init__(self, *, axis: int = 0, batch_dims: int = 0) -> None:
+        self.axis = axis
+        self.batch_dims = batch_dims
+
+    def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
+        x, indices = inputs
+        if indices.dtype.kind not in "iu":
+            raise TypeError(f"gather: indices must be integers, got {indices.dtype}")
+        axis = normalize_axis(self.name, self.axis, x.ndim)
+        b = self.batch_dims
+        if not 0 <= b <= min(axis, indices.ndim):
+            raise ValueError(
+                f"gather: batch_dims {b} must be in [0, min(axis, indices.ndim)] = "
+                f"[0, {min(axis, indices.ndim)}]"
+            )
+        if x.shape[:b] != indices.shape[:b]:
+            raise ValueError(
+                f"gather: x of shape {x.shape} and indices of shape {indices.shape} differ in "
+                f"their first batch_dims={b} axes"
+            )
+        return [(x.shape[:axis] + indices.shape[b:] + x.shape[axis + 1:], x.dtype)]
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        x, indices = inputs
+        xp = array_module(x)
+        axis = self.axis % np.ndim(x)
+        key, perm = gather_key(xp, indices, np.ndim(x), axis, self.batch_dims)
+        y = x[key]
+        outputs[0] = y if perm is None else y.transpose(perm)
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # the transpose of gather adds gy into zeros at the gathered places; indices get none
+        if prop_down[0]:
+            gx = _grad_array().gather_add(
+                outputs[0].grad, inputs[1].data, inputs[0].shape, self.axis, self.batch_dims
+            )
+            inputs[0].store(gx, accum[0])
+
+
+class OneHot(Function):
+    differentiable = False
+
+    def __init__(self, *, shape: Sequence[int], dtype: Any) -> None:
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = np.dtype(dtype)
+
+    def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
+        x = inputs[0]
+        if x.dtype.kind not in "iu":
+            raise TypeError(f"one_hot: x must hold integer ids, got {x.dtype}")
+        if x.ndim == 0 or x.shape[-1] != len(self.shape):
+            raise ValueError(
+                f"one_hot: x of shape {x.shape} must have a last axis of len(shape) = "
+                f"{len(self.shape)} (shape={self.shape})"
+            )
+        return [(x.shape[:-1] + self.shape, self.dtype)]
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        xp = array_module(inputs[0])
+        x = xp.asarray(inputs[0])
+        if x.size and (bool((x < 0).any()) or bool((x >= xp.asarray(self.shape)).any())):
+            raise ValueError(f"one_hot: ids out of range for shape {self.shape}")
+        n = math.prod(x.shape[:-1])
+        flat = xp.zeros((n,), dtype=np.intp)
+        for j, size in enumerate(self.shape):
+            flat = flat * size + x.reshape(n, -1)[:, j]
+        y = xp.zeros((n, math.prod(self.shape)), dtype=self.dtype)
+        y[xp.arange(n), flat] = 1
+        outputs[0] = y.reshape(x.shape[:-1] + self.shape)
+
+
+# ---------------------------------------------------------------- wrappers
+def slice(
+    x: Any,
+    start: Sequence[int | None] | None = None,
+    stop: Sequence[int | None] | None = None,
+    step: Sequence[int | None] | None = None,
+) -> Variable:
+    """``x[start[0]:stop[0]:step[0], start[1]:stop[1]:step[1], ...]`` with per-axis lists.
+
+    Each list covers the leading axes (NNabla's defaults: all axes, from 0 to the end, step 1);
+    entries follow Python's slice rules (None, negative values, negative steps).
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.slice(np.arange(6.0).reshape(2, 3), (0, 1), (2, 3), (1, 1)).d
+    array([[1., 2.],
+           [4., 5.]])
+    """
+    lists = [list(v) if v is not None else None for v in (start, stop, step)]
+    n = builtins.max((len(v) for v in lists if v is not None), default=0)
+    for name, v in zip(("start", "stop", "step"), lists, strict=True):
+        if v is not None and len(v) != n:
+            raise ValueError(f"slice: start, stop and step must have equal lengths, {name} has "
+                             f"{len(v)} entries, not {n}")
+    key = tuple(
+        builtins.slice(*(None if v is None else v[i] for v in lists)) for i in range(n)
+    )
+    return getitem(x, key)
+
+
+def getitem(x: Any, key: Any) -> Variable:
+    """``x[key]`` as numpy indexes: ints, slices (any step), None, Ellipsis, integer arrays
+    (repeats allowed: their gradients add up) and boolean masks. ``Variable.__getitem__``.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.getitem(np.arange(6.0).reshape(2, 3), np.s_[:, [0, 0, 2]]).d
+    array([[0., 0., 2.],
+           [3., 3., 5.]])
+    """
+    key, _ = index_key(key, shape_of(x))
+    return GetItem(key=key)(x)
+
+
+def gather(x: Any, indices: Any, axis: int = 0, batch_dims: int = 0) -> Variable:
+    """Picks slices of ``x`` along ``axis`` by integer ``indices`` (NNabla's / TensorFlow's).
+
+    With ``batch_dims = 0``, ``y[d_0..d_{a-1}, i..., d_{a+1}...] = x[d_0..d_{a-1}, idx[i...],
+    d_{a+1}...]``; the first ``batch_dims`` axes of ``x`` and ``indices`` are shared.
+    ``y.shape = x.shape[:axis] + indices.shape[batch_dims:] + x.shape[axis + 1:]``. Repeated
+    indices add up in the gradient; ``indices`` may be a Variable (re-set between forwards).
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.gather(np.arange(6.0).reshape(3, 2), np.array([2, 0])).d
+    array([[4., 5.],
+           [0., 1.]])
+    """
+    return Gather(axis=axis, batch_dims=batch_dims)(x, indices)
+
+
+def one_hot(x: Any, shape: Sequence[int]) -> Variable:
+    """One-hot vectors of integer ids (not differentiable).
+
+    Args:
+        x: ids of shape ``(..., K)``, ``0 <= x[..., k] < shape[k]``.
+        shape: the ``K`` class counts.
+
+    Returns:
+        Shape ``x.shape[:-1] + shape``, 1 at the ids, 0 elsewhere, in the context's float
+        dtype: ``(N, 1)`` ids with ``shape=(C,)`` give ``(N, C)``.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.one_hot(np.array([[2], [0]]), (3,)).d
+    array([[0., 0., 1.],
+           [1., 0., 0.]], dtype=float32)
+
+    """
+    return OneHot(shape=shape, dtype=get_default_context().dtype)(x)
