@@ -353,12 +353,12 @@ def pow2(x0: Any, x1: Any) -> Variable:
 
 
 def add_scalar(x: Any, val: float = 1.0) -> Variable:
-    """``y = x + val`` for a scalar ``val``."""
+    """``y = x + val`` for a scalar ``val``; ``y`` has the shape and dtype of ``x``."""
     return AddScalar(val=val)(x)
 
 
 def mul_scalar(x: Any, val: float = 1.0) -> Variable:
-    """``y = val * x`` for a scalar ``val``."""
+    """``y = val * x`` for a scalar ``val``; ``y`` has the shape and dtype of ``x``."""
     return MulScalar(val=val)(x)
 
 
@@ -373,12 +373,12 @@ def pow_scalar(x: Any, val: float = 1.0) -> Variable:
 
 
 def r_sub_scalar(x: Any, val: float = 1.0) -> Variable:
-    """``y = val - x`` for a scalar ``val``."""
+    """``y = val - x`` for a scalar ``val``; ``y`` has the shape and dtype of ``x``."""
     return RSubScalar(val=val)(x)
 
 
 def r_div_scalar(x: Any, val: float = 1.0) -> Variable:
-    """``y = val / x`` for a scalar ``val``."""
+    """``y = val / x`` for a scalar ``val``; ``y`` has the shape and dtype of ``x``."""
     return RDivScalar(val=val)(x)
 
 
@@ -398,12 +398,12 @@ def maximum2(x0: Any, x1: Any) -> Variable:
 
 
 def minimum_scalar(x: Any, val: float = 1.0) -> Variable:
-    """``y = min(x, val)`` elementwise."""
+    """``y = min(x, val)`` elementwise, same shape as ``x``; the gradient flows where x <= val."""
     return MinimumScalar(val=val)(x)
 
 
 def maximum_scalar(x: Any, val: float = 1.0) -> Variable:
-    """``y = max(x, val)`` elementwise."""
+    """``y = max(x, val)`` elementwise, same shape as ``x``; the gradient flows where x >= val."""
     return MaximumScalar(val=val)(x)
 
 
@@ -422,5 +422,5 @@ def sign(x: Any) -> Variable:
 
 
 def identity(x: Any) -> Variable:
-    """``y = x`` as a new node."""
+    """``y = x`` as a new node (same shape, dtype and value; the gradient passes through)."""
     return Identity()(x)

@@ -319,12 +319,12 @@ def sqrt(x: Any) -> Variable:
 
 
 def sin(x: Any) -> Variable:
-    """Elementwise sine (radians)."""
+    """``y = sin(x)`` elementwise (radians); ``y`` has the shape of ``x``."""
     return Sin()(x)
 
 
 def cos(x: Any) -> Variable:
-    """Elementwise cosine (radians)."""
+    """``y = cos(x)`` elementwise (radians); ``y`` has the shape of ``x``."""
     return Cos()(x)
 
 
@@ -364,7 +364,7 @@ def acos(x: Any) -> Variable:
 
 
 def atan(x: Any) -> Variable:
-    """``y = arctan(x)`` elementwise."""
+    """``y = arctan(x)`` elementwise, in (-pi/2, pi/2); ``y`` has the shape of ``x``."""
     return Atan()(x)
 
 
@@ -388,7 +388,7 @@ def atan2(x0: Any, x1: Any) -> Variable:
 
 
 def asinh(x: Any) -> Variable:
-    """``y = arcsinh(x)`` elementwise."""
+    """``y = arcsinh(x) = log(x + sqrt(x^2 + 1))`` elementwise, same shape as ``x``."""
     return Asinh()(x)
 
 

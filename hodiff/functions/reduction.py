@@ -301,7 +301,10 @@ def max(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
 
 
 def min(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
-    """Minimum over ``axis``; the gradient goes to the minima, split evenly among ties."""
+    """``y = min(x)`` over ``axis`` (shape as in numpy).
+
+    The gradient goes to the minima, split evenly among ties.
+    """
     return Min(axis=axis, keepdims=keepdims)(x)
 
 
