@@ -222,7 +222,8 @@ def im2col(xp: Any, x: Any, kernel: Ints, pad: Ints, stride: Ints, dilation: Int
         padded = xp.zeros((c, b, *(n + 2 * p for n, p in zip(size, pad, strict=True))),
                           dtype=x.dtype)
         inner = tuple(slice(p, p + n) for p, n in zip(pad, size, strict=True))
-        padded[(slice(None), slice(None)) + tuple(inner)] = x
+        key = (slice(None), slice(None), *inner)
+        padded[key] = x
         x = padded
     st = x.strides
     strides = (
@@ -266,7 +267,8 @@ def deconv_forward(xp: Any, x: Any, w: Any, pad: Ints, stride: Ints, dilation: I
             slice(o * d, o * d + s * (n - 1) + 1, s)
             for o, d, s, n in zip(offs, dilation, stride, size_in, strict=True)
         )
-        y[everything + window] += cols[(slice(None),) + tuple(offs)]
+        col = (slice(None), *offs)
+        y[everything + window] += cols[col]
     return y[everything + tuple(slice(p, p + o) for p, o in zip(pad, out, strict=True))]
 
 
