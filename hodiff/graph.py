@@ -194,7 +194,10 @@ def backward(root: Variable, grad: Any = None, clear_buffer: bool = False) -> It
     plan = _Plan([root], None)
     leaf_uses = plan.leaf_uses
     grads: dict[Variable, Any] = {root: seed}
-    handed = {id(seed)}  # arrays that may be shared: never taken over by a leaf
+    # ids of arrays that may be shared (seeds, every gy handed to a rule, every array stored in
+    # a leaf): a leaf never takes one over. An aliased array is alive, so its id cannot be
+    # reused; a reused id of a dead one only costs a needless copy.
+    handed = {id(seed)}
     if root.parent is None:
         if root.need_grad:
             _commit(root, seed, handed)
