@@ -174,3 +174,20 @@ def test_every_differentiable_primitive_has_a_backward() -> None:
         if c.differentiable and c.backward_impl is hd.Function.backward_impl
     ]
     assert not missing, f"differentiable primitives without backward_impl: {missing}"
+
+
+def test_backward_rules_use_no_array_module_directly() -> None:
+    """A rule made of array calls would stop at first order: rules use hodiff functions."""
+    import inspect
+    import re
+
+    offenders = []
+    for c in REGISTRY:
+        if c.backward_impl is hd.Function.backward_impl:
+            continue
+        code = "\n".join(
+            line.split("#")[0] for line in inspect.getsource(c.backward_impl).splitlines()
+        )
+        if re.search(r"\bxp\.|\barray_module\(|\bcupy\b|\bnp\.(?!argsort|arange|prod|dtype)", code):
+            offenders.append(c.__name__)
+    assert not offenders, f"backward_impl calling numpy/cupy directly: {offenders}"
