@@ -83,6 +83,9 @@ _recording: contextvars.ContextVar[bool] = contextvars.ContextVar(
 )
 # True while a plain .backward() runs backward rules on bare arrays.
 _raw: contextvars.ContextVar[bool] = contextvars.ContextVar("hodiff_raw", default=False)
+# True while hd.grad runs backward rules: their calls are consistent by construction, so in
+# define-by-run mode their argument checks (setup_impl) are skipped.
+_trusted: contextvars.ContextVar[bool] = contextvars.ContextVar("hodiff_trusted", default=False)
 
 
 def get_default_context() -> Context:
