@@ -65,7 +65,7 @@ class Spec:
             if callable(a):
                 out.append(np.asarray(a(rng)))
                 continue
-            x = rng.uniform(lo, hi, size=a)
+            x: Any = rng.uniform(lo, hi, size=a)
             for k in self.kinks:
                 near = np.abs(x - k) < self.gap
                 x = np.where(near, k + np.where(x >= k, self.gap, -self.gap) * 1.5, x)
