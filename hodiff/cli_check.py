@@ -23,7 +23,7 @@ import numpy as np
 
 import hodiff.functions as F
 from hodiff.check import GradcheckReport, gradcheck
-from hodiff.testing import Spec, all_specs
+from hodiff.testing import Spec, all_specs, spec_ids
 from hodiff.variable import Variable
 
 __all__ = ["Row", "check_spec", "run_check"]
@@ -97,17 +97,6 @@ def check_spec(spec: Spec, order: int, name: str | None = None) -> list[Row]:
         return [Row(name, k, float("nan"), float("nan"), False, msg) for k in range(1, top + 1)]
 
 
-def _names(specs: Sequence[Spec]) -> list[str]:
-    """Display names, unique: a repeated spec name gets ``#1``, ``#2``... (as the tests' ids)."""
-    seen: dict[str, int] = {}
-    out = []
-    for s in specs:
-        n = seen.get(s.name, 0)
-        seen[s.name] = n + 1
-        out.append(s.name if n == 0 else f"{s.name}#{n}")
-    return out
-
-
 def _progress(items: Sequence[Any], names: Sequence[str]) -> Iterator[Any]:
     """Tqdm's bar on stderr if tqdm is installed, else a plain ``[i/n] name`` counter."""
     try:
@@ -146,7 +135,7 @@ def run_check(order: int = 3, functions: Sequence[str] | None = None) -> int:
         print(f"hodiff check: --order must be >= 1, got {order}", file=sys.stderr)
         return 2
     specs = all_specs()
-    names = _names(specs)
+    names = spec_ids(specs)
     if functions:
         wanted = set(functions)
         known = {s.fn.__name__ for s in specs} | {s.name for s in specs}

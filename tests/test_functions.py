@@ -15,24 +15,14 @@ import pytest
 import hodiff as hd
 import hodiff.functions as F
 from hodiff.function import REGISTRY
+from hodiff.testing import all_specs, spec_ids
 from hodiff.testing.spec import Spec
-from hodiff.testing.specs import all_specs
 from tests.harness import call, is_float, outputs_of, run_backward_impl, scalarized, weights
 
 SPECS = all_specs()
 
 
-def _ids(specs: list[Spec]) -> list[str]:
-    seen: dict[str, int] = {}
-    out = []
-    for s in specs:
-        n = seen.get(s.name, 0)
-        seen[s.name] = n + 1
-        out.append(s.name if n == 0 else f"{s.name}#{n}")
-    return out
-
-
-IDS = _ids(SPECS)
+IDS = spec_ids(SPECS)
 DIFF = [s for s in SPECS if s.order >= 1]
 DIFF_IDS = [i for s, i in zip(SPECS, IDS, strict=True) if s.order >= 1]
 

@@ -86,3 +86,14 @@ def fixed(array: Any) -> Callable[[np.random.Generator], np.ndarray]:
 def positive(shape: tuple[int, ...], lo: float = 0.5, hi: float = 2.0) -> Callable[..., Any]:
     """A float argument drawn from [lo, hi] whatever the spec's domain."""
     return lambda rng: rng.uniform(lo, hi, size=shape)
+
+
+def spec_ids(specs: list[Spec]) -> list[str]:
+    """Display names, unique: a repeated spec name gets ``#1``, ``#2``... (test ids, CLI rows)."""
+    seen: dict[str, int] = {}
+    out = []
+    for s in specs:
+        n = seen.get(s.name, 0)
+        seen[s.name] = n + 1
+        out.append(s.name if n == 0 else f"{s.name}#{n}")
+    return out
