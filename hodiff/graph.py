@@ -425,10 +425,32 @@ class Pullback:
         for r, s in zip(self.roots, seeds, strict=True):
             grads[r] = grads[r] + s if r in grads else s
         wanted = self._wanted
+        x_slot, y_slot = Slot(None, None, ()), Slot(None, None, ())
+        x_slots, y_slots = [x_slot], [y_slot]
         token = _raw.set(True)
         try:
             for f, prop, _ in reversed(self.plan.steps):
-                outs = [r() for r in f._outputs]
+                refs = f._outputs
+                if len(refs) == 1 and len(f.inputs) == 1:  # the common case, no allocations
+                    o = refs[0]()
+                    if o is None:
+                        continue
+                    gy = grads.get(o) if o in wanted else grads.pop(o, None)
+                    if gy is None:
+                        continue
+                    x = f.inputs[0]
+                    g = grads.get(x)
+                    ydata = f._ydata
+                    y_slot.data = ydata[0] if ydata is not None else o._data
+                    y_slot.grad, y_slot.shape = gy, gy.shape
+                    x_slot.data, x_slot.grad, x_slot.shape = x._data, g, x._shape
+                    f.backward_impl(x_slots, y_slots, prop, _ACCUM[g is not None])
+                    g = x_slot.grad
+                    x_slot.data = x_slot.grad = y_slot.data = y_slot.grad = None
+                    if g is not None:
+                        grads[x] = g
+                    continue
+                outs = [r() for r in refs]
                 gys = [
                     None if o is None else grads.get(o) if o in wanted else grads.pop(o, None)
                     for o in outs
