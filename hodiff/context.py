@@ -155,6 +155,9 @@ def is_recording() -> bool:
 
 def array_module(x: Any) -> ModuleType:
     """numpy or cupy, whichever ``x`` (an array, or a Variable's array) belongs to."""
-    if type(x).__module__.startswith("cupy"):
+    t = type(x)
+    if t is np.ndarray:
+        return np
+    if t.__module__.startswith("cupy"):
         return importlib.import_module("cupy")
     return np

@@ -27,7 +27,9 @@ from hodiff.variable import Variable
 __all__ = ["backward", "forward", "grad_graph", "topological_order"]
 
 _by_seq = attrgetter("seq")
-_ACCUM = ([False], [True])  # accum flags of a one-input node, by "already has a gradient"
+# accum flags of one- and two-input nodes, by "already has a gradient" (never mutated)
+_ACCUM = ([False], [True])
+_ACCUM2 = (([False, False], [False, True]), ([True, False], [True, True]))
 
 
 def topological_order(roots: Sequence[Variable]) -> list[Function]:
@@ -99,7 +101,7 @@ class _Plan:
     ``leaves`` are the distinct leaf inputs the node sends a gradient to;
     ``leaf_uses`` counts, per leaf, the steps that do (a leaf's gradient is final
     when its last one has run); ``used`` is every variable some step sends a
-    gradient to.
+    gradient to (towards ``wrt`` only).
     """
 
     __slots__ = ("leaf_uses", "steps", "used")
@@ -111,36 +113,39 @@ class _Plan:
         steps: list[tuple[Function, list[bool], list[Variable] | None]] = []
         leaf_uses: dict[Variable, int] = {}
         used: set[Variable] = set()
+        plain = wrt is None
+        base_rule = Function.backward_impl
         for f in topological_order(roots):
             if not f.differentiable:
                 continue
-            inputs = f.inputs
-            if wrt is None:
-                prop = [
-                    (x.need_grad if x.parent is None else x in relevant) for x in inputs
-                ]
-            else:
-                prop = [x in relevant for x in inputs]
-            if True not in prop:
+            prop = []  # a plain loop: a comprehension costs a frame on Python 3.11
+            leaves: list[Variable] | None = None
+            for x in f.inputs:
+                if x in relevant:
+                    p = True
+                elif plain and x.parent is None and x.need_grad:
+                    p = True
+                    if leaves is None:
+                        leaves = [x]
+                        leaf_uses[x] = leaf_uses.get(x, 0) + 1
+                    elif x not in leaves:
+                        leaves.append(x)
+                        leaf_uses[x] = leaf_uses.get(x, 0) + 1
+                else:
+                    p = False
+                prop.append(p)
+            if leaves is None and True not in prop:
                 continue
-            if type(f).backward_impl is Function.backward_impl:
+            if not plain:
+                for x, p in zip(f.inputs, prop, strict=True):
+                    if p:
+                        used.add(x)
+            if type(f).backward_impl is base_rule:
                 f.backward_impl([], [], prop, prop)  # raises NotImplementedError naming f
             for ref in f._outputs:
                 v = ref()
                 if v is not None:
                     relevant.add(v)
-            leaves: list[Variable] | None = None
-            for x, p in zip(inputs, prop, strict=True):
-                if p:
-                    used.add(x)
-                    if x.parent is None:
-                        if leaves is None:
-                            leaves = [x]
-                        elif x in leaves:
-                            continue
-                        else:
-                            leaves.append(x)
-                        leaf_uses[x] = leaf_uses.get(x, 0) + 1
             steps.append((f, prop, leaves))
         self.steps = steps
         self.leaf_uses = leaf_uses
@@ -208,8 +213,8 @@ def backward(root: Variable, grad: Any = None, clear_buffer: bool = False) -> It
         root._grad = seed
     # one reusable pair of slots for the common one-input, one-output node (slots are only
     # valid during the backward_impl call)
-    x_slot, y_slot = Slot(None, None, ()), Slot(None, None, ())
-    x_slots, y_slots = [x_slot], [y_slot]
+    x_slot, y_slot, b_slot = Slot(None, None, ()), Slot(None, None, ()), Slot(None, None, ())
+    x_slots, y_slots, ab_slots = [x_slot], [y_slot], [x_slot, b_slot]
     token: Any = _raw.set(True)
     try:
         for f, prop, leaves in reversed(plan.steps):
@@ -235,6 +240,20 @@ def backward(root: Variable, grad: Any = None, clear_buffer: bool = False) -> It
                         x_slot.data = x_slot.grad = y_slot.data = y_slot.grad = None
                         if g is not None:
                             grads[x] = g
+                    elif len(inputs) == 2 and inputs[0] is not inputs[1]:  # no allocations
+                        a, b = inputs
+                        ga, gb = grads.get(a), grads.get(b)
+                        x_slot.data, x_slot.grad, x_slot.shape = a._data, ga, a._shape
+                        b_slot.data, b_slot.grad, b_slot.shape = b._data, gb, b._shape
+                        accum2 = _ACCUM2[ga is not None][gb is not None]
+                        f.backward_impl(ab_slots, y_slots, prop, accum2)
+                        ga, gb = x_slot.grad, b_slot.grad
+                        x_slot.data = x_slot.grad = b_slot.data = b_slot.grad = None
+                        y_slot.data = y_slot.grad = None
+                        if ga is not None:
+                            grads[a] = ga
+                        if gb is not None:
+                            grads[b] = gb
                     else:
                         in_slots, accum, slots = _in_slots(inputs, prop, grads, False)
                         f.backward_impl(in_slots, [Slot(y_slot.data, gy, gy.shape)], prop, accum)
