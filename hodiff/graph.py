@@ -197,7 +197,6 @@ def backward(root: Variable, grad: Any = None, clear_buffer: bool = False) -> It
     """
     seed = _check_seed(root, grad, "backward")
     plan = _Plan([root], None)
-    leaf_uses = plan.leaf_uses
     grads: dict[Variable, Any] = {root: seed}
     # ids of arrays that may be shared (seeds, every gy handed to a rule, every array stored in
     # a leaf): a leaf never takes one over. An aliased array is alive, so its id cannot be
@@ -211,6 +210,29 @@ def backward(root: Variable, grad: Any = None, clear_buffer: bool = False) -> It
     keep = not clear_buffer
     if keep:
         root._grad = seed
+    yield from _array_pass(plan, grads, handed, root, keep, clear_buffer, _NOTHING)
+
+
+_NOTHING: frozenset[Variable] = frozenset()
+
+
+def _array_pass(
+    plan: _Plan,
+    grads: dict[Variable, Any],
+    handed: set[int],
+    root: Variable | None,
+    keep: bool,
+    clear_buffer: bool,
+    wanted: set[Variable] | frozenset[Variable],
+) -> Iterator[Variable]:
+    """The reverse pass on bare arrays shared by :func:`backward` and :class:`Pullback`.
+
+    ``grads`` holds the seeds and receives every gradient; with ``keep`` an
+    intermediate variable's gradient is also stored in its ``.g``; gradients of
+    ``wanted`` variables are kept in ``grads`` for the caller. Leaves of the
+    plan are committed into ``.g`` and yielded when final.
+    """
+    leaf_uses = plan.leaf_uses
     # one reusable pair of slots for the common one-input, one-output node (slots are only
     # valid during the backward_impl call)
     x_slot, y_slot, b_slot = Slot(None, None, ()), Slot(None, None, ()), Slot(None, None, ())
@@ -223,7 +245,7 @@ def backward(root: Variable, grad: Any = None, clear_buffer: bool = False) -> It
             inputs = f.inputs
             if len(refs) == 1:
                 o = refs[0]()
-                gy = grads.pop(o, None) if o is not None else None
+                gy = None if o is None else grads.get(o) if o in wanted else grads.pop(o, None)
                 if gy is not None:
                     if keep and o is not root:
                         o._grad = gy  # type: ignore[union-attr]
@@ -263,7 +285,10 @@ def backward(root: Variable, grad: Any = None, clear_buffer: bool = False) -> It
                                 grads[x] = s.grad
             else:
                 outs = [r() for r in refs]
-                gys = [grads.pop(o, None) if o is not None else None for o in outs]
+                gys = [
+                    None if o is None else grads.get(o) if o in wanted else grads.pop(o, None)
+                    for o in outs
+                ]
                 if any(g is not None for g in gys):
                     out_slots = []
                     for i, o in enumerate(outs):
@@ -443,54 +468,8 @@ class Pullback:
         seeds = [_check_seed(r, s, "pullback") for r, s in zip(self.roots, seeds, strict=True)]
         for r, s in zip(self.roots, seeds, strict=True):
             grads[r] = grads[r] + s if r in grads else s
-        wanted = self._wanted
-        x_slot, y_slot = Slot(None, None, ()), Slot(None, None, ())
-        x_slots, y_slots = [x_slot], [y_slot]
-        token = _raw.set(True)
-        try:
-            for f, prop, _ in reversed(self.plan.steps):
-                refs = f._outputs
-                if len(refs) == 1 and len(f.inputs) == 1:  # the common case, no allocations
-                    o = refs[0]()
-                    if o is None:
-                        continue
-                    gy = grads.get(o) if o in wanted else grads.pop(o, None)
-                    if gy is None:
-                        continue
-                    x = f.inputs[0]
-                    g = grads.get(x)
-                    ydata = f._ydata
-                    y_slot.data = ydata[0] if ydata is not None else o._data
-                    y_slot.grad, y_slot.shape = gy, gy.shape
-                    x_slot.data, x_slot.grad, x_slot.shape = x._data, g, x._shape
-                    f.backward_impl(x_slots, y_slots, prop, _ACCUM[g is not None])
-                    g = x_slot.grad
-                    x_slot.data = x_slot.grad = y_slot.data = y_slot.grad = None
-                    if g is not None:
-                        grads[x] = g
-                    continue
-                outs = [r() for r in refs]
-                gys = [
-                    None if o is None else grads.get(o) if o in wanted else grads.pop(o, None)
-                    for o in outs
-                ]
-                if all(g is None for g in gys):
-                    continue
-                ydata = f._ydata
-                out_slots = []
-                for i, o in enumerate(outs):
-                    g = gys[i]
-                    if g is None:
-                        g = _zeros_like_output(f, i)
-                    y = ydata[i] if ydata is not None else (o._data if o is not None else None)
-                    out_slots.append(Slot(y, g, g.shape))
-                in_slots, accum, slots = _in_slots(f.inputs, prop, grads, False)
-                f.backward_impl(in_slots, out_slots, prop, accum)
-                for x, s in slots.items():
-                    if s.grad is not None:
-                        grads[x] = s.grad
-        finally:
-            _raw.reset(token)
+        for _ in _array_pass(self.plan, grads, set(), None, False, False, self._wanted):
+            pass  # a plan towards wrt has no leaves to commit: nothing is yielded
         out: list[Any] = []
         for x in self.wrt:
             g = grads.get(x)
