@@ -80,6 +80,21 @@ class Sigmoid(Function):
             inputs[0].store(_gm.sigmoid_backward(outputs[0].grad, outputs[0].data), accum[0])
 
 
+def _log1p_float32(xp: Any, t: Any) -> None:
+    """``t <- log1p(t)`` in place for float32 ``t`` in [0, 1].
+
+    numpy's float32 log1p is not vectorised (about 8x slower than exp); Goldberg's
+    ``log(u) * t / (u - 1)`` with ``u = 1 + t`` is as accurate (``t`` itself where u == 1).
+    """
+    u = t + 1.0
+    d = u - 1.0
+    xp.log(u, out=u)
+    small = d == 0.0
+    xp.divide(t, d, out=d, where=~small)
+    xp.multiply(u, d, out=u)
+    t[...] = xp.where(small, t, u)
+
+
 class Softplus(Function):
     def __init__(self, *, beta: float = 1.0) -> None:
         self.beta = _arithmetic.check_scalar(self.name, "beta", beta)
@@ -95,7 +110,10 @@ class Softplus(Function):
         if _inplace_ok(a):
             xp.negative(a, out=a)
             xp.exp(a, out=a)
-            xp.log1p(a, out=a)
+            if a.dtype == xp.float32:
+                _log1p_float32(xp, a)
+            else:
+                xp.log1p(a, out=a)
             a += xp.maximum(z, 0.0)
             if self.beta != 1.0:
                 a /= self.beta
