@@ -49,11 +49,16 @@ So a rule may use the *shapes* and dtypes of its slots but never branch on their
 *values* (in a static graph they are not computed yet): anything value-dependent
 (an argmax, a mask) belongs inside a function's forward_impl.
 
+Slots and the ``prop_down``/``accum`` lists belong to the engine: they are only
+valid during the call and must not be kept or mutated.
+
 **setup_impl(inputs)** receives the input Variables (shape and dtype known,
 values maybe not) and returns ``[(shape, dtype), ...]`` for the outputs. It is
 where argument, shape and dtype errors are raised: it runs when the function is
-called, before anything is computed or linked. The default describes a unary
-elementwise function.
+called, before anything is computed or linked, and must not change ``self``.
+(Calls made by backward rules while ``hd.grad`` records in define-by-run mode
+skip it: their arguments are consistent by construction.) The default describes
+a unary elementwise function.
 
 Class attributes declare what the backward needs, so ``forward(clear_buffer=True)``
 can free the rest: ``need_inputs`` (True, False or a tuple of input indices)
@@ -308,7 +313,13 @@ def _wrap(value: Any, args: Sequence[Any]) -> Variable:
     return as_variable(value)
 
 
-def _sum_to(gx: Any, shape: tuple[int, ...]) -> Any:
-    from hodiff.grad_functions.arithmetic import sum_to
+_SUM_TO: Any = None
 
-    return sum_to(gx, shape)
+
+def _sum_to(gx: Any, shape: tuple[int, ...]) -> Any:
+    global _SUM_TO
+    if _SUM_TO is None:  # imported on first use: it imports this module
+        from hodiff.grad_functions.arithmetic import sum_to
+
+        _SUM_TO = sum_to
+    return _SUM_TO(gx, shape)
