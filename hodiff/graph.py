@@ -24,7 +24,9 @@ from hodiff.context import _raw, _trusted, array_module, get_default_context
 from hodiff.function import Function, Slot
 from hodiff.variable import Variable
 
-__all__ = ["backward", "forward", "grad_graph", "topological_order"]
+__all__ = [
+    "Pullback", "backward", "forward", "grad_graph", "plan", "topological_order", "unused_inputs",
+]
 
 _by_seq = attrgetter("seq")
 # accum flags of one- and two-input nodes, by "already has a gradient" (never mutated)
@@ -52,7 +54,8 @@ def topological_order(roots: Sequence[Variable]) -> list[Function]:
 
 
 def _as_array(y: Any) -> Any:
-    return y if hasattr(y, "__array_namespace__") or array_module(y) is not np else np.asarray(y)
+    """``y``, with numpy's scalars (its 0-d results) made 0-d arrays."""
+    return np.asarray(y) if type(y) is not np.ndarray and array_module(y) is np else y
 
 
 def forward(roots: Sequence[Variable], clear_buffer: bool = False) -> None:

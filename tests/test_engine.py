@@ -393,3 +393,14 @@ def test_a_leaf_used_by_several_nodes_is_final_after_the_last_one() -> None:
     ((p, g),) = list(hd.iter_grads(loss))
     assert p is w
     np.testing.assert_allclose(g, hd.grad(loss, w)[0].d)
+
+
+def test_static_forward_of_a_0d_result_is_an_array() -> None:
+    with hd.auto_forward(False):
+        x = hd.Variable((3,), dtype=np.float64)
+        y = F.sum(x * 2.0)
+    x.d = np.ones(3)
+    y.forward()
+    assert isinstance(y.d, np.ndarray)
+    assert y.d.shape == ()
+    np.testing.assert_allclose(y.d, 6.0)
