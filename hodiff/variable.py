@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -170,6 +171,13 @@ class Variable:
         if not self._shape:
             raise TypeError("len() of a 0-d Variable")
         return self._shape[0]
+
+    def __iter__(self) -> Iterator[Variable]:
+        """The sub-Variables along the first axis (``x[0], x[1], ...``), each differentiable."""
+        if not self._shape:
+            raise TypeError("iteration over a 0-d Variable")
+        for i in range(self._shape[0]):
+            yield self[i]
 
     def __repr__(self) -> str:
         kind = "leaf" if self.parent is None else type(self.parent).__name__

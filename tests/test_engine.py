@@ -404,3 +404,15 @@ def test_static_forward_of_a_0d_result_is_an_array() -> None:
     assert isinstance(y.d, np.ndarray)
     assert y.d.shape == ()
     np.testing.assert_allclose(y.d, 6.0)
+
+
+def test_iteration_and_out_of_range_indexing() -> None:
+    x = var([1.0, 2.0, 3.0])
+    parts = list(x)
+    assert [float(p.d) for p in parts] == [1.0, 2.0, 3.0]
+    F.sum(parts[0] * parts[2]).backward()
+    np.testing.assert_array_equal(x.g, [3.0, 0.0, 1.0])
+    with pytest.raises(IndexError, match=r"getitem: index \(5,\) does not fit x of shape \(3,\)"):
+        x[5]
+    with pytest.raises(ValueError, match="getitem"):  # also a ValueError, like every bad argument
+        x[5]

@@ -62,6 +62,14 @@ def key_on(xp: Any, key: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(xp.asarray(k) if isinstance(k, np.ndarray) else k for k in key)
 
 
+class IndexOutOfRangeError(IndexError, ValueError):
+    """An index that does not fit the array.
+
+    An IndexError as in numpy (so iteration stops), and a ValueError as every other
+    bad argument in hodiff.
+    """
+
+
 def index_key(key: Any, shape: tuple[int, ...]) -> tuple[tuple[Any, ...], tuple[int, ...]]:
     """A numpy index as a tuple of ints, slices, None, Ellipsis and intp arrays, and the
     shape it selects from an array of ``shape``; boolean masks become their ``nonzero()``.
@@ -105,7 +113,9 @@ def index_key(key: Any, shape: tuple[int, ...]) -> tuple[tuple[Any, ...], tuple[
     try:
         selected = np.broadcast_to(np.zeros((), np.int8), shape)[key].shape
     except IndexError as e:
-        raise ValueError(f"getitem: index {key!r} does not fit x of shape {shape}: {e}") from None
+        raise IndexOutOfRangeError(
+            f"getitem: index {key!r} does not fit x of shape {shape}: {e}"
+        ) from None
     return key, tuple(selected)
 
 
