@@ -30,3 +30,14 @@ def test_readme_links_existing_docs() -> None:
         if line.startswith("- `docs/"):
             page = line.split("`")[1]
             assert (ROOT / page).exists(), page
+
+
+def test_function_reference_lists_every_function_with_its_checked_order() -> None:
+    from hodiff.testing import all_specs
+
+    best: dict[str, int] = {}
+    for s in all_specs():
+        best[s.fn.__name__] = max(best.get(s.fn.__name__, 0), s.order)
+    text = (ROOT / "docs" / "functions.md").read_text()
+    for name in F.__all__:
+        assert f"| `{name}` | {best[name]} |" in text, f"docs/functions.md: update the row of {name}"
