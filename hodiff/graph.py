@@ -14,6 +14,7 @@ Everything is iterative: no recursion limit applies to graph depth.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator, Sequence
 from operator import attrgetter
 from typing import Any
@@ -58,13 +59,22 @@ def _as_array(y: Any) -> Any:
     return np.asarray(y) if type(y) is not np.ndarray and array_module(y) is np else y
 
 
+# The nodes a variable depends on never change once it exists (inputs are fixed at link time).
+_ORDERS: weakref.WeakKeyDictionary[Variable, list[Function]] = weakref.WeakKeyDictionary()
+
+
 def forward(roots: Sequence[Variable], clear_buffer: bool = False) -> None:
     """Recomputes every node the roots depend on from the current leaf values.
 
     With ``clear_buffer``, an intermediate value is freed once its last consumer
     has run, unless some backward rule needs it or it is a root.
     """
-    nodes = topological_order(roots)
+    if len(roots) == 1:  # a static graph run many times is ordered once
+        nodes = _ORDERS.get(roots[0])
+        if nodes is None:
+            nodes = _ORDERS[roots[0]] = topological_order(roots)
+    else:
+        nodes = topological_order(roots)
     keep = {id(v) for v in roots}
     uses: dict[int, int] = {}
     if clear_buffer:
@@ -107,7 +117,7 @@ class _Plan:
     gradient to (towards ``wrt`` only).
     """
 
-    __slots__ = ("leaf_uses", "steps", "used")
+    __slots__ = ("leaf_uses", "leaves", "steps", "used")
 
     def __init__(self, roots: Sequence[Variable], wrt: Sequence[Variable] | None) -> None:
         # wrt=None: the plain pass, towards every leaf with need_grad.
@@ -118,12 +128,15 @@ class _Plan:
         used: set[Variable] = set()
         plain = wrt is None
         base_rule = Function.backward_impl
+        all_leaves: dict[Variable, None] = {}
         for f in topological_order(roots):
             if not f.differentiable:
                 continue
             prop = []  # a plain loop: a comprehension costs a frame on Python 3.11
             leaves: list[Variable] | None = None
             for x in f.inputs:
+                if x.parent is None:
+                    all_leaves[x] = None
                 if x in relevant:
                     p = True
                 elif plain and x.parent is None and x.need_grad:
@@ -153,6 +166,7 @@ class _Plan:
         self.steps = steps
         self.leaf_uses = leaf_uses
         self.used = used
+        self.leaves = tuple(all_leaves)
 
 
 def _in_slots(
@@ -172,6 +186,25 @@ def _in_slots(
             accum.append(p or s.grad is not None)
         in_slots.append(s)
     return in_slots, accum, slots
+
+
+# Plans of plain passes, per root: a static graph run many times is planned once. The
+# ancestors of a variable never change, so a plan stays valid while its leaves' need_grad
+# flags do.
+_PLANS: weakref.WeakKeyDictionary[Variable, tuple[tuple[bool, ...], _Plan]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _plain_plan(root: Variable) -> _Plan:
+    cached = _PLANS.get(root)
+    if cached is not None:
+        flags, plan = cached
+        if flags == tuple([x.need_grad for x in plan.leaves]):
+            return plan
+    plan = _Plan([root], None)
+    _PLANS[root] = (tuple([x.need_grad for x in plan.leaves]), plan)
+    return plan
 
 
 def _check_seed(root: Variable, grad: Any, where: str) -> Any:
@@ -199,7 +232,7 @@ def backward(root: Variable, grad: Any = None, clear_buffer: bool = False) -> It
     as its gradient is final (all its consumers have run), for ``iter_grads``.
     """
     seed = _check_seed(root, grad, "backward")
-    plan = _Plan([root], None)
+    plan = _plain_plan(root)
     grads: dict[Variable, Any] = {root: seed}
     # ids of arrays that may be shared (seeds, every gy handed to a rule, every array stored in
     # a leaf): a leaf never takes one over. An aliased array is alive, so its id cannot be
@@ -235,7 +268,7 @@ def _array_pass(
     ``wanted`` variables are kept in ``grads`` for the caller. Leaves of the
     plan are committed into ``.g`` and yielded when final.
     """
-    leaf_uses = plan.leaf_uses
+    leaf_uses = dict(plan.leaf_uses)  # counted down during the pass; the plan may be reused
     # one reusable pair of slots for the common one-input, one-output node (slots are only
     # valid during the backward_impl call)
     x_slot, y_slot, b_slot = Slot(None, None, ()), Slot(None, None, ()), Slot(None, None, ())

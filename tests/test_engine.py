@@ -416,3 +416,26 @@ def test_iteration_and_out_of_range_indexing() -> None:
         x[5]
     with pytest.raises(ValueError, match="getitem"):  # also a ValueError, like every bad argument
         x[5]
+
+
+def test_a_static_graph_is_planned_once_and_replanned_when_need_grad_changes() -> None:
+    from hodiff import graph
+
+    with hd.auto_forward(False):
+        x = hd.Variable((2,), need_grad=True, dtype=np.float64)
+        w = hd.Variable((2,), need_grad=False, dtype=np.float64)
+        y = F.sum(F.exp(x * w))
+    x.d, w.d = np.array([0.5, 1.0]), np.array([2.0, -1.0])
+    y.forward()
+    y.backward()
+    first = graph._PLANS[y][1]
+    x.zero_grad()
+    y.backward()
+    assert graph._PLANS[y][1] is first  # reused
+    np.testing.assert_allclose(x.g, w.d * np.exp(x.d * w.d))
+    w.need_grad = True  # a leaf's flag changed: a new plan sends w its gradient too
+    x.zero_grad()
+    y.backward()
+    assert graph._PLANS[y][1] is not first
+    np.testing.assert_allclose(w.g, x.d * np.exp(x.d * w.d))
+    np.testing.assert_allclose(x.g, w.d * np.exp(x.d * w.d))
