@@ -40,4 +40,5 @@ def test_function_reference_lists_every_function_with_its_checked_order() -> Non
         best[s.fn.__name__] = max(best.get(s.fn.__name__, 0), s.order)
     text = (ROOT / "docs" / "functions.md").read_text()
     for name in F.__all__:
-        assert f"| `{name}` | {best[name]} |" in text, f"docs/functions.md: update the row of {name}"
+        row = f"| `{name}` | {best[name]} |"
+        assert row in text, f"docs/functions.md: update the row of {name}"
