@@ -67,13 +67,15 @@ integer/boolean output: they cut the graph. ``n_outputs`` is the number of
 outputs (an instance may set it in ``__init__``).
 
 Static arguments are keyword-only ``__init__`` parameters, stored once and never
-mutated. Subclasses defined inside the ``hodiff`` package are registered in
+mutated. An instance may be called more than once: each call links a new node.
+Subclasses defined inside the ``hodiff`` package are registered in
 :data:`REGISTRY` (keyed by class); user subclasses work the same way without
 being registered.
 """
 
 from __future__ import annotations
 
+import copy
 import itertools
 import re
 import weakref
@@ -152,6 +154,9 @@ class Function:
     # set when the node is linked into a graph
     inputs: list[Variable]
     seq: int
+    _outputs: list[weakref.ref[Variable]]
+    _ydata: list[Any] | None
+    _out_meta: list[tuple[tuple[int, ...], Any]]
 
     def __init_subclass__(cls, register: bool = True, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -228,11 +233,12 @@ class Function:
             v._grad = None
             v.need_grad = need
             if recording:
-                v.parent = self
-                self.inputs = inputs
-                self.seq = next(_seq)
-                self._outputs = [_ref(v)]
-                self._ydata = [v._data] if self.need_outputs else None
+                node = self if "seq" not in self.__dict__ else copy.copy(self)  # reused instance
+                v.parent = node
+                node.inputs = inputs
+                node.seq = next(_seq)
+                node._outputs = [_ref(v)]
+                node._ydata = [v._data] if self.need_outputs else None
             else:
                 v.parent = None
             return v
@@ -242,13 +248,14 @@ class Function:
             v.need_grad = need
             outputs.append(v)
         if recording:
-            self.inputs = inputs
-            self.seq = next(_seq)
-            self._outputs = [_ref(v) for v in outputs]
-            self._ydata = [v._data for v in outputs] if self.need_outputs else None
-            self._out_meta = [(v._shape, v._dtype) for v in outputs]
+            node = self if "seq" not in self.__dict__ else copy.copy(self)  # reused instance
+            node.inputs = inputs
+            node.seq = next(_seq)
+            node._outputs = [_ref(v) for v in outputs]
+            node._ydata = [v._data for v in outputs] if self.need_outputs else None
+            node._out_meta = [(v._shape, v._dtype) for v in outputs]
             for v in outputs:
-                v.parent = self
+                v.parent = node
         return tuple(outputs)
 
     def _wrap(self, i: int, value: Any, args: Sequence[Any]) -> Variable:

@@ -439,3 +439,16 @@ def test_a_static_graph_is_planned_once_and_replanned_when_need_grad_changes() -
     assert graph._PLANS[y][1] is not first
     np.testing.assert_allclose(w.g, x.d * np.exp(x.d * w.d))
     np.testing.assert_allclose(x.g, w.d * np.exp(x.d * w.d))
+
+
+def test_a_function_instance_called_twice_makes_two_nodes() -> None:
+    cube = Cube()
+    x, z = var([1.0, 2.0]), var([3.0])
+    a, b = cube(x), cube(z)
+    assert a.parent is not b.parent
+    F.sum(a).backward()
+    F.sum(b).backward()
+    np.testing.assert_allclose(x.g, 3 * x.d**2)
+    np.testing.assert_allclose(z.g, 3 * z.d**2)
+    (g,) = hd.grad(F.sum(a), x)
+    np.testing.assert_allclose(g.d, 3 * x.d**2)
