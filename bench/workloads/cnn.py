@@ -17,7 +17,7 @@ from bench.workloads.common import (
     Task,
     Workload,
     hodiff_leaves,
-    jax_blocking,
+    jax_grad_and_hvp,
     load_autograd,
     load_jax,
     load_torch,
@@ -100,17 +100,7 @@ def jax_fns(inp: dict[str, Any]) -> Fns:
         logp = jax.nn.log_softmax(h.reshape(h.shape[0], -1) @ wl + bl, axis=1)
         return -jnp.mean(jnp.take_along_axis(logp, t[:, None], axis=1))
 
-    grad = jax.jit(jax.grad(loss))
-
-    @jax.jit
-    def hvp(ps: list[Any], vs: list[Any], x: Any, t: Any) -> Any:
-        return jax.jvp(lambda qs: jax.grad(loss)(qs, x, t), (ps,), (vs,))[1]
-
-    ps, vs = list(inp["params"]), list(inp["v"])
-    return {
-        "W6a": jax_blocking(jax, grad, ps, inp["x"], inp["t"]),
-        "W6b": jax_blocking(jax, hvp, ps, vs, inp["x"], inp["t"]),
-    }
+    return jax_grad_and_hvp(jax, loss, inp, ("W6a", "W6b"))
 
 
 def autograd_fns(inp: dict[str, Any]) -> Fns:

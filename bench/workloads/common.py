@@ -105,3 +105,20 @@ def hodiff_leaves(arrays: Sequence[np.ndarray], need_grad: bool) -> list[Any]:
     import hodiff as hd
 
     return [hd.Variable.from_array(a, need_grad=need_grad) for a in arrays]
+
+
+def jax_grad_and_hvp(
+    jax: Any, loss: Callable[..., Any], inp: dict[str, Any], names: tuple[str, str]
+) -> dict[str, Callable[[], Any]]:
+    """Jitted gradient and forward-over-reverse HVP of ``loss(params, x, t)``, timed blocking."""
+    grad = jax.jit(jax.grad(loss))
+
+    @jax.jit
+    def hvp(ps: list[Any], vs: list[Any], x: Any, t: Any) -> Any:
+        return jax.jvp(lambda qs: jax.grad(loss)(qs, x, t), (ps,), (vs,))[1]
+
+    ps, vs = list(inp["params"]), list(inp["v"])
+    return {
+        names[0]: jax_blocking(jax, grad, ps, inp["x"], inp["t"]),
+        names[1]: jax_blocking(jax, hvp, ps, vs, inp["x"], inp["t"]),
+    }

@@ -179,6 +179,38 @@ class _ConvBase(Function, register=False):
                 )
         return kernel
 
+    # Convolution and Deconvolution differ only in their geometry, output layout and kernel.
+    def geometry(self, x_shape: Ints, w_shape: Ints, check: bool = False) -> Geometry:
+        raise NotImplementedError
+
+    def out_layout(self, g: Geometry) -> tuple[int, Ints]:
+        """(channels, spatial sizes) of the output."""
+        raise NotImplementedError
+
+    def kernel(self, xp: Any, x: Any, w: Any, g: Geometry) -> Any:
+        """The output in (channels, batch, *spatial) layout, without bias."""
+        raise NotImplementedError
+
+    def setup_impl(self, inputs: Sequence[Variable]) -> list[tuple[Ints, Any]]:
+        x, w = inputs[0], inputs[1]
+        g = self.geometry(x.shape, w.shape, check=True)
+        channels, spatial = self.out_layout(g)
+        _bias_shape_check(self.name, inputs[2] if len(inputs) > 2 else None, channels, w.shape)
+        dtype = float_dtype(np.result_type(*(v.dtype for v in inputs)))
+        return [(g.shape(channels, spatial, self.channel_last), dtype)]
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        x, w = inputs[0], inputs[1]
+        xp = array_module(x)
+        dtype = float_dtype(np.result_type(*(a.dtype for a in inputs)))
+        g = self.geometry(x.shape, w.shape)
+        xc = to_cb(xp, _float(x, dtype), self.base_axis, self.channel_last)
+        wc = weight_channels_first(xp, _float(w, dtype), self.channel_last)
+        y = self.kernel(xp, xc, wc, g)
+        if len(inputs) > 2:
+            y = _add_bias(y, _float(inputs[2], dtype))
+        outputs[0] = from_cb(xp, y, g.batch, self.channel_last)
+
 
 def _bias_shape_check(name: str, b: Variable | None, channels: int, w_shape: Ints) -> None:
     if b is not None and tuple(b.shape) != (channels,):
@@ -311,26 +343,12 @@ class Convolution(_ConvBase):
         return Geometry(tuple(x_shape[:self.base_axis]), cf[self.base_axis], w_shape[0],
                         tuple(spatial), tuple(out), kernel)
 
-    def setup_impl(self, inputs: Sequence[Variable]) -> list[tuple[Ints, Any]]:
-        x, w = inputs[0], inputs[1]
-        g = self.geometry(x.shape, w.shape, check=True)
-        _bias_shape_check(self.name, inputs[2] if len(inputs) > 2 else None, g.y_channels,
-                          w.shape)
-        dtype = float_dtype(np.result_type(*(v.dtype for v in inputs)))
-        return [(g.shape(g.y_channels, g.y_spatial, self.channel_last), dtype)]
+    def out_layout(self, g: Geometry) -> tuple[int, Ints]:
+        return g.y_channels, g.y_spatial
 
-    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
-        x, w = inputs[0], inputs[1]
-        xp = array_module(x)
-        dtype = float_dtype(np.result_type(*(a.dtype for a in inputs)))
-        g = self.geometry(x.shape, w.shape)
-        xc = to_cb(xp, _float(x, dtype), self.base_axis, self.channel_last)
-        wc = weight_channels_first(xp, _float(w, dtype), self.channel_last)
-        y = conv_forward(xp, xc, wc, self.pad, self.stride, self.dilation, self.group,
-                         g.y_spatial)
-        if len(inputs) > 2:
-            y = _add_bias(y, _float(inputs[2], dtype))
-        outputs[0] = from_cb(xp, y, g.batch, self.channel_last)
+    def kernel(self, xp: Any, x: Any, w: Any, g: Geometry) -> Any:
+        return conv_forward(xp, x, w, self.pad, self.stride, self.dilation, self.group,
+                            g.y_spatial)
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         gy = outputs[0].grad
@@ -392,26 +410,12 @@ class Deconvolution(_ConvBase):
         return Geometry(tuple(x_shape[:self.base_axis]), ocg * self.group, cf[self.base_axis],
                         tuple(out), tuple(spatial), kernel)
 
-    def setup_impl(self, inputs: Sequence[Variable]) -> list[tuple[Ints, Any]]:
-        x, w = inputs[0], inputs[1]
-        g = self.geometry(x.shape, w.shape, check=True)
-        _bias_shape_check(self.name, inputs[2] if len(inputs) > 2 else None, g.x_channels,
-                          w.shape)
-        dtype = float_dtype(np.result_type(*(v.dtype for v in inputs)))
-        return [(g.shape(g.x_channels, g.x_spatial, self.channel_last), dtype)]
+    def out_layout(self, g: Geometry) -> tuple[int, Ints]:
+        return g.x_channels, g.x_spatial
 
-    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
-        x, w = inputs[0], inputs[1]
-        xp = array_module(x)
-        dtype = float_dtype(np.result_type(*(a.dtype for a in inputs)))
-        g = self.geometry(x.shape, w.shape)
-        xc = to_cb(xp, _float(x, dtype), self.base_axis, self.channel_last)
-        wc = weight_channels_first(xp, _float(w, dtype), self.channel_last)
-        y = deconv_forward(xp, xc, wc, self.pad, self.stride, self.dilation, self.group,
-                           g.x_spatial)
-        if len(inputs) > 2:
-            y = _add_bias(y, _float(inputs[2], dtype))
-        outputs[0] = from_cb(xp, y, g.batch, self.channel_last)
+    def kernel(self, xp: Any, x: Any, w: Any, g: Geometry) -> Any:
+        return deconv_forward(xp, x, w, self.pad, self.stride, self.dilation, self.group,
+                              g.x_spatial)
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         gy = outputs[0].grad
