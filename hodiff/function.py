@@ -220,28 +220,6 @@ class Function:
                 if x.need_grad:
                     need = True
                     break
-        if len(ys) == 1:
-            y = ys[0]
-            v = _new_variable(Variable)
-            if y is None:
-                shape, dtype = specs[0]  # type: ignore[index]
-                v._shape, v._dtype, v._data = tuple(shape), np.dtype(dtype), None
-            else:
-                if type(y) is not np.ndarray and array_module(y) is np:
-                    y = np.asarray(y)  # numpy gives scalars for 0-d results
-                v._shape, v._dtype, v._data = y.shape, y.dtype, y
-            v._grad = None
-            v.need_grad = need
-            if recording:
-                node = self if "seq" not in self.__dict__ else copy.copy(self)  # reused instance
-                v.parent = node
-                node.inputs = inputs
-                node.seq = next(_seq)
-                node._outputs = [_ref(v)]
-                node._ydata = [v._data] if self.need_outputs else None
-            else:
-                v.parent = None
-            return v
         outputs = []
         for i, y in enumerate(ys):
             v = _output(specs[i] if specs is not None else None, y)
@@ -251,12 +229,15 @@ class Function:
             node = self if "seq" not in self.__dict__ else copy.copy(self)  # reused instance
             node.inputs = inputs
             node.seq = next(_seq)
-            node._outputs = [_ref(v) for v in outputs]
-            node._ydata = [v._data for v in outputs] if self.need_outputs else None
-            node._out_meta = [(v._shape, v._dtype) for v in outputs]
+            refs = []
             for v in outputs:
                 v.parent = node
-        return tuple(outputs)
+                refs.append(_ref(v))
+            node._outputs = refs
+            node._ydata = [v._data for v in outputs] if self.need_outputs else None
+            if len(outputs) > 1:  # shapes of outputs that may be dropped before backward
+                node._out_meta = [(v._shape, v._dtype) for v in outputs]
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def _wrap(self, i: int, value: Any, args: Sequence[Any]) -> Variable:
         try:
