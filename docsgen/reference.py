@@ -106,11 +106,12 @@ def to_asciimath(span: str) -> str:
     s = re.sub(r"\s*\*\*\s*(\w+|\([^()]*\))", r"^(\1)", s)  # x ** val -> x^(val)
     s = re.sub(r"\^-(\w+)", r"^(-\1)", s)  # e^-x -> e^(-x)
     s = s.replace("integral", "int")
+    s = re.sub(r"\b([A-Za-z])(\d+)\b", r"\1_\2", s)  # x0 -> x_0 (so x0 / x1 is a fraction)
     s = s.replace(" * ", " cdot ")
 
     def upright(m: re.Match[str]) -> str:
         name = m.group(1)
-        if name in _ASCIIMATH_NAMES or name.startswith("arc"):
+        if name in _ASCIIMATH_NAMES:
             return m.group(0)
         return f'"{name}"('
 
@@ -126,6 +127,7 @@ def math_html(span: str) -> str:
 
 
 _SPAN = re.compile(r"``(.+?)``", re.S)
+_ROLE = re.compile(r":(?:class|func|meth|attr|mod|data|obj|exc):`~?([^`]+)`")
 _DOCTEST = re.compile(r"^(\s*)>>> ")
 
 
@@ -153,6 +155,8 @@ def transform_docstring(text: str) -> str:
         out.append(line)
         i += 1
     joined = "\n".join(out)
+    joined = _ROLE.sub(r"``\1``", joined)  # reST roles read as code
+    joined = re.sub(r"(\S)::$", r"\1:", joined, flags=re.M)  # reST "::" before a code block
     parts = re.split(r"(```pycon.*?```)", joined, flags=re.S)
     for k in range(0, len(parts), 2):
         parts[k] = _SPAN.sub(lambda m: math_html(m.group(1)) if is_formula(m.group(1))
@@ -232,6 +236,13 @@ def _link(text: str, target: str) -> str:
     return f"[{text}][{target}]"
 
 
+def _module_doc(module_name: str, level: int) -> str:
+    """A module's docstring, without its members (they get blocks of their own)."""
+    return (_block(module_name, level).replace("show_root_heading: true",
+                                               "show_root_heading: false")
+            + "      members: false\n")
+
+
 def hodiff_page() -> str:
     """``hd.*``: every name of ``hodiff.__all__``, grouped by its defining module."""
     import hodiff as hd
@@ -256,9 +267,7 @@ def hodiff_page() -> str:
         target = "functions/index.md" if name == "functions" else f"{_page_name(name)}.md"
         lines += [f"- `hd.{name}`: see [hodiff.{name}]({target}).", ""]
     for module_name, members in groups.items():
-        module = importlib.import_module(module_name)
-        title = summary(module) or module_name
-        lines += [f"## `{module_name}`", "", title, ""]
+        lines += [f"## `{module_name}`", "", _module_doc(module_name, 3), ""]
         for name, obj in members:
             lines += [_block(canonical(obj, f"hodiff.{name}"), 3), ""]
     return "\n".join(lines)
@@ -316,9 +325,7 @@ def function_pages() -> dict[str, str]:
             lines += [
                 f"`{module.__name__}`: the functions of this family are exported as `F.name`.",
                 "",
-                _block(module.__name__, 2).replace("show_root_heading: true",
-                                                   "show_root_heading: false")
-                + "      members: false\n",
+                _module_doc(module.__name__, 2),
                 "",
             ]
         lines += ["| function | definition | order |", "|---|---|---:|"]
@@ -351,11 +358,7 @@ def toolkit_page(module_name: str) -> str:
         return "\n".join([*lines, _block(module_name, 1).replace(
             "show_root_heading: true", "show_root_heading: false")])
     module = importlib.import_module(module_name)
-    lines += [
-        _block(module_name, 2).replace("show_root_heading: true", "show_root_heading: false")
-        + "      members: false\n",
-        "",
-    ]
+    lines += [_module_doc(module_name, 2), ""]
     for name in names:
         obj = getattr(module, name)
         if isinstance(obj, types.ModuleType):
