@@ -162,8 +162,9 @@ def test_which_spans_are_formulas(span: str, is_math: bool) -> None:
 
 
 def test_formulas_become_asciimath_that_markdown_cannot_touch() -> None:
-    assert reference.to_asciimath("y = x0 ** x1") == "y = x0^(x1)"
+    assert reference.to_asciimath("y = x0 ** x1") == "y = x_0^(x_1)"
     assert reference.to_asciimath("y = (e^x + e^-x) / 2") == "y = (e^x + e^(-x)) / 2"
+    assert reference.to_asciimath("y = arccosh(x0 / x1)") == 'y = "arccosh"(x_0 / x_1)'
     assert reference.to_asciimath("y = x * sigmoid(x)") == 'y = x cdot "sigmoid"(x)'
     assert reference.to_asciimath("y = sqrt(x)") == "y = sqrt(x)"
     html = reference.math_html("y = |x_1 * x_2|")
