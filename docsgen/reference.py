@@ -174,7 +174,7 @@ def formula(obj: Any) -> str | None:
 
 def summary(obj: Any) -> str:
     doc = inspect.getdoc(obj) or ""
-    return doc.split("\n\n")[0].replace("\n", " ").strip()
+    return _ROLE.sub(r"``\1``", doc.split("\n\n")[0].replace("\n", " ").strip())
 
 
 # ---------------------------------------------------------------------------------------------
