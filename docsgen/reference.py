@@ -273,8 +273,24 @@ def hodiff_page() -> str:
     return "\n".join(lines)
 
 
+# Page titles of the function families (a family missing here is titled by its module name).
+FAMILY_TITLES: dict[str, str] = {
+    "activation": "Activations",
+    "reduction": "Reductions",
+    "linalg": "Linear algebra",
+    "conv": "Convolutions",
+    "loss": "Softmax and losses",
+    "nn": "Dropout and embedding",
+    "recurrent": "Recurrent layers",
+    "special": "Special functions",
+    "decomposition": "Linear algebra II",
+    "sampling": "Spatial sampling",
+}
+
+
 def _family_title(module: types.ModuleType) -> str:
-    return module.__name__.rsplit(".", 1)[1].replace("_", " ").capitalize()
+    slug = module.__name__.rsplit(".", 1)[1]
+    return FAMILY_TITLES.get(slug, slug.replace("_", " ").capitalize())
 
 
 def _families() -> list[tuple[str, types.ModuleType | None, list[str]]]:

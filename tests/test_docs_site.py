@@ -73,7 +73,8 @@ def test_function_tables_give_the_order_each_spec_checks(pages) -> None:
     for name in F.__all__:
         row = re.search(rf"^\| \[`{name}`\]\[[\w.]+\] \| .* \| (\S+) \|$", text, re.M)
         assert row, f"no table row for F.{name}"
-        assert row.group(1) == str(orders[name]), f"F.{name}: order {row.group(1)}"
+        expected = str(orders[name]) if name in orders else "no spec"
+        assert row.group(1) == expected, f"F.{name}: order {row.group(1)}, spec {expected}"
 
 
 def test_each_family_page_lists_its_module_all(pages) -> None:
