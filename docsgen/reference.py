@@ -85,14 +85,19 @@ _NOT_MATH = re.compile(
     r"|\w=\w"  # a keyword argument
     r"| of | over |\.\.\.|\*x|\*h|\*xs"  # prose or argument lists, not a formula
 )
-# Names MathJax's AsciiMath knows (rendered upright or as symbols); other names of two letters
-# or more written as f(...) are set upright as text so that sigmoid(x) does not read s*i*g...
+# Names MathJax's AsciiMath knows (functions set upright, Greek letters, symbols); any other
+# name of two letters or more is set upright as text, so that sigmoid(x) does not read as
+# s*i*g*m*o*i*d and digamma as d*i*gamma.
 _ASCIIMATH_NAMES = frozenset({
     "sin", "cos", "tan", "sec", "csc", "cot", "sinh", "cosh", "tanh", "arcsin", "arccos",
     "arctan", "exp", "log", "ln", "det", "dim", "lim", "mod", "gcd", "lcm", "min", "max", "sqrt",
-    "root", "sum", "prod", "int", "oint", "del", "grad", "abs", "floor", "ceil", "norm",
+    "root", "sum", "prod", "int", "oint", "del", "grad", "abs", "floor", "ceil", "norm", "cdot",
+    "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa",
+    "lambda", "mu", "nu", "xi", "pi", "rho", "sigma", "tau", "upsilon", "phi", "chi", "psi",
+    "omega", "Gamma", "Delta", "Theta", "Lambda", "Xi", "Pi", "Sigma", "Phi", "Psi", "Omega",
 })
-_CALL = re.compile(r"\b([A-Za-z][A-Za-z0-9_]+)\(")
+_RENAME = {"eps": "epsilon", "inf": "oo", "infty": "oo"}
+_NAME = re.compile(r"(?<![A-Za-z0-9])([A-Za-z][A-Za-z0-9]+)(?![A-Za-z0-9])")
 
 
 def is_formula(span: str) -> bool:
@@ -111,11 +116,10 @@ def to_asciimath(span: str) -> str:
 
     def upright(m: re.Match[str]) -> str:
         name = m.group(1)
-        if name in _ASCIIMATH_NAMES:
-            return m.group(0)
-        return f'"{name}"('
+        name = _RENAME.get(name, name)
+        return name if name in _ASCIIMATH_NAMES else f'"{name}"'
 
-    return _CALL.sub(upright, s)
+    return _NAME.sub(upright, s)
 
 
 def math_html(span: str) -> str:

@@ -168,6 +168,10 @@ def test_formulas_become_asciimath_that_markdown_cannot_touch() -> None:
     assert reference.to_asciimath("y = arccosh(x0 / x1)") == 'y = "arccosh"(x_0 / x_1)'
     assert reference.to_asciimath("y = x * sigmoid(x)") == 'y = x cdot "sigmoid"(x)'
     assert reference.to_asciimath("y = sqrt(x)") == "y = sqrt(x)"
+    assert reference.to_asciimath("digamma = psi(x) = d/dx log Gamma(x)") == (
+        '"digamma" = psi(x) = d/"dx" log Gamma(x)'
+    )
+    assert reference.to_asciimath("y = x ** val + count_j") == 'y = x^("val") + "count"_j'
     html = reference.math_html("y = |x_1 * x_2|")
     assert html.startswith('<span class="arithmatex">&#96;')
     assert html.endswith("&#96;</span>")
