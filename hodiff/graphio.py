@@ -303,6 +303,10 @@ class _Encoder:
         return key
 
     def __call__(self, v: Any, where: str) -> Any:
+        if isinstance(v, np.generic):  # first: np.float64 is also a float
+            if v.dtype.hasobject:
+                raise TypeError(f"{where}: numpy object scalar cannot be stored")
+            return {"$scalar": self.array(np.asarray(v))}
         if v is None or isinstance(v, bool | str):
             return v
         if isinstance(v, int):
@@ -311,10 +315,6 @@ class _Encoder:
             return v if math.isfinite(v) else {"$float": repr(v)}
         if isinstance(v, complex):
             return {"$complex": [self(v.real, where), self(v.imag, where)]}
-        if isinstance(v, np.generic):
-            if v.dtype.hasobject:
-                raise TypeError(f"{where}: numpy object scalar cannot be stored")
-            return {"$scalar": self.array(np.asarray(v))}
         if isinstance(v, np.ndarray) or hasattr(v, "__cuda_array_interface__"):
             try:
                 return {"$array": self.array(v)}
