@@ -155,9 +155,10 @@ def to_dot(
 
     One box per function node (its name and static arguments; the functions of
     ``hodiff.grad_functions``, which appear only in gradients, are shaded differently) and one
-    ellipse per Variable (shape and dtype). Leaves are marked: parameters (need_grad leaves,
-    named when ``hd.get_parameters`` knows them) are filled orange, other leaves (data,
-    constants) grey; the outputs have a double border. Edges into a multi-output function's
+    ellipse per Variable (shape and dtype). Leaves are marked: need_grad leaves are filled
+    orange and say ``need_grad leaf``, or ``parameter <name>`` (bold border) when
+    ``hd.get_parameters`` knows them; other leaves (data, constants) are grey; the outputs
+    have a double border. Edges into a multi-output function's
     results are labelled with the output index. Works on the graphs that ``hd.grad``
     records: their nodes are ordinary functions.
 
@@ -198,18 +199,22 @@ def to_dot(
         if key in var_ids:
             return var_ids[key]
         vid = var_ids[key] = f"v{len(var_ids)}"
-        head = labels.get(key)
+        rows = [labels[key]] if key in labels else []
         attrs = ["shape=ellipse"]
         if v.parent is None:
             if v.need_grad:
                 name = params.get(key)
-                head = head or (f"parameter {name}" if name else "need_grad leaf")
+                if name is not None:
+                    rows = [*rows, f"parameter {name}"]
+                    attrs.append("penwidth=2")
+                else:
+                    rows.append("need_grad leaf")
                 attrs += ["style=filled", 'fillcolor="#f6c667"']
             else:
                 attrs += ["style=filled", 'fillcolor="#e4e4e4"']
         if key in out_ids:
             attrs.append("peripheries=2")
-        text = f"{head}\n{_var_text(v)}" if head else _var_text(v)
+        text = "\n".join([*rows, _var_text(v)])
         lines.append(f"  {vid} [label={_quote(text)}, {', '.join(attrs)}];")
         return vid
 

@@ -550,3 +550,28 @@ def test_render_with_graphviz(tmp_path: Path) -> None:
     assert "sin" in text
     hd.to_dot(F.sin(x), tmp_path / "g.png")
     assert (tmp_path / "g.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_demo_prints_the_graph_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from hodiff.demo import run_demo
+
+    assert run_demo() == 0
+    line = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("graphs as data")]
+    assert len(line) == 1
+    assert line[0].endswith("|loss - loaded| = 0.0e+00, |grad - loaded grad| = 0.0e+00")
+
+
+def test_example_makes_both_pictures(tmp_path: Path) -> None:
+    import importlib.util
+
+    file = Path(__file__).resolve().parent.parent / "examples" / "graph_pictures.py"
+    spec = importlib.util.spec_from_file_location("graph_pictures", file)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    paths = module.main(tmp_path)
+    assert [p.stem for p in paths] == ["mlp_forward", "mlp_gradient"]
+    for p in paths:
+        data = p.read_bytes()
+        assert data.startswith(b"\x89PNG" if p.suffix == ".png" else b"digraph hodiff {")
