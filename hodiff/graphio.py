@@ -567,7 +567,8 @@ def save_graph(
         "values": values,
         "functions": functions,
         "outputs": [ref(v) for v in outs],
-        "single_output": isinstance(outputs, Variable),
+        "returns": ("variable" if isinstance(outputs, Variable)
+                    else "tuple" if isinstance(outputs, tuple) else "list"),
     }
     _write(path, definition, arrays)
 
@@ -612,19 +613,26 @@ class LoadedGraph:
         self.constants = {n: v for n, v in zip(names, leaves, strict=True) if not v.need_grad}
         self._inputs = definition["inputs"]
         self._outputs = [_ref_tuple(r) for r in definition["outputs"]]
-        self._single = bool(definition["single_output"])
+        self._returns = definition["returns"]
+        if self._returns not in ("variable", "tuple", "list"):
+            raise _CorruptError(f"returns is {self._returns!r}")
+        self._dtypes = [np.dtype(e["dtype"]) for e in self._inputs]
 
     def __call__(self, *inputs: Any) -> Any:
         """Re-creates the saved functions on ``inputs`` (arrays or Variables).
 
-        Returns the output Variable (or a list, as saved), differentiable to any order with
+        Returns the output Variable (or a list or tuple, as saved), differentiable to any order with
         respect to the inputs that are need_grad Variables and to :attr:`parameters`.
         """
         if len(inputs) != len(self._inputs):
             raise TypeError(
                 f"graph {self.path!r} takes {len(self._inputs)} input(s), got {len(inputs)}"
             )
-        xs = [x if isinstance(x, Variable) else Variable.from_array(x) for x in inputs]
+        xs = []
+        for x, dtype in zip(inputs, self._dtypes, strict=True):
+            if isinstance(x, bool | int | float):  # a Python scalar takes the saved dtype
+                x = get_default_context().xp.asarray(x, dtype=dtype)
+            xs.append(x if isinstance(x, Variable) else Variable.from_array(x))
         results: list[list[Variable]] = []
 
         def get(r: tuple[Any, ...]) -> Variable:
@@ -644,7 +652,9 @@ class LoadedGraph:
             y = f(*[get(r) for r in refs])
             results.append(list(y) if isinstance(y, tuple) else [y])
         outs = [get(r) for r in self._outputs]
-        return outs[0] if self._single else outs
+        if self._returns == "variable":
+            return outs[0]
+        return tuple(outs) if self._returns == "tuple" else outs
 
     def __repr__(self) -> str:
         return (f"<LoadedGraph {self.path!r}: {len(self._inputs)} input(s), "
@@ -744,11 +754,21 @@ def load_graph(path: PathLike) -> LoadedGraph:
             for r in refs:
                 _check_ref(r, n_inputs, len(leaves), n_outs)
             cls, args, kwargs = decode.static(e)
+            try:  # fail now, naming the file, rather than at the first call
+                probe = cls(*args, **kwargs)
+            except Exception as err:
+                raise _CorruptError(
+                    f"function {len(build)} ({e.get('type')}) cannot be rebuilt from its static "
+                    f"arguments: {type(err).__name__}: {err}"
+                ) from err
+            if probe.n_outputs != int(e["n_outputs"]):
+                raise _CorruptError(f"function {len(build)} ({e.get('type')}) has "
+                                    f"{probe.n_outputs} outputs, the file says {e['n_outputs']}")
             build.append((cls, args, kwargs, refs, int(e["n_outputs"])))
             n_outs.append(int(e["n_outputs"]))
         for r in definition["outputs"]:
             _check_ref(_ref_tuple(r), n_inputs, len(leaves), n_outs)
-    except (_CorruptError, KeyError, TypeError, IndexError, AttributeError) as e:
+        return LoadedGraph(path, definition, build, leaves, names)
+    except (_CorruptError, KeyError, TypeError, IndexError, AttributeError, ValueError) as e:
         raise ValueError(f"load_graph: {path!r} is not a valid hodiff graph file: {e}") from e
-    return LoadedGraph(path, definition, build, leaves, names)
 

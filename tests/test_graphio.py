@@ -241,6 +241,21 @@ def test_multi_output_function(tmp_path: Path) -> None:
     np.testing.assert_array_equal(g.d, [[4.0, 5.0], [0.0, 0.0], [0.0, 1.0]])
 
 
+def test_outputs_come_back_in_the_form_they_were_saved(tmp_path: Path) -> None:
+    x = hd.Variable.from_array(np.array([0.5, 2.0]))
+    for outputs, kind in [(F.exp(x), hd.Variable), ([F.exp(x)], list), ((F.exp(x), x), tuple)]:
+        hd.save_graph(tmp_path / "g", outputs, x)
+        assert type(hd.load_graph(tmp_path / "g")(x)) is kind
+
+
+def test_python_scalar_input_takes_the_saved_dtype(tmp_path: Path) -> None:
+    x = hd.Variable.from_array(np.array(0.25))
+    hd.save_graph(tmp_path / "g", F.exp(x), x)
+    y = hd.load_graph(tmp_path / "g")(0.25)
+    assert y.dtype == np.float64
+    assert float(y.d) == np.exp(0.25)
+
+
 def test_static_graph_saves_and_runs(tmp_path: Path) -> None:
     with hd.auto_forward(False):
         x = hd.Variable((2, 3), dtype=np.float32)
@@ -358,6 +373,16 @@ def test_unknown_function_type_is_a_value_error(tmp_path: Path) -> None:
     definition["functions"][0]["type"] = "NoSuchFunction"
     graphio._write(tmp_path / "g", definition, arrays)
     with pytest.raises(ValueError, match=r"'.*g'.*NoSuchFunction"):
+        hd.load_graph(tmp_path / "g")
+
+
+def test_static_arguments_a_constructor_rejects_fail_at_load(tmp_path: Path) -> None:
+    x = hd.Variable.from_array(np.ones(6))
+    hd.save_graph(tmp_path / "g", F.reshape(x, (2, 3)), x)
+    definition, arrays = graphio._read(str(tmp_path / "g"))
+    definition["functions"][0]["kwargs"]["shape"] = {"$tuple": ["two", 3]}
+    graphio._write(tmp_path / "g", definition, arrays)
+    with pytest.raises(ValueError, match=r"'.*g'.*Reshape.*cannot be rebuilt"):
         hd.load_graph(tmp_path / "g")
 
 
