@@ -334,6 +334,8 @@ class _Encoder:
                 return {"$type": "numpy", "dtype": _dtype_text(np.dtype(v))}
             if v in _PY_TYPES.values():
                 return {"$type": v.__name__}
+            if issubclass(v, Function):
+                return {"$type": "function", "class": _class_key(v)}
             raise TypeError(f"{where}: the type {v.__name__} cannot be stored")
         if isinstance(v, tuple):
             return {"$tuple": [self(x, where) for x in v]}
@@ -406,6 +408,8 @@ class _Decoder:
                 return np.dtype(v["dtype"]).type
             if body in _PY_TYPES:
                 return _PY_TYPES[body]
+            if body == "function":
+                return self.cls(v["class"])
             raise _CorruptError(f"unknown type {body!r}")
         if tag == "$slice":
             return slice(*(self(x) for x in body))
@@ -575,7 +579,8 @@ def save_graph(
 
 def _write(path: PathLike, definition: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
     npz = io.BytesIO()
-    np.savez(npz, **arrays)
+    savez: Any = np.savez  # its stubs type **arrays as its flags
+    savez(npz, **arrays)
     blob = io.BytesIO()
     with zipfile.ZipFile(blob, "w") as zf:
         text = _dumps(definition)
@@ -747,7 +752,8 @@ def load_graph(path: PathLike) -> LoadedGraph:
                 raise _CorruptError(f"value {e['name']!r} does not match {_VALUES}")
             leaves.append(Variable.from_array(xp.asarray(a), need_grad=bool(e["need_grad"])))
             names.append(str(e["name"]))
-        build = []
+        build: list[tuple[type[Function], tuple[Any, ...], dict[str, Any], list[tuple[Any, ...]],
+                          int]] = []
         n_outs: list[int] = []
         for e in definition["functions"]:
             refs = [_ref_tuple(r) for r in e["inputs"]]

@@ -303,7 +303,7 @@ class _ScaledTwice(_Scaled):
 EXTRA = {
     "none": None, "t": (1, (2, 3), ()), "l": [1.5, "s", True], "inf": float("inf"),
     "nan": float("nan"), "c": 1 - 2j, "f32": np.float32(0.1), "i8": np.int8(-3),
-    "f64": np.float64(2.5), "bool_": np.bool_(True),
+    "f64": np.float64(2.5), "bool_": np.bool_(True), "cls": F.math.Sin, "user_cls": _ScaledTwice,
     "dtype": np.dtype("float32"), "type": np.float16, "py": float, "a": np.arange(6).reshape(2, 3),
     "b": np.array([True, False]), "s": slice(1, None, -1), "e": Ellipsis, 3: "int key",
 }
