@@ -600,3 +600,34 @@ def test_example_makes_both_pictures(tmp_path: Path) -> None:
     for p in paths:
         data = p.read_bytes()
         assert data.startswith(b"\x89PNG" if p.suffix == ".png" else b"digraph hodiff {")
+
+
+# ------------------------------------------------------------------ cupy
+def test_cupy_graph_saves_and_loads_onto_either_backend(tmp_path: Path) -> None:
+    cp = pytest.importorskip("cupy")
+    try:
+        if cp.cuda.runtime.getDeviceCount() < 1:
+            pytest.skip("no GPU")
+    except Exception:  # cupy installed without a driver
+        pytest.skip("no usable GPU")
+    rng = np.random.default_rng(0)
+    xs, ws_np = rng.standard_normal((5, 3)), [rng.standard_normal(s) for s in [(3, 4), (4,)]]
+    x = hd.Variable.from_array(cp.asarray(xs))
+    ws = [hd.Variable.from_array(cp.asarray(w), need_grad=True) for w in ws_np]
+    y = F.sum(F.tanh(F.affine(x, *ws))[:, cp.asarray([0, 2, 2])] ** 2)
+    assert "getitem" in hd.to_dot(y)
+    hd.save_graph(tmp_path / "gpu", y, x)
+    with hd.context_scope(hd.Context(backend="cupy", dtype="float64")):
+        f = hd.load_graph(tmp_path / "gpu")
+    assert all(isinstance(p.d, cp.ndarray) for p in f.parameters.values())
+    y2 = f(x)
+    assert isinstance(y2.d, cp.ndarray)
+    np.testing.assert_allclose(cp.asnumpy(y2.d), cp.asnumpy(y.d), rtol=1e-14)
+    g = hd.grad(y, ws)
+    g2 = hd.grad(y2, list(f.parameters.values()))
+    for a, b in zip(g, g2, strict=True):
+        np.testing.assert_allclose(cp.asnumpy(b.d), cp.asnumpy(a.d), rtol=1e-13)
+    f_np = hd.load_graph(tmp_path / "gpu")  # the same file, onto numpy
+    y3 = f_np(xs)
+    assert isinstance(y3.d, np.ndarray)
+    np.testing.assert_allclose(y3.d, cp.asnumpy(y.d), rtol=1e-12)
