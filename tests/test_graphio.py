@@ -614,7 +614,7 @@ def test_cupy_graph_saves_and_loads_onto_either_backend(tmp_path: Path) -> None:
     xs, ws_np = rng.standard_normal((5, 3)), [rng.standard_normal(s) for s in [(3, 4), (4,)]]
     x = hd.Variable.from_array(cp.asarray(xs))
     ws = [hd.Variable.from_array(cp.asarray(w), need_grad=True) for w in ws_np]
-    y = F.sum(F.tanh(F.affine(x, *ws))[:, cp.asarray([0, 2, 2])] ** 2)
+    y = F.sum(F.tanh(F.affine(x, *ws))[:, np.array([0, 2, 2])] ** 2)
     assert "getitem" in hd.to_dot(y)
     hd.save_graph(tmp_path / "gpu", y, x)
     with hd.context_scope(hd.Context(backend="cupy", dtype="float64")):
