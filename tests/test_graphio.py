@@ -176,6 +176,18 @@ def test_parameters_of_a_loaded_graph(tmp_path: Path) -> None:
     np.testing.assert_allclose(f(x.d).d, ref.d, rtol=1e-14)
 
 
+def test_parameters_known_to_the_parameter_scope_keep_their_names(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    x, ws, loss = _mlp()
+    registry = {"fc1/W": ws[0], "fc1/b": ws[1], "fc2/W": ws[2], "fc2/b": ws[3]}
+    monkeypatch.setattr(hd, "get_parameters", lambda grad_only=True: registry, raising=False)
+    source = hd.to_dot(loss)
+    assert "parameter fc2/W\\n(4, 2) float64" in source
+    assert "need_grad leaf" not in source
+    hd.save_graph(tmp_path / "g", loss, x, parameters={"first": ws[0]})  # given names win
+    assert list(hd.load_graph(tmp_path / "g").parameters) == ["first", "fc1/b", "fc2/W", "fc2/b"]
+
+
 def test_unnamed_leaves_get_names(tmp_path: Path) -> None:
     x = hd.Variable.from_array(np.ones(3))
     w = hd.Variable.from_array(np.arange(3.0), need_grad=True)
