@@ -68,6 +68,9 @@ outputs (an instance may set it in ``__init__``).
 
 Static arguments are keyword-only ``__init__`` parameters, stored once and never
 mutated. An instance may be called more than once: each call links a new node.
+The base class records what the constructor received as ``static_arguments``
+(``(args, kwargs)``): ``hd.to_dot`` shows them and ``hd.save_graph`` stores them, so
+``type(f)(*args, **kwargs)`` must rebuild an equivalent primitive.
 Subclasses defined inside the ``hodiff`` package are registered in
 :data:`REGISTRY` (keyed by class); user subclasses work the same way without
 being registered.
