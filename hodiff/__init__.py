@@ -22,6 +22,7 @@ from hodiff.context import (
     set_default_context,
 )
 from hodiff.function import Function
+from hodiff.graphio import load_graph, save_graph, to_dot
 from hodiff.transforms import *  # noqa: F403
 from hodiff.variable import Variable
 
@@ -46,4 +47,7 @@ __all__ = [
     "set_auto_forward",
     "set_default_context",
     *transforms.__all__,
+    "load_graph",
+    "save_graph",
+    "to_dot",
 ]

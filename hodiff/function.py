@@ -68,6 +68,9 @@ outputs (an instance may set it in ``__init__``).
 
 Static arguments are keyword-only ``__init__`` parameters, stored once and never
 mutated. An instance may be called more than once: each call links a new node.
+The base class records what the constructor received as ``static_arguments``
+(``(args, kwargs)``): ``hd.to_dot`` shows them and ``hd.save_graph`` stores them, so
+``type(f)(*args, **kwargs)`` must rebuild an equivalent primitive.
 Subclasses defined inside the ``hodiff`` package are registered in
 :data:`REGISTRY` (keyed by class); user subclasses work the same way without
 being registered.
@@ -76,6 +79,7 @@ being registered.
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import re
 import weakref
@@ -158,8 +162,13 @@ class Function:
     _ydata: list[Any] | None
     _out_meta: list[tuple[tuple[int, ...], Any]]
 
+    #: the constructor's ``(args, kwargs)``, recorded by :func:`_recorded` (None: no arguments)
+    static_arguments: tuple[tuple[Any, ...], dict[str, Any]] | None = None
+
     def __init_subclass__(cls, register: bool = True, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__:
+            cls.__init__ = _recorded(cls.__dict__["__init__"])  # type: ignore[method-assign]
         if "name" not in cls.__dict__:
             cls.name = _snake(cls.__name__)
         if register and cls.__module__.startswith("hodiff."):
@@ -272,6 +281,23 @@ class Function:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__}>"
+
+
+def _recorded(init: Any) -> Any:
+    """Wraps a primitive's ``__init__`` so that the instance keeps its constructor arguments.
+
+    They are the node's static arguments as the caller gave them: what ``hd.to_dot`` shows
+    and ``hd.save_graph`` stores, so that ``type(node)(*args, **kwargs)`` rebuilds the node
+    (for every primitive, including those defined later, with no per-function code). The
+    most derived ``__init__`` returns last, so its arguments are the ones kept.
+    """
+
+    @functools.wraps(init)
+    def init_and_record(self: Function, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        self.static_arguments = (args, kwargs)
+
+    return init_and_record
 
 
 def _output(spec: tuple[tuple[int, ...], Any] | None, y: Any) -> Variable:
