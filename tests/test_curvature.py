@@ -232,3 +232,13 @@ def test_plot_density(tmp_path):
     assert C.plot_density(grid, values, path, eigenvalues=[1, 4, 9]) == str(path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["density.png"]
+
+
+def test_demo_shows_curvature_and_check_function(capsys):
+    from hodiff.__main__ import main
+
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    assert "5. curvature: top Hessian eigenvalue" in out
+    assert "6. check_function: custom Softplus passes 8/8 checks" in out
+    assert "fails: finite differences, order 2, accumulate vs overwrite" in out
