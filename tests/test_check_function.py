@@ -276,3 +276,16 @@ def test_strategies_import_without_hypothesis(monkeypatch):
 
     with pytest.raises(ImportError, match="pip install hypothesis"):
         strategies.arrays((2,))
+
+
+def test_check_function_on_cupy_inputs():
+    cp = pytest.importorskip("cupy")
+    try:
+        if cp.cuda.runtime.getDeviceCount() < 1:
+            pytest.skip("no GPU")
+    except Exception:
+        pytest.skip("no usable GPU")
+    assert check_function(Square(), cp.asarray(X))
+    report = check_function(NoAccum(), cp.asarray(X), raise_exception=False)
+    assert not report["accumulate vs overwrite"].ok
+    assert hd.gradcheck(lambda x: F.tanh(x) * x, cp.asarray(X), order=2, fast=True)

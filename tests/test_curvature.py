@@ -242,3 +242,30 @@ def test_demo_shows_curvature_and_check_function(capsys):
     assert "5. curvature: top Hessian eigenvalue" in out
     assert "6. check_function: custom Softplus passes 8/8 checks" in out
     assert "fails: finite differences, order 2, accumulate vs overwrite" in out
+
+
+def _cupy():
+    cp = pytest.importorskip("cupy")
+    try:
+        if cp.cuda.runtime.getDeviceCount() < 1:
+            pytest.skip("no GPU")
+    except Exception:  # cupy installed without a driver
+        pytest.skip("no usable GPU")
+    return cp
+
+
+def test_cupy_matches_numpy(mlp):
+    cp = _cupy()
+    loss, arrays, H, ev = mlp
+    ps = [hd.Variable.from_array(cp.asarray(a), need_grad=True) for a in arrays]
+    values, vectors = C.eigenvalues(loss(*ps), ps, k=2, which="LM", tol=1e-8)
+    np.testing.assert_allclose(values, expected(ev, "LM", 2), atol=1e-10)
+    assert isinstance(vectors[0][0], cp.ndarray)
+    v = np.concatenate([cp.asnumpy(a).reshape(-1) for a in vectors[0]])
+    assert np.linalg.norm(H @ v - values[0] * v) < 1e-6 * np.abs(ev).max()
+    estimate = C.trace(loss(*ps), ps, n_samples=100)
+    assert abs(estimate - np.trace(H)) < 4 * estimate.stderr
+    grid, values = C.density(loss(*ps), ps, n_probes=2, n_steps=100, sigma=0.01)
+    assert isinstance(grid, np.ndarray)
+    near = np.min(np.abs(grid[:, None] - ev[None, :]), axis=1) < 0.04
+    assert np.sum(values[near]) * (grid[1] - grid[0]) > 0.999
