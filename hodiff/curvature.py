@@ -359,8 +359,8 @@ def eigenvalues(
 class Estimate(float):
     """A float (the estimate) that also carries its standard error.
 
-    It unpacks as ``value, stderr = estimate``; ``.stderr`` and ``.n_samples``
-    are attributes.
+    It unpacks (and indexes) as the pair ``(value, stderr)``: ``value, stderr =
+    estimate``; ``.stderr`` and ``.n_samples`` are attributes.
     """
 
     stderr: float
@@ -374,6 +374,12 @@ class Estimate(float):
 
     def __iter__(self) -> Any:
         return iter((float(self), self.stderr))
+
+    def __getitem__(self, i: int) -> float:
+        return (float(self), self.stderr)[i]
+
+    def __len__(self) -> int:
+        return 2
 
     def __repr__(self) -> str:
         return f"Estimate({float(self)!r}, stderr={self.stderr!r})"

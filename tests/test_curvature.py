@@ -132,7 +132,8 @@ def test_trace_within_its_standard_error(mlp):
     ps = [hd.Variable.from_array(a, need_grad=True) for a in arrays]
     estimate = C.trace(loss(*ps), ps, n_samples=200)
     value, stderr = estimate
-    assert value == float(estimate)
+    assert value == float(estimate) == estimate[0]
+    assert stderr == estimate.stderr == estimate[1]
     assert 0 < stderr < abs(np.trace(H))
     assert abs(value - np.trace(H)) < 4 * stderr
     per = C.trace(loss(*ps), ps, n_samples=200, per_param=True)
