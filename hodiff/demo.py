@@ -101,7 +101,7 @@ def run_demo() -> int:
     return 0 if ok else 1
 
 
-class _Softplus(hd.Function):
+class _Softplus(hd.Function, register=False):  # a user primitive: not registered
     """``y = log(1 + exp(x))``, ``dy/dx = sigmoid(x)``: a user-style primitive."""
 
     def forward_impl(self, inputs, outputs):  # type: ignore[no-untyped-def]
@@ -112,7 +112,7 @@ class _Softplus(hd.Function):
             inputs[0].store(outputs[0].grad * F.sigmoid(inputs[0].data), accum[0])
 
 
-class _SoftplusNoAccum(_Softplus):
+class _SoftplusNoAccum(_Softplus, register=False):
     def backward_impl(self, inputs, outputs, prop_down, accum):  # type: ignore[no-untyped-def]
         if prop_down[0]:
             inputs[0].grad = outputs[0].grad * F.sigmoid(inputs[0].data)
