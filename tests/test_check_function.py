@@ -289,3 +289,26 @@ def test_check_function_on_cupy_inputs():
     report = check_function(NoAccum(), cp.asarray(X), raise_exception=False)
     assert not report["accumulate vs overwrite"].ok
     assert hd.gradcheck(lambda x: F.tanh(x) * x, cp.asarray(X), order=2, fast=True)
+
+
+class SinCos(hd.Function):
+    n_outputs = 2
+
+    def setup_impl(self, inputs):
+        return [(inputs[0].shape, inputs[0].dtype)] * 2
+
+    def forward_impl(self, inputs, outputs):
+        outputs[0], outputs[1] = np.sin(inputs[0]), np.cos(inputs[0])
+
+    def backward_impl(self, inputs, outputs, prop_down, accum):
+        if prop_down[0]:
+            x = inputs[0].data
+            gx = outputs[0].grad * F.cos(x) - outputs[1].grad * F.sin(x)
+            inputs[0].store(gx, accum[0])
+
+
+def test_multi_output_primitive_and_a_dropped_output():
+    report = check_function(SinCos(), X)
+    assert "1 node(s) of SinCos" in report["accumulate vs overwrite"].detail
+    report = check_function(lambda x: SinCos()(x)[0] * 2.0, X)  # cos(x) is dropped
+    assert "1 node(s) of SinCos" in report["freed buffers"].detail

@@ -191,6 +191,7 @@ class _Subject:
             raise TypeError("check_function: f has no float output to differentiate")
         self.out_shapes = [y.shape for y in ys]
         self.rng = np.random.default_rng(seed)
+        self._keep: Any = None  # Variables kept alive for the node-level checks
         xp = array_module(ys[0].d)
         self.ws = {j: xp.asarray(self.rng.standard_normal(ys[j].shape)) for j in self.float_out}
 
@@ -274,11 +275,19 @@ class _NodeCase:
 
     def __init__(self, node: Function, rng: np.random.Generator) -> None:
         self.node = node
-        self.outputs = [node.output_variable(i) if node._outputs[i]() is None
-                        else node._outputs[i]() for i in range(len(node._outputs))]
-        xp = array_module(self.outputs[0].d)
-        self.gys = [xp.asarray(rng.standard_normal(o.shape)).astype(o._grad_dtype())
-                    for o in self.outputs]
+        xp = array_module(next(x._data for x in node.inputs if x._data is not None))
+        self.output_data: list[Any] = []
+        self.gys = []
+        for i, ref in enumerate(node._outputs):
+            o = ref()
+            if o is not None:
+                shape, dtype, y = o.shape, o.dtype, o._data
+            else:  # an output nobody kept (a multi-output node): as the engine sees it
+                shape, dtype = node._out_meta[i]
+                y = node._ydata[i] if node._ydata is not None else None
+            dtype = np.dtype(dtype) if np.dtype(dtype).kind == "f" else np.dtype(np.float64)
+            self.output_data.append(y)
+            self.gys.append(xp.asarray(rng.standard_normal(shape)).astype(dtype))
         self.prop = [x.need_grad and x.dtype.kind == "f" for x in node.inputs]
         self.label = f"node {type(node).__name__}"
         self.rng = rng
@@ -352,7 +361,7 @@ def _freed(case: _NodeCase) -> str | None:
     node = case.node
     n = len(case.prop)
     data = [x._data if node.needs_input(i) else None for i, x in enumerate(node.inputs)]
-    ydata = [o._data if node.need_outputs else None for o in case.outputs]
+    ydata = [y if node.need_outputs else None for y in case.output_data]
     declared = f"need_inputs={node.need_inputs!r}, need_outputs={node.need_outputs!r}"
     try:
         got = case.run(case.prop, [False] * n, [None] * n, input_data=data, output_data=ydata)
@@ -404,6 +413,7 @@ def _static(sub: _Subject, order: int) -> str | None:
         for g, v in zip(g1, vdirs, strict=True):
             t = F.sum(g * v)
             dot = t if dot is None else dot + t
+        assert dot is not None
         return [*g1, *grad(dot, w, allow_unused=True)]
 
     dyn_grads = grads(dyn)

@@ -49,6 +49,7 @@ def scalarized(spec: Spec, ws: Sequence[np.ndarray], power: int = 1) -> Any:
         for o, w in zip(outputs_of(spec.fn(*xs, **spec.kwargs)), ws, strict=True):
             term = F.sum(o**power * w) if power != 1 else F.sum(o * w)
             total = term if total is None else total + term
+        assert total is not None
         return total
 
     return f
