@@ -27,6 +27,7 @@ from hodiff import curvature
 
 HIDDEN = 16
 CLASSES = 3
+SIGMA = 0.02  # width of the Gaussian that smooths the spectrum
 
 
 def spiral(n_per_class: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -123,7 +124,7 @@ def main(n_per_class: int = 128, steps: int = 400, n_batches: int = 4, k: int = 
     bottom, _ = curvature.eigenvalues(loss, params, k=1, which="SA", data=batches)
     tr = curvature.trace(loss, params, n_samples=100, data=batches)
     grid, values = curvature.density(loss, params, n_probes=n_probes, n_steps=n_steps,
-                                       data=batches)
+                                       sigma=SIGMA, data=batches)
     exact = np.linalg.eigvalsh(dense_hessian(params, loss, batches))
 
     dt = grid[1] - grid[0]
@@ -138,7 +139,7 @@ def main(n_per_class: int = 128, steps: int = 400, n_batches: int = 4, k: int = 
     }
     if out is not None:
         results["png"] = curvature.plot_density(
-            grid, values, out, eigenvalues=exact,
+            grid, values, out, eigenvalues=exact, sigma=SIGMA,
             title=f"Hessian spectrum of a trained 2-16-16-3 MLP with batch norm ({n} params)")
     if verbose:
         print(f"spiral, {len(x)} points; MLP with batch norm, {n} parameters")

@@ -558,6 +558,7 @@ def plot_density(
     path: str | os.PathLike[str],
     *,
     eigenvalues: Any = None,
+    sigma: float | None = None,
     log: bool = True,
     title: str | None = None,
 ) -> str:
@@ -566,13 +567,16 @@ def plot_density(
     Needs matplotlib (``pip install 'hodiff[plot]'``). The density is drawn on
     a logarithmic axis by default (a Hessian spectrum is a bulk near zero and a
     few outliers); ``eigenvalues`` (e.g. of a dense Hessian) are marked below
-    the curve for comparison. The format follows the file's suffix.
+    the curve for comparison and, with ``sigma``, also drawn as their exact
+    density smoothed by the same Gaussian (dashed). The format follows the
+    file's suffix.
 
     Args:
         grid: the ``t`` values.
         values: the density at ``grid``.
         path: the file to write (exactly this path).
         eigenvalues: optional exact eigenvalues to mark.
+        sigma: the Gaussian width :func:`density` used, to draw the exact density.
         log: logarithmic density axis.
         title: the figure's title.
 
@@ -603,6 +607,11 @@ def plot_density(
         ax.set_ylim(floor * 10, float(values.max()) * 3)
     if eigenvalues is not None:
         ev = np.asarray(eigenvalues, dtype=np.float64).reshape(-1)
+        if sigma is not None:
+            exact = np.exp(-0.5 * ((grid[:, None] - ev[None, :]) / sigma) ** 2).sum(axis=1)
+            exact /= _trapezoid(exact, grid)
+            ax.plot(grid, np.maximum(exact, floor) if log else exact, "--", color="C1",
+                    lw=1.2, label="exact eigenvalues, same smoothing")
         ax.plot(ev, np.full(ev.shape, floor * 30 if log else 0.0), "|", color="C3",
                 markersize=12, label=f"exact eigenvalues ({ev.size})")
     ax.set_xlabel("eigenvalue")

@@ -230,7 +230,7 @@ def test_plot_density(tmp_path):
     w = hd.Variable.from_array(np.array([1.0, 2.0, 3.0]), need_grad=True)
     grid, values = C.density(F.sum(w**4) / 12, w, sigma=0.1)
     path = tmp_path / "density.png"
-    assert C.plot_density(grid, values, path, eigenvalues=[1, 4, 9]) == str(path)
+    assert C.plot_density(grid, values, path, eigenvalues=[1, 4, 9], sigma=0.1) == str(path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["density.png"]
 
