@@ -174,6 +174,7 @@ class Function:
         return [(x.shape, float_dtype(x.dtype))]
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        """Sets ``outputs[i]`` to each output array from the input arrays (see the module)."""
         raise NotImplementedError(f"{self.name}: forward_impl is not implemented")
 
     def backward_impl(
@@ -183,6 +184,7 @@ class Function:
         prop_down: Sequence[bool],
         accum: Sequence[bool],
     ) -> None:
+        """Stores each wanted input gradient: ``inputs[i].store(gx, accum[i])`` (see the module)."""
         wanted = [i for i, p in enumerate(prop_down) if p]
         raise NotImplementedError(
             f"{self.name}: no backward rule (gradient asked for input {wanted[0] if wanted else 0})"

@@ -29,8 +29,10 @@ class Spec:
             (0: not differentiable, forward only).
         linear: the function is linear in its float inputs, so orders >= 2 are
             checked on ``y**3`` (the cube exercises the backward of the backward).
-        atol, rtol: tolerances of the derivative checks.
-        ref_atol, ref_rtol: tolerances of the forward check.
+        atol: absolute tolerance of the derivative checks.
+        rtol: relative tolerance of the derivative checks.
+        ref_atol: absolute tolerance of the forward check.
+        ref_rtol: relative tolerance of the forward check.
         float32: also check that float32 inputs give float32 outputs.
         id: test id suffix for variants of one function.
     """
