@@ -8,7 +8,7 @@
 array([ 3., 12.])
 """
 
-from hodiff import functions, transforms
+from hodiff import curvature, functions, transforms
 from hodiff.autograd import grad, iter_grads
 from hodiff.check import GradcheckError, GradcheckReport, gradcheck, gradgradcheck
 from hodiff.context import (
@@ -36,6 +36,7 @@ __all__ = [
     "Variable",
     "auto_forward",
     "context_scope",
+    "curvature",
     "functions",
     "get_auto_forward",
     "get_default_context",

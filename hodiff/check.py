@@ -94,6 +94,7 @@ def gradcheck(
     rtol: float | None = None,
     raise_exception: bool = True,
     seed: int = 0,
+    fast: bool = False,
 ) -> GradcheckReport:
     """Checks the derivatives of ``f`` of every order 1..``order`` against finite differences.
 
@@ -109,6 +110,10 @@ def gradcheck(
         raise_exception: raise :class:`GradcheckError` with the table on failure;
             otherwise return the report.
         seed: of the random projection directions.
+        fast: first compare one random directional derivative per order (two
+            calls of ``f``'s k-th derivative scalar per order, see
+            ``hodiff.check_fast``); if that passes, return its report (one row
+            per order, input -1); otherwise fall back to the full check.
 
     Returns:
         A :class:`GradcheckReport`, truthy when every element passed.
@@ -122,6 +127,12 @@ def gradcheck(
     eps = 1e-6 if eps is None else eps
     atol = 1e-6 if atol is None else atol
     rtol = 1e-5 if rtol is None else rtol
+    if fast:
+        from hodiff.check_fast import fast_gradcheck
+
+        quick = fast_gradcheck(f, inputs, order, eps, atol, rtol, seed)
+        if quick.passed:
+            return quick
     raw = list(inputs) if isinstance(inputs, tuple | list) else [inputs]
     xs: list[Any] = []
     for a in raw:

@@ -15,15 +15,15 @@ from __future__ import annotations
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-import hodiff.functions as F
 from hodiff.check import GradcheckReport, gradcheck
 from hodiff.testing import Spec, all_specs, spec_ids
+from hodiff.testing.harness import outputs_of, scalarized
 from hodiff.variable import Variable
 
 __all__ = ["Row", "check_spec", "run_check"]
@@ -39,24 +39,6 @@ class Row:
     rel_err: float
     passed: bool
     details: str = ""
-
-
-def _outputs(y: Any) -> list[Variable]:
-    return list(y) if isinstance(y, tuple | list) else [y]
-
-
-def _scalarized(spec: Spec, ws: Sequence[np.ndarray], power: int) -> Callable[..., Variable]:
-    """``x -> sum_k sum(w_k * y_k**power)`` (as tests/harness.py ``scalarized``)."""
-
-    def f(*xs: Variable) -> Variable:
-        total = None
-        for o, w in zip(_outputs(spec.fn(*xs, **spec.kwargs)), ws, strict=True):
-            term = F.sum(o**power * w) if power != 1 else F.sum(o * w)
-            total = term if total is None else total + term
-        assert total is not None
-        return total
-
-    return f
 
 
 def _order_rows(name: str, report: GradcheckReport, orders: Iterable[int]) -> list[Row]:
@@ -80,10 +62,10 @@ def check_spec(spec: Spec, order: int, name: str | None = None) -> list[Row]:
         xs = spec.sample()
         y = spec.fn(*[Variable.from_array(a) for a in xs], **spec.kwargs)
         rng = np.random.default_rng(1)
-        ws = [rng.standard_normal(o.shape) for o in _outputs(y)]
+        ws = [rng.standard_normal(o.shape) for o in outputs_of(y)]
 
         def check(power: int, k: int) -> GradcheckReport:
-            return gradcheck(_scalarized(spec, ws, power), xs, order=k, atol=spec.atol,
+            return gradcheck(scalarized(spec, ws, power), xs, order=k, atol=spec.atol,
                              rtol=spec.rtol, raise_exception=False)
 
         with warnings.catch_warnings():
