@@ -595,7 +595,7 @@ def test_demo_prints_the_graph_line(capsys: pytest.CaptureFixture[str]) -> None:
     from hodiff.demo import run_demo
 
     assert run_demo() == 0
-    line = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("graphs as data")]
+    line = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("7. graphs as data")]
     assert len(line) == 1
     assert line[0].endswith("|loss - loaded| = 0.0e+00, |grad - loaded grad| = 0.0e+00")
 
