@@ -6,8 +6,8 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from hodiff import graph
-from hodiff.context import array_module
-from hodiff.variable import Variable
+from hodiff.context import array_module, get_default_context
+from hodiff.variable import Variable, is_scalar
 
 __all__ = ["grad", "iter_grads"]
 
@@ -23,16 +23,23 @@ def _variables(name: str, value: Any) -> list[Variable]:
 
 
 def _seed(i: int, y: Variable, g: Any) -> Variable:
-    xp = array_module(y._data)
+    """The seed of output ``i``: ones of its shape by default (any shape, as ``.backward()``);
+    a scalar broadcasts to the output's shape; an array or Variable must have its shape.
+    """
+    xp = array_module(y._data) if y._data is not None else get_default_context().xp
     dtype = y._grad_dtype()
     if g is None:
-        if y.size != 1:
-            raise ValueError(
-                f"grad: outputs[{i}] has shape {y.shape}; pass grad_outputs for a non-scalar output"
-            )
         return Variable.from_array(xp.ones(y.shape, dtype=dtype))
+    if is_scalar(g):
+        return Variable.from_array(xp.full(y.shape, g, dtype=dtype))
     if not isinstance(g, Variable):
-        g = Variable.from_array(xp.asarray(g, dtype=dtype))
+        try:
+            g = Variable.from_array(xp.asarray(g, dtype=dtype))
+        except (TypeError, ValueError) as e:
+            raise TypeError(
+                f"grad: grad_outputs[{i}] must be an array, a Variable or a scalar, "
+                f"got {type(g).__name__}"
+            ) from e
     if g.shape != y.shape:
         raise ValueError(
             f"grad: grad_outputs[{i}] has shape {g.shape} but outputs[{i}] has shape {y.shape}"
@@ -57,8 +64,10 @@ def grad(
     Args:
         outputs: a Variable or a list of them.
         inputs: a Variable or a list of them (leaves or intermediate variables).
-        grad_outputs: one array/Variable per output; defaults to ones, which
-            requires scalar (size-1) outputs.
+        grad_outputs: one array, Variable or scalar per output (a list; a single
+            one for a single output). ``None`` (or a ``None`` entry) means ones
+            of that output's shape, for any shape, as ``.backward()`` and
+            NNabla's ``nn.grad``; a scalar broadcasts to the output's shape.
         allow_unused: give zeros for an input the outputs do not depend on,
             instead of raising ValueError.
 

@@ -157,12 +157,50 @@ def test_unused_input_raises_unless_allowed() -> None:
     np.testing.assert_array_equal(gx.d, [2.0])
 
 
-def test_grad_rejects_non_scalar_output_without_grad_outputs() -> None:
+def test_grad_outputs_default_to_ones_of_any_shape() -> None:
+    # the NNabla WGAN-GP idiom: hd.grad([critic(x_hat)], [x_hat]) with a (N, 1) critic output
+    x = hd.Variable.from_array(np.array([[1.0], [2.0], [-3.0]]), need_grad=True)
+    (g,) = hd.grad([x * x], [x])  # d/dx sum(x^2) = 2x
+    np.testing.assert_array_equal(g.d, 2 * x.d)
+    (h,) = hd.grad(F.sum(g * g), x)  # d/dx sum(4 x^2) = 8x: the seed is differentiable through
+    np.testing.assert_array_equal(h.d, 8 * x.d)
+    # one None entry among given seeds is ones too; the same as .backward() with no grad
+    a, b = var([1.0, 2.0]), var([3.0])
+    ga, gb = hd.grad([a * b, b * b], [a, b], grad_outputs=[None, np.array([2.0])])
+    np.testing.assert_array_equal(ga.d, [3.0, 3.0])
+    np.testing.assert_array_equal(gb.d, [1.0 + 2.0 + 2 * 2 * 3.0])
+    (a * b).backward()
+    np.testing.assert_array_equal(a.g, ga.d)
+
+
+def test_grad_outputs_scalar_broadcasts() -> None:
+    x = var([1.0, 2.0, 4.0])
+    (g,) = hd.grad(x * x, x, grad_outputs=[0.5])  # 0.5 * 2x
+    np.testing.assert_array_equal(g.d, x.d)
+    (g,) = hd.grad(x * x, x, grad_outputs=3.0)  # a bare scalar for a single output
+    np.testing.assert_array_equal(g.d, 6 * x.d)
+    (g,) = hd.grad(x * x, x, grad_outputs=np.array([1.0, 0.0, 2.0]))  # a bare array
+    np.testing.assert_array_equal(g.d, [2.0, 0.0, 16.0])
+
+
+def test_grad_outputs_default_in_static_mode() -> None:
+    with hd.auto_forward(False):
+        x = hd.Variable((3, 1), need_grad=True)
+        y = F.exp(x)
+        (g,) = hd.grad(y, x)
+        x.d = np.array([[0.0], [1.0], [2.0]])
+        g.forward()
+    np.testing.assert_allclose(g.d, np.exp(x.d), rtol=1e-6)
+
+
+def test_grad_rejects_grad_outputs_of_another_shape() -> None:
     x = var([1.0, 2.0])
-    with pytest.raises(ValueError, match=r"outputs\[0\] has shape \(2,\).*grad_outputs"):
-        hd.grad(x * x, x)
     with pytest.raises(ValueError, match=r"grad_outputs\[0\] has shape \(3,\)"):
         hd.grad(x * x, x, grad_outputs=[np.ones(3)])
+    with pytest.raises(ValueError, match=r"grad_outputs\[0\] has shape \(2, 1\)"):
+        hd.grad(x * x, x, grad_outputs=[var([[1.0], [2.0]])])
+    with pytest.raises(ValueError, match="2 grad_outputs for 1 outputs"):
+        hd.grad(x * x, x, grad_outputs=[1.0, 2.0])
     with pytest.raises(TypeError, match="inputs"):
         hd.grad(F.sum(x), np.ones(2))
 
