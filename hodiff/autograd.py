@@ -6,7 +6,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from hodiff import graph
-from hodiff.context import array_module, get_default_context
+from hodiff.context import array_module, get_auto_forward, get_default_context, is_recording
 from hodiff.variable import Variable, is_scalar
 
 __all__ = ["grad", "iter_grads"]
@@ -45,6 +45,19 @@ def _seed(i: int, y: Variable, g: Any) -> Variable:
             f"grad: grad_outputs[{i}] has shape {g.shape} but outputs[{i}] has shape {y.shape}"
         )
     return g
+
+
+def _why_unused(outs: list[Variable], ins: list[Variable]) -> str:
+    """A hint when recording was off (``hd.no_grad()``) where the outputs were made."""
+    if not is_recording():
+        return " (recording is off: hd.grad was called inside hd.no_grad())"
+    for k, y in enumerate(outs):
+        if y.parent is None and not y.need_grad and y not in ins:
+            return (
+                f" (outputs[{k}] has no graph: was it computed under hd.no_grad(), or from "
+                "leaves with need_grad=False?)"
+            )
+    return ""
 
 
 def grad(
@@ -95,9 +108,11 @@ def grad(
     if unused and not allow_unused:
         i = unused[0]
         raise ValueError(
-            f"grad: the outputs do not depend on inputs[{i}] (shape {ins[i].shape}); "
-            "pass allow_unused=True to get zeros"
+            f"grad: the outputs do not depend on inputs[{i}] (shape {ins[i].shape})"
+            f"{_why_unused(outs, ins)}; pass allow_unused=True to get zeros"
         )
+    if get_auto_forward():  # a static graph's .forward() recomputes freed values
+        graph.check_values(plan, "grad")
     results = graph.grad_graph(outs, ins, seeds, plan)
     out = []
     for x, g in zip(ins, results, strict=True):

@@ -263,6 +263,14 @@ class Function:
             self._outputs[i] = weakref.ref(v)
         return v
 
+    def output_shape(self, i: int) -> tuple[int, ...]:
+        """Shape of output ``i`` (for messages), whether or not the output is alive."""
+        v = self._outputs[i]()
+        if v is not None:
+            return v._shape
+        meta = getattr(self, "_out_meta", None)
+        return meta[i][0] if meta else ()
+
     def needs_input(self, i: int) -> bool:
         """Whether backward_impl reads the value of input ``i``."""
         n = self.need_inputs

@@ -23,7 +23,7 @@ import numpy as np
 
 from hodiff.context import _raw, _trusted, array_module, get_default_context
 from hodiff.function import Function, Slot
-from hodiff.variable import Variable
+from hodiff.variable import Variable, _no_value
 
 __all__ = [
     "Pullback", "backward", "forward", "grad_graph", "plan", "topological_order", "unused_inputs",
@@ -59,6 +59,35 @@ def _as_array(y: Any) -> Any:
     return np.asarray(y) if type(y) is not np.ndarray and array_module(y) is np else y
 
 
+# Counts the passes that freed values (clear_buffer=True): a cached plan is checked again for
+# freed values only when this changed since its last check, so the hot path pays nothing.
+_frees = [0]
+
+
+def check_values(plan: _Plan, where: str) -> None:
+    """Raises RuntimeError if a value some step's backward rule reads was freed (or never computed).
+
+    Run before a reverse pass, so that a failing one touches no gradient.
+    """
+    for f, _, _ in plan.steps:
+        need = f.need_inputs
+        if need is not False:
+            for i, x in enumerate(f.inputs):
+                if x._data is None and x.parent is not None and (need is True or i in need):
+                    raise RuntimeError(
+                        f"{where}: {f.name} needs its input {i}, {_no_value(x)}"
+                    )
+        if f.need_outputs and f._ydata is None:
+            for i, r in enumerate(f._outputs):
+                o = r()
+                if o is None or o._data is None:
+                    raise RuntimeError(
+                        f"{where}: {f.name} needs its output {i} (shape {f.output_shape(i)}), "
+                        "which has no value: its static graph was not run yet, or "
+                        "clear_buffer=True freed it; call .forward() on the result first"
+                    )
+
+
 # The nodes a variable depends on never change once it exists (inputs are fixed at link time).
 _ORDERS: weakref.WeakKeyDictionary[Variable, list[Function]] = weakref.WeakKeyDictionary()
 
@@ -78,6 +107,7 @@ def forward(roots: Sequence[Variable], clear_buffer: bool = False) -> None:
     keep = {id(v) for v in roots}
     uses: dict[int, int] = {}
     if clear_buffer:
+        _frees[0] += 1
         needed: set[int] = set()
         for f in nodes:
             for i, x in enumerate(f.inputs):
@@ -191,7 +221,7 @@ def _in_slots(
 # Plans of plain passes, per root: a static graph run many times is planned once. The
 # ancestors of a variable never change, so a plan stays valid while its leaves' need_grad
 # flags do.
-_PLANS: weakref.WeakKeyDictionary[Variable, tuple[tuple[bool, ...], _Plan]] = (
+_PLANS: weakref.WeakKeyDictionary[Variable, tuple[tuple[bool, ...], _Plan, int]] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -199,11 +229,15 @@ _PLANS: weakref.WeakKeyDictionary[Variable, tuple[tuple[bool, ...], _Plan]] = (
 def _plain_plan(root: Variable) -> _Plan:
     cached = _PLANS.get(root)
     if cached is not None:
-        flags, plan = cached
+        flags, plan, checked = cached
         if flags == tuple([x.need_grad for x in plan.leaves]):
+            if checked != _frees[0]:
+                check_values(plan, "backward")
+                _PLANS[root] = (flags, plan, _frees[0])
             return plan
     plan = _Plan([root], None)
-    _PLANS[root] = (tuple([x.need_grad for x in plan.leaves]), plan)
+    check_values(plan, "backward")
+    _PLANS[root] = (tuple([x.need_grad for x in plan.leaves]), plan, _frees[0])
     return plan
 
 
@@ -231,6 +265,13 @@ def backward(root: Variable, grad: Any = None, clear_buffer: bool = False) -> It
     not kept with ``clear_buffer``). A generator: it yields each leaf as soon
     as its gradient is final (all its consumers have run), for ``iter_grads``.
     """
+    if root.parent is None and not root.need_grad:
+        raise RuntimeError(
+            f"backward: this Variable (shape {root.shape}) has no graph and need_grad=False, so "
+            "nothing can be differentiated (was it computed under hd.no_grad()?)"
+        )
+    if root._data is None and root.parent is not None:
+        raise RuntimeError(f"backward: {_no_value(root)}")
     seed = _check_seed(root, grad, "backward")
     plan = _plain_plan(root)
     grads: dict[Variable, Any] = {root: seed}
@@ -246,6 +287,8 @@ def backward(root: Variable, grad: Any = None, clear_buffer: bool = False) -> It
     keep = not clear_buffer
     if keep:
         root._grad = seed
+    else:
+        _frees[0] += 1
     yield from _array_pass(plan, grads, handed, root, keep, clear_buffer, _NOTHING)
 
 
@@ -496,10 +539,14 @@ class Pullback:
         self.roots = list(roots)
         self.wrt = list(wrt)
         self.plan = _Plan(self.roots, self.wrt)
+        self._checked = -1  # the value of _frees when the plan's values were last checked
         self._wanted = set(self.wrt)
 
     def __call__(self, seeds: Sequence[Any]) -> list[Any]:
         """One reverse pass; a seed of None means ones."""
+        if self._checked != _frees[0]:
+            check_values(self.plan, "pullback")
+            self._checked = _frees[0]
         grads: dict[Variable, Any] = {}
         seeds = [_check_seed(r, s, "pullback") for r, s in zip(self.roots, seeds, strict=True)]
         for r, s in zip(self.roots, seeds, strict=True):
