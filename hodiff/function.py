@@ -209,8 +209,13 @@ class Function:
             # inside hd.grad's reverse pass the rules' calls are trusted: shapes come from ys
             specs = None if _trusted.get() else self.setup_impl(inputs)
             if unfilled:  # an unfilled leaf reads as zeros
-                xs = [x.d for x in inputs]
+                xs = self._filled(inputs)
             self.forward_impl(xs, ys)
+            if specs is not None:
+                for i, y in enumerate(ys):  # numpy computes float16 from int8/bool: not we
+                    if y is not None and y.dtype is not specs[i][1]:
+                        ys = _as_declared(self, xs, ys, [s[1] for s in specs])
+                        break
         else:
             specs = self.setup_impl(inputs)
         recording = _recording.get()
@@ -238,6 +243,15 @@ class Function:
             if len(outputs) > 1:  # shapes of outputs that may be dropped before backward
                 node._out_meta = [(v._shape, v._dtype) for v in outputs]
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def _filled(self, inputs: Sequence[Variable]) -> list[Any]:
+        """The input arrays; an unfilled leaf reads as zeros, a function's output must have one."""
+        for i, x in enumerate(inputs):
+            if x._data is None and x.parent is not None:
+                from hodiff.variable import _no_value
+
+                raise RuntimeError(f"{self.name}: input {i} is {_no_value(x)}")
+        return [x.d for x in inputs]
 
     def _wrap(self, i: int, value: Any, args: Sequence[Any]) -> Variable:
         try:
@@ -307,6 +321,29 @@ def _wrap(value: Any, args: Sequence[Any]) -> Variable:
                 xp = array_module(a._data if isinstance(a, Variable) else a)
                 return Variable.from_array(xp.asarray(value, dtype=dtype))
     return as_variable(value)
+
+
+def _as_declared(f: Function, xs: Sequence[Any], ys: list[Any], dtypes: Sequence[Any]) -> list[Any]:
+    """``f``'s outputs in their declared dtypes: one float dtype in both modes.
+
+    numpy computes float16 (or float32) from small integer and bool arrays where
+    ``setup_impl`` declares float64; ``f`` is then run again on float inputs.
+    """
+    dtypes = [np.dtype(d) for d in dtypes]
+    low = any(
+        y is not None and d.kind == "f" and y.dtype != d for y, d in zip(ys, dtypes, strict=True)
+    )
+    if low and any(getattr(x, "dtype", _FLOAT64).kind in "biu" for x in xs):
+        wanted = next(d for d in dtypes if d.kind == "f")
+        cast = [x.astype(wanted) if getattr(x, "dtype", _FLOAT64).kind in "biu" else x for x in xs]
+        ys = [None] * len(ys)
+        f.forward_impl(cast, ys)
+    out = []
+    for y, d in zip(ys, dtypes, strict=True):
+        if y is not None and y.dtype != d and d.kind == "f":
+            y = y.astype(d)
+        out.append(y)
+    return out
 
 
 _SUM_TO: Any = None

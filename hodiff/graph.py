@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from hodiff.context import _raw, _trusted, array_module, get_default_context
-from hodiff.function import Function, Slot
+from hodiff.function import Function, Slot, _as_declared
 from hodiff.variable import Variable, _no_value
 
 __all__ = [
@@ -118,8 +118,14 @@ def forward(roots: Sequence[Variable], clear_buffer: bool = False) -> None:
         keep |= needed
     for f in nodes:
         ys: list[Any] = [None] * f.n_outputs
-        f.forward_impl([x.d for x in f.inputs], ys)
+        xs = [x.d for x in f.inputs]
+        f.forward_impl(xs, ys)
         ys = [_as_array(y) for y in ys]
+        for ref, y in zip(f._outputs, ys, strict=True):
+            v = ref()
+            if v is not None and y.dtype != v._dtype:  # float16 from int8 as in dynamic mode
+                ys = [_as_array(y) for y in _as_declared(f, xs, ys, _declared(f))]
+                break
         for ref, y in zip(f._outputs, ys, strict=True):
             v = ref()
             if v is not None:
@@ -408,6 +414,14 @@ def _array_pass(
     finally:
         if token is not None:
             _raw.reset(token)
+
+
+def _declared(f: Function) -> list[Any]:
+    """The dtypes ``f``'s outputs were set up with."""
+    meta = getattr(f, "_out_meta", None)
+    if meta is not None:
+        return [m[1] for m in meta]
+    return [r()._dtype for r in f._outputs]  # type: ignore[union-attr]
 
 
 def _zeros_like_output(f: Function, i: int) -> Any:
