@@ -275,6 +275,8 @@ class Function:
             v.parent = self
             v.need_grad = True
             self._outputs[i] = weakref.ref(v)
+        elif v._data is None and self._ydata is not None:  # freed by clear_buffer, but retained
+            v._data = self._ydata[i]
         return v
 
     def output_shape(self, i: int) -> tuple[int, ...]:

@@ -496,6 +496,8 @@ def _record_pass(
                 continue
             x = inputs_f[0]
             g = grads.get(x)
+            if o._data is None and f._ydata is not None:  # freed by clear_buffer, but retained
+                o._data = f._ydata[0]
             y_slot.data, y_slot.grad, y_slot.shape = o, gy, gy.shape
             x_slot.data, x_slot.grad, x_slot.shape = x, g, x._shape
             f.backward_impl(x_slots, y_slots, prop, _ACCUM[g is not None])

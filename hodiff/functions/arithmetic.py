@@ -329,6 +329,9 @@ class Sign(Function):
 class Identity(Function):
     need_inputs = False
 
+    def setup_impl(self, inputs: Sequence[Variable]) -> list[tuple[tuple[int, ...], Any]]:
+        return [(inputs[0].shape, inputs[0].dtype)]  # y = x, dtype included (labels stay ints)
+
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = inputs[0]
 
