@@ -211,11 +211,9 @@ class Function:
             if unfilled:  # an unfilled leaf reads as zeros
                 xs = self._filled(inputs)
             self.forward_impl(xs, ys)
-            if specs is not None:
-                for i, y in enumerate(ys):  # numpy computes float16 from int8/bool: not we
-                    if y is not None and y.dtype is not specs[i][1]:
-                        ys = _as_declared(self, xs, ys, [s[1] for s in specs])
-                        break
+            # numpy computes float16 from int8/bool where setup_impl declares float64
+            if specs is not None and (len(ys) > 1 or ys[0].dtype is not specs[0][1]):
+                ys = _as_declared(self, xs, ys, [s[1] for s in specs])
         else:
             specs = self.setup_impl(inputs)
         recording = _recording.get()
@@ -332,10 +330,14 @@ def _as_declared(f: Function, xs: Sequence[Any], ys: list[Any], dtypes: Sequence
     ``setup_impl`` declares float64; ``f`` is then run again on float inputs.
     """
     dtypes = [np.dtype(d) for d in dtypes]
-    low = any(
-        y is not None and d.kind == "f" and y.dtype != d for y, d in zip(ys, dtypes, strict=True)
-    )
-    if low and any(getattr(x, "dtype", _FLOAT64).kind in "biu" for x in xs):
+    low = False
+    for y, d in zip(ys, dtypes, strict=True):
+        if y is not None and d.kind == "f" and y.dtype != d:
+            low = True
+            break
+    if not low:
+        return ys
+    if any(getattr(x, "dtype", _FLOAT64).kind in "biu" for x in xs):
         wanted = next(d for d in dtypes if d.kind == "f")
         cast = [x.astype(wanted) if getattr(x, "dtype", _FLOAT64).kind in "biu" else x for x in xs]
         ys = [None] * len(ys)

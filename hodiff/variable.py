@@ -404,9 +404,7 @@ class Variable:
 
         return array.greater_equal(self, other)
 
-    # == stays identity: Variables are hashable by identity (dict keys, sets)
-    __eq__ = object.__eq__
-    __hash__ = object.__hash__
+    # == stays object identity (not defined here): Variables are dict keys and set members
 
 
 _NO_COPY = (

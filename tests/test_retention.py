@@ -18,7 +18,6 @@ and roots are never freed, so without the wrapping nothing would be tested.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 import pytest
