@@ -7,6 +7,7 @@ from typing import Any
 
 from hodiff import graph
 from hodiff.context import array_module, get_auto_forward, get_default_context, is_recording
+from hodiff.function import GradientShapeError
 from hodiff.variable import Variable, is_scalar
 
 __all__ = ["grad", "iter_grads"]
@@ -115,7 +116,12 @@ def grad(
         graph.check_values(plan, "grad")
     results = graph.grad_graph(outs, ins, seeds, plan)
     out = []
-    for x, g in zip(ins, results, strict=True):
+    for i, (x, g) in enumerate(zip(ins, results, strict=True)):
+        if g is not None and g._shape != x._shape:
+            raise GradientShapeError(
+                f"grad: the gradient of inputs[{i}] (shape {x.shape}) came out with shape "
+                f"{g.shape}: a backward rule stored a gradient of another shape than its input"
+            )
         if g is None:
             xp = array_module(x._data)
             g = Variable.from_array(xp.zeros(x.shape, dtype=x._grad_dtype()))

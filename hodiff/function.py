@@ -87,7 +87,7 @@ import numpy as np
 from hodiff.context import _auto_forward, _raw, _recording, _trusted, array_module
 from hodiff.variable import Variable, as_variable
 
-__all__ = ["REGISTRY", "Function", "Slot", "float_dtype"]
+__all__ = ["REGISTRY", "Function", "GradientShapeError", "Slot", "float_dtype"]
 
 #: every primitive defined in the hodiff package, in definition order
 REGISTRY: dict[type[Function], str] = {}
@@ -108,6 +108,10 @@ def float_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
     if dtype.kind == "f":
         return dtype
     return _FLOAT64
+
+
+class GradientShapeError(ValueError):
+    """A backward rule stored a gradient whose shape cannot be summed to its input's shape."""
 
 
 class Slot:
@@ -355,6 +359,13 @@ _SUM_TO: Any = None
 
 def _sum_to(gx: Any, shape: tuple[int, ...]) -> Any:
     global _SUM_TO
+    have = gx.shape
+    lead = len(have) - len(shape)
+    if lead < 0 or any(s != 1 and s != t for s, t in zip(shape, have[lead:], strict=True)):
+        raise GradientShapeError(
+            f"a gradient of shape {tuple(have)} was stored for an input of shape {shape} "
+            "(it must have the input's shape, or a shape that broadcasting made from it)"
+        )
     if _SUM_TO is None:  # imported on first use: it imports this module
         from hodiff.grad_functions.arithmetic import sum_to
 

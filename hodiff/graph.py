@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from hodiff.context import _raw, _trusted, array_module, get_default_context
-from hodiff.function import Function, Slot, _as_declared
+from hodiff.function import Function, GradientShapeError, Slot, _as_declared
 from hodiff.variable import Variable, _no_value
 
 __all__ = [
@@ -411,6 +411,8 @@ def _array_pass(
                     token = None
                     yield from done
                     token = _raw.set(True)
+    except GradientShapeError as e:
+        raise GradientShapeError(f"{f.name}: backward_impl: {e}") from None
     finally:
         if token is not None:
             _raw.reset(token)
@@ -434,6 +436,11 @@ def _zeros_like_output(f: Function, i: int) -> Any:
 
 def _commit(leaf: Variable, g: Any, handed: set[int]) -> None:
     """Adds ``g`` into ``leaf.g``; the first write takes ``g`` itself when nobody else holds it."""
+    if g.shape != leaf._shape:
+        raise GradientShapeError(
+            f"backward: the gradient of a leaf of shape {leaf._shape} came out with shape "
+            f"{g.shape}: a backward rule stored a gradient of another shape than its input"
+        )
     buf = leaf._grad
     if buf is None:
         dtype = leaf._grad_dtype()
@@ -476,6 +483,26 @@ def grad_graph(
 
 
 def _record_pass(
+    plan: _Plan,
+    grads: dict[Variable, Variable],
+    wanted: set[Variable],
+    x_slot: Slot,
+    y_slot: Slot,
+    x_slots: list[Slot],
+    y_slots: list[Slot],
+) -> None:
+    try:
+        _record_steps(plan, grads, wanted, x_slot, y_slot, x_slots, y_slots)
+    except GradientShapeError as e:
+        tb, name = e.__traceback__, "a function"
+        while tb is not None:  # the step that failed (looked up only on failure)
+            if tb.tb_frame.f_code is _record_steps.__code__:
+                name = tb.tb_frame.f_locals["f"].name
+            tb = tb.tb_next
+        raise GradientShapeError(f"{name}: backward_impl: {e}") from None
+
+
+def _record_steps(
     plan: _Plan,
     grads: dict[Variable, Variable],
     wanted: set[Variable],

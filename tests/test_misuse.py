@@ -322,3 +322,37 @@ def test_powers_at_zero_have_zero_derivatives_at_every_order() -> None:
     np.testing.assert_array_equal(gaa.d, [2.0, 0.0, 0.0])
     (gab,) = hd.grad(F.sum(ga), b)  # x0^(x1-1) (1 + x1 log x0): 1/2 at (2, 0)
     np.testing.assert_allclose(gab.d, [0.0, 0.0, 0.5], rtol=1e-15)
+
+
+# ---------------------------------------------------------------- custom rules of another shape
+class SumsTooMuch(hd.Function):
+    """y = 2 x with a rule that stores a gradient of shape x.shape[1:] (a bug)."""
+
+    def forward_impl(self, inputs: Any, outputs: Any) -> None:
+        outputs[0] = inputs[0] * 2.0
+
+    def backward_impl(self, inputs: Any, outputs: Any, prop_down: Any, accum: Any) -> None:
+        if prop_down[0]:
+            inputs[0].store(F.sum(outputs[0].grad, axis=0) * 2.0, accum[0])
+
+
+class WritesGrad(hd.Function):
+    """y = 2 x with a rule that bypasses store and writes a (1, n) gradient (a bug)."""
+
+    def forward_impl(self, inputs: Any, outputs: Any) -> None:
+        outputs[0] = inputs[0] * 2.0
+
+    def backward_impl(self, inputs: Any, outputs: Any, prop_down: Any, accum: Any) -> None:
+        if prop_down[0]:
+            inputs[0].grad = F.sum(outputs[0].grad, axis=0, keepdims=True) * 2.0
+
+
+def test_a_rule_storing_a_gradient_of_another_shape_is_named() -> None:
+    x = var(np.ones((3, 2)))
+    match = r"sums_too_much: backward_impl: a gradient of shape \(2,\).*shape \(3, 2\)"
+    unchanged_after(ValueError, match, lambda: F.sum(SumsTooMuch()(x)).backward(), x)
+    unchanged_after(ValueError, match, lambda: hd.grad(F.sum(SumsTooMuch()(x)), x), x)
+    match = r"leaf of shape \(3, 2\) came out with shape \(1, 2\)"
+    unchanged_after(ValueError, match, lambda: F.sum(WritesGrad()(x)).backward(), x)
+    with pytest.raises(ValueError, match=r"inputs\[0\] \(shape \(3, 2\)\) came out with shape"):
+        hd.grad(F.sum(WritesGrad()(x)), x)
