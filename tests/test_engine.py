@@ -490,3 +490,30 @@ def test_a_function_instance_called_twice_makes_two_nodes() -> None:
     np.testing.assert_allclose(z.g, 3 * z.d**2)
     (g,) = hd.grad(F.sum(a), x)
     np.testing.assert_allclose(g.d, 3 * x.d**2)
+
+
+def test_grad_after_forward_with_clear_buffer_reads_retained_outputs() -> None:
+    # sigmoid keeps its output for its rule; forward(clear_buffer=True) freed the output
+    # Variable's own value (nothing downstream needs it), and hd.grad used to read it as zeros
+    x = var([0.3, -1.0])
+    y = F.sum(F.sigmoid(x) * 1.0)
+    y.forward(clear_buffer=True)
+    (g,) = hd.grad(y, x)
+    s = 1 / (1 + np.exp(-x.d))
+    np.testing.assert_allclose(g.d, s * (1 - s), rtol=1e-12)
+    (h,) = hd.grad(F.sum(g), x)
+    np.testing.assert_allclose(h.d, s * (1 - s) * (1 - 2 * s), rtol=1e-12)
+
+
+def test_static_graph_with_cleared_buffers_recomputes_for_grad() -> None:
+    with hd.auto_forward(False):
+        x = hd.Variable((2,), need_grad=True)
+        y = F.sum(F.exp(F.sin(x) * 2.0))
+        x.d = np.array([0.2, 0.7])
+        y.forward(clear_buffer=True)
+        y.backward(clear_buffer=True)
+        (g,) = hd.grad(y, x)
+        g.forward()  # recomputes every value it depends on, freed ones included
+    expected = np.exp(2 * np.sin(x.d)) * 2 * np.cos(x.d)
+    np.testing.assert_allclose(x.g, expected, rtol=1e-6)
+    np.testing.assert_allclose(g.d, expected, rtol=1e-6)
