@@ -35,12 +35,15 @@ def _seed(i: int, y: Variable, g: Any) -> Variable:
         return Variable.from_array(xp.full(y.shape, g, dtype=dtype))
     if not isinstance(g, Variable):
         try:
-            g = Variable.from_array(xp.asarray(g, dtype=dtype))
+            a = xp.asarray(g, dtype=dtype)
         except (TypeError, ValueError) as e:
             raise TypeError(
                 f"grad: grad_outputs[{i}] must be an array, a Variable or a scalar, "
                 f"got {type(g).__name__}"
             ) from e
+        if a.ndim == 0 and y.ndim:  # a 0-d array broadcasts like a scalar (as in .backward())
+            a = xp.full(y.shape, a, dtype=dtype)
+        g = Variable.from_array(a, copy=a is g)
     if g.shape != y.shape:
         raise ValueError(
             f"grad: grad_outputs[{i}] has shape {g.shape} but outputs[{i}] has shape {y.shape}"

@@ -181,6 +181,12 @@ def test_grad_outputs_scalar_broadcasts() -> None:
     np.testing.assert_array_equal(g.d, 6 * x.d)
     (g,) = hd.grad(x * x, x, grad_outputs=np.array([1.0, 0.0, 2.0]))  # a bare array
     np.testing.assert_array_equal(g.d, [2.0, 0.0, 16.0])
+    (g,) = hd.grad(x * x, x, grad_outputs=[np.array(2.0)])  # 0-d, as in .backward()
+    np.testing.assert_array_equal(g.d, 4 * x.d)
+    u = np.array([1.0, 1.0, 1.0])
+    (g,) = hd.grad(x * x, x, grad_outputs=[u])
+    u[:] = 0.0  # the seed was copied (or used at once): the result is unchanged
+    np.testing.assert_array_equal(g.d, 2 * x.d)
 
 
 def test_grad_outputs_default_in_static_mode() -> None:
