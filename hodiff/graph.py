@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from hodiff.context import _raw, _trusted, array_module, get_default_context
-from hodiff.function import Function, GradientShapeError, Slot, _as_declared
+from hodiff.function import Function, GradientShapeError, Slot, _as_declared, _seq
 from hodiff.variable import Variable, _no_value
 
 __all__ = [
@@ -62,13 +62,23 @@ def _as_array(y: Any) -> Any:
 # Counts the passes that freed values (clear_buffer=True): a cached plan is checked again for
 # freed values only when this changed since its last check, so the hot path pays nothing.
 _frees = [0]
+# A node number (Function.seq) taken at the last free: nodes created later hold all their values.
+_last_free = [-1]
+
+
+def _freed() -> None:
+    _frees[0] += 1
+    _last_free[0] = next(_seq)
 
 
 def check_values(plan: _Plan, where: str) -> None:
     """Raises RuntimeError if a value some step's backward rule reads was freed (or never computed).
 
-    Run before a reverse pass, so that a failing one touches no gradient.
+    Run before a reverse pass, so that a failing one touches no gradient. A plan
+    whose nodes were all created after the last free is not looked at.
     """
+    if not plan.steps or plan.steps[0][0].seq > _last_free[0]:
+        return
     for f, _, _ in plan.steps:
         need = f.need_inputs
         if need is not False:
@@ -107,7 +117,7 @@ def forward(roots: Sequence[Variable], clear_buffer: bool = False) -> None:
     keep = {id(v) for v in roots}
     uses: dict[int, int] = {}
     if clear_buffer:
-        _frees[0] += 1
+        _freed()
         needed: set[int] = set()
         for f in nodes:
             for i, x in enumerate(f.inputs):
@@ -141,6 +151,10 @@ def forward(roots: Sequence[Variable], clear_buffer: bool = False) -> None:
                     uses[k] -= 1
                     if uses[k] == 0 and k not in keep:
                         x._data = None
+    if len(roots) == 1:  # this root's plan reads only values this forward computed and kept
+        cached = _PLANS.get(roots[0])
+        if cached is not None:
+            _PLANS[roots[0]] = (cached[0], cached[1], _frees[0])
 
 
 class _Plan:
@@ -294,7 +308,7 @@ def backward(root: Variable, grad: Any = None, clear_buffer: bool = False) -> It
     if keep:
         root._grad = seed
     else:
-        _frees[0] += 1
+        _freed()
     yield from _array_pass(plan, grads, handed, root, keep, clear_buffer, _NOTHING)
 
 
