@@ -139,7 +139,9 @@ class Slot:
     def store(self, gx: Any, accum: bool) -> None:
         """Writes (``accum`` false) or adds (``accum`` true) ``gx`` as this input's gradient.
 
-        A ``gx`` of a broadcast shape is summed back to this slot's shape.
+        A ``gx`` of a broadcast shape is summed back to this slot's shape; any
+        other shape raises :class:`GradientShapeError` (the engine adds the
+        function's name).
         """
         if gx.shape != self.shape:
             gx = _sum_to(gx, self.shape)
