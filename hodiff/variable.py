@@ -273,7 +273,13 @@ class Variable:
             grad: gradient of some scalar with respect to this variable; defaults
                 to ones of this variable's shape (any shape).
             clear_buffer: free intermediate gradients and values as soon as they
-                are no longer needed (the graph cannot be run backward again).
+                are no longer needed (another backward or ``hd.grad`` through the
+                graph then raises RuntimeError until ``forward()`` recomputes them).
+
+        Raises:
+            RuntimeError: the graph was never run (static mode: call ``forward()``),
+                a value it needs was freed, or this Variable has no graph and
+                ``need_grad=False`` (e.g. it was computed under ``hd.no_grad()``).
         """
         from hodiff import graph
 
