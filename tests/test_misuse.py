@@ -175,6 +175,7 @@ def test_comparisons_are_elementwise_and_not_differentiable() -> None:
         assert not r.need_grad
         np.testing.assert_array_equal(op(x, 5.0).d, ref(x.d, 5.0))
         np.testing.assert_array_equal(op(5.0, x).d, ref(5.0, x.d))
+        np.testing.assert_array_equal(op(y.d, x).d, ref(y.d, x.d))  # an ndarray on the left
     assert (x == x) is True
     assert (x == y) is False
     assert len({x, y, x}) == 2
