@@ -60,7 +60,20 @@ class GradcheckReport:
         return abs_err, rel_err
 
     def table(self, only_failures: bool = True, limit: int = 20) -> str:
+        """The rows (by default only the failures) as a text table.
+
+        With nothing to list (every element passed), one readable line instead.
+        """
         rows = self.failures() if only_failures else self.rows
+        if not rows:
+            if not self.rows:
+                return "nothing was checked"
+            orders = sorted({r[1] for r in self.rows})
+            worst = max(r[5] for r in self.rows)
+            span = f"order {orders[0]}" if len(orders) == 1 else f"orders {orders[0]}-{orders[-1]}"
+            return (
+                f"all {len(self.rows)} elements passed ({span}, largest error {worst:.2e})"
+            )
         head = (
             f"{'input':>5} {'order':>5} {'element':>12} {'analytic':>14} {'numeric':>14}"
             f" {'error':>10}"
@@ -143,6 +156,12 @@ def gradcheck(
     diff = [i for i, a in enumerate(xs) if a.dtype.kind == "f"]
     if not diff:
         raise TypeError("gradcheck: no float input to differentiate")
+    for i in diff:
+        if xs[i].size == 0:
+            raise ValueError(
+                f"gradcheck: input {i} has no elements (shape {xs[i].shape}): nothing would be "
+                "checked"
+            )
     rng = np.random.default_rng(seed)
     report = GradcheckReport(atol=atol, rtol=rtol)
 
@@ -150,6 +169,11 @@ def gradcheck(
         y0 = f(*[Variable.from_array(a) for a in xs])
         if not isinstance(y0, Variable):
             raise TypeError(f"gradcheck: f must return a Variable, got {type(y0).__name__}")
+        if y0.size == 0:
+            raise ValueError(
+                f"gradcheck: f returned an empty output (shape {y0.shape}): nothing would be "
+                "checked"
+            )
         xp = array_module(y0.d)
         u = xp.asarray(rng.standard_normal(y0.shape))
         directions = [

@@ -12,7 +12,10 @@ derivatives run the backward of its backward. The command prints one line per
 
 from __future__ import annotations
 
+import argparse
+import difflib
 import sys
+import textwrap
 import time
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
@@ -26,7 +29,16 @@ from hodiff.testing import Spec, all_specs, spec_ids
 from hodiff.testing.harness import outputs_of, scalarized
 from hodiff.variable import Variable
 
-__all__ = ["Row", "check_spec", "run_check"]
+__all__ = ["Row", "add_parser", "check_spec", "list_functions", "run_check"]
+
+DESCRIPTION = """\
+Checks every function of hodiff (its spec table) against central finite
+differences in float64, at derivative orders 1 to --order, exactly as the
+test suite does: each function's outputs are turned into a scalar with fixed
+random weights; a function linear in its inputs is checked at orders >= 2 on
+the cube of its outputs, so that the backward of its backward runs. Prints one
+line per (function, order) and a summary; exits with status 1 if a check
+failed and 2 for bad arguments."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +109,43 @@ def _progress(items: Sequence[Any], names: Sequence[str]) -> Iterator[Any]:
     yield from tqdm(items, desc="hodiff check", unit="spec", file=sys.stderr, leave=False)
 
 
+def _function_names(specs: Sequence[Spec]) -> list[str]:
+    """Function names of the table, in its order, each once."""
+    return list(dict.fromkeys(s.fn.__name__ for s in specs))
+
+
+def list_functions(specs: Sequence[Spec] | None = None) -> str:
+    """One line per spec: its name (``fn[variant]``) and the orders it is checked at."""
+    specs = all_specs() if specs is None else specs
+    names = spec_ids(specs)
+    width = max([len(n) for n in names] + [8])
+    lines = []
+    for s, n in zip(specs, names, strict=True):
+        orders = f"orders 1..{s.order}" if s.order >= 1 else "not differentiable"
+        lines.append(f"{n:<{width}}  {orders}")
+    return "\n".join(lines)
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """The ``check`` subcommand on an ``argparse`` subparsers object."""
+    names = ", ".join(_function_names(all_specs()))
+    epilog = "functions:\n" + textwrap.fill(
+        names, width=78, initial_indent="  ", subsequent_indent="  "
+    ) + "\n\nexamples:\n  python -m hodiff check --order 2 --functions exp tanh\n" \
+        "  python -m hodiff check --list"
+    check = sub.add_parser(
+        "check", help="verify every function against finite differences",
+        description=DESCRIPTION, epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    check.add_argument("--order", type=int, default=3, help="highest order to check (default 3)")
+    check.add_argument("--functions", nargs="*", metavar="NAME",
+                       help="only these functions (a name, or a variant such as add2[broadcast])")
+    check.add_argument("--list", action="store_true",
+                       help="list the functions (spec variants) and their orders, then exit")
+    return check
+
+
 def _fmt(x: float) -> str:
     return f"{x:12.2e}" if np.isfinite(x) else f"{'-':>12}"
 
@@ -123,12 +172,24 @@ def run_check(order: int = 3, functions: Sequence[str] | None = None) -> int:
         known = {s.fn.__name__ for s in specs} | {s.name for s in specs}
         unknown = sorted(wanted - known)
         if unknown:
-            print(f"hodiff check: no spec for {', '.join(unknown)}", file=sys.stderr)
+            for u in unknown:
+                close = difflib.get_close_matches(u, sorted(known), n=3, cutoff=0.6)
+                hint = f"; did you mean {', '.join(close)}?" if close else ""
+                print(f"hodiff check: no spec for {u}{hint}", file=sys.stderr)
+            print("hodiff check: --list shows every function", file=sys.stderr)
             return 2
         picked = [(s, n) for s, n in zip(specs, names, strict=True)
                   if s.fn.__name__ in wanted or s.name in wanted]
     else:
         picked = list(zip(specs, names, strict=True))
+    top = max([s.order for s, _ in picked] + [0])
+    if top >= 1 and order > top:
+        print(
+            f"hodiff check: --order {order} is above what the specs support: the selected "
+            f"functions are checked up to order {top}",
+            file=sys.stderr,
+        )
+        return 2
     skipped = [n for s, n in picked if s.order < 1]
     todo = [(s, n) for s, n in picked if s.order >= 1]
 
