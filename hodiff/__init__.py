@@ -47,3 +47,7 @@ __all__ = [
     "set_default_context",
     *transforms.__all__,
 ]
+
+from hodiff.random import seed
+
+__all__ += ["seed"]
