@@ -48,6 +48,22 @@ __all__ = [
     *transforms.__all__,
 ]
 
+from hodiff.parameter import (
+    clear_parameters,
+    get_parameter_or_create,
+    get_parameters,
+    load_parameters,
+    parameter_scope,
+    save_parameters,
+)
 from hodiff.random import seed
 
-__all__ += ["seed"]
+__all__ += [
+    "clear_parameters",
+    "get_parameter_or_create",
+    "get_parameters",
+    "load_parameters",
+    "parameter_scope",
+    "save_parameters",
+    "seed",
+]
