@@ -10,8 +10,8 @@ Two identical MLPs (``PF.affine``, ``S.Adam``) are trained on the same data,
 one without and one with the penalty. The script reports their test accuracy,
 the mean input-gradient norm on the test set, and the accuracy under the
 fast-gradient-sign attack ``x + eps sign(grad_x CE)`` (another input
-gradient) for a few ``eps``; the penalised model has much smaller input
-gradients and degrades more slowly. The picture (``double_backprop_digits.png``)
+gradient) for a few ``eps``. The penalty removes the tail of large input
+gradients (the mean halves) and the model degrades more slowly under attack. The picture (``double_backprop_digits.png``)
 shows the test accuracy during training, the input-gradient norms and the
 accuracy under attack.
 
