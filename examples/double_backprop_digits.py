@@ -11,9 +11,9 @@ one without and one with the penalty. The script reports their test accuracy,
 the mean input-gradient norm on the test set, and the accuracy under the
 fast-gradient-sign attack ``x + eps sign(grad_x CE)`` (another input
 gradient) for a few ``eps``. The penalty removes the tail of large input
-gradients (the mean halves) and the model degrades more slowly under attack. The picture (``double_backprop_digits.png``)
-shows the test accuracy during training, the input-gradient norms and the
-accuracy under attack.
+gradients (the mean halves) and the model degrades more slowly under attack.
+The picture (``double_backprop_digits.png``) shows the test accuracy during
+training, the input-gradient norms and the accuracy under attack.
 
 Needs scikit-learn (the data set): pip install 'hodiff[examples,plot]'.
 Run: python examples/double_backprop_digits.py      (about 20 s on 2 cores)
