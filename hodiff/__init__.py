@@ -52,3 +52,27 @@ __all__ = [
     "save_graph",
     "to_dot",
 ]
+
+from hodiff import initializers, parametric, solvers
+from hodiff.parameter import (
+    clear_parameters,
+    get_parameter_or_create,
+    get_parameters,
+    load_parameters,
+    parameter_scope,
+    save_parameters,
+)
+from hodiff.random import seed
+
+__all__ += [
+    "clear_parameters",
+    "initializers",
+    "parametric",
+    "solvers",
+    "get_parameter_or_create",
+    "get_parameters",
+    "load_parameters",
+    "parameter_scope",
+    "save_parameters",
+    "seed",
+]
