@@ -87,7 +87,7 @@ import numpy as np
 from hodiff.context import _auto_forward, _raw, _recording, _trusted, array_module
 from hodiff.variable import Variable, as_variable
 
-__all__ = ["REGISTRY", "Function", "Slot", "float_dtype"]
+__all__ = ["REGISTRY", "Elementwise", "Flags", "Function", "Slot", "Slots", "float_dtype"]
 
 #: every primitive defined in the hodiff package, in definition order
 REGISTRY: dict[type[Function], str] = {}
@@ -270,6 +270,46 @@ class Function:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__}>"
+
+
+Slots = Sequence[Slot]
+Flags = Sequence[bool]
+
+
+class Elementwise(Function, register=False):
+    """A unary elementwise primitive whose rule is one line of mathematics, ``dydx(x, y)``.
+
+    ``dydx`` returns the derivative ``dy/dx`` elementwise, written in hodiff functions
+    from the input ``x`` and/or the output ``y`` (``None`` unless ``need_inputs`` /
+    ``need_outputs`` declares it); the backward is ``gx = gy * dydx(x, y)``::
+
+        class Sin(Elementwise):
+            def forward_impl(self, inputs, outputs):
+                outputs[0] = array_module(inputs[0]).sin(inputs[0])
+
+            def dydx(self, x, y):
+                return F.cos(x)  # d sin(x) = cos(x) dx
+
+    ``ufunc`` may name the numpy/cupy function instead of a ``forward_impl``.
+    """
+
+    ufunc: ClassVar[str] = ""
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        if not self.ufunc:
+            raise NotImplementedError(f"{self.name}: forward_impl is not implemented")
+        outputs[0] = getattr(array_module(inputs[0]), self.ufunc)(inputs[0])
+
+    def dydx(self, x: Any, y: Any) -> Any:
+        """``dy/dx`` elementwise, in hodiff functions (``x``/``y`` as declared)."""
+        raise NotImplementedError(f"{self.name}: no derivative rule dydx (gradient asked for x)")
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # gx = gy * dy/dx
+        if prop_down[0]:
+            x = inputs[0].data if self.need_inputs else None
+            y = outputs[0].data if self.need_outputs else None
+            inputs[0].store(outputs[0].grad * self.dydx(x, y), accum[0])
 
 
 def _output(spec: tuple[tuple[int, ...], Any] | None, y: Any) -> Variable:
