@@ -1,4 +1,4 @@
-"""``python -m hodiff demo`` and ``python -m hodiff check``."""
+"""``python -m hodiff demo``, ``python -m hodiff check`` and ``python -m hodiff docs``."""
 
 from __future__ import annotations
 
@@ -13,7 +13,13 @@ def main(argv: list[str] | None = None) -> int:
     check = sub.add_parser("check", help="verify every function against finite differences")
     check.add_argument("--order", type=int, default=3, help="highest order to check (default 3)")
     check.add_argument("--functions", nargs="*", metavar="NAME", help="only these functions")
+    sub.add_parser("docs", help="regenerate docs/functions.md from the specs and docstrings")
     args = parser.parse_args(argv)
+    if args.command == "docs":
+        from hodiff.docgen import PATH, write_function_reference
+
+        print(f"{PATH}: {'updated' if write_function_reference() else 'up to date'}")
+        return 0
     if args.command == "demo":
         from hodiff.demo import run_demo
 
