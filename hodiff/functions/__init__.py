@@ -27,7 +27,9 @@ from hodiff.functions import (
 from hodiff.functions.activation import *  # noqa: F403
 from hodiff.functions.arithmetic import *  # noqa: F403
 from hodiff.functions.array import *  # noqa: F403
+from hodiff.functions.attention import *  # noqa: F403
 from hodiff.functions.conv import *  # noqa: F403
+from hodiff.functions.decomposition import *  # noqa: F403
 from hodiff.functions.linalg import *  # noqa: F403
 from hodiff.functions.loss import *  # noqa: F403
 from hodiff.functions.math import *  # noqa: F403
@@ -37,12 +39,10 @@ from hodiff.functions.pooling import *  # noqa: F403
 from hodiff.functions.recurrent import *  # noqa: F403
 from hodiff.functions.reduction import *  # noqa: F403
 from hodiff.functions.rounding import *  # noqa: F403
+from hodiff.functions.sampling import *  # noqa: F403
+from hodiff.functions.shaping import *  # noqa: F403
 from hodiff.functions.special import *  # noqa: F403
 from hodiff.functions.statistics import *  # noqa: F403
-from hodiff.functions.shaping import *  # noqa: F403
-from hodiff.functions.decomposition import *  # noqa: F403
-from hodiff.functions.attention import *  # noqa: F403
-from hodiff.functions.sampling import *  # noqa: F403
 
 FAMILIES = (
     arithmetic, math, activation, reduction, array, linalg,

@@ -227,11 +227,11 @@ class Svd(Function):
         m, n = a.shape[-2:]
         k = min(m, n)
         dt = float_dtype(a.dtype)
-        s = (a.shape[:-2] + (k,), dt)
+        s = ((*a.shape[:-2], k), dt)
         if not self.compute_uv:
             return [s]
         mu, nv = (m, n) if self.full_matrices else (k, k)
-        return [(a.shape[:-2] + (m, mu), dt), s, (a.shape[:-2] + (nv, n), dt)]
+        return [((*a.shape[:-2], m, mu), dt), s, ((*a.shape[:-2], nv, n), dt)]
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         xp = array_module(inputs[0])
@@ -297,7 +297,7 @@ class Pinv(Function):
         a = inputs[0]
         if a.ndim < 2:
             raise ValueError(f"pinv: a of shape {a.shape} must be (..., M, N)")
-        return [(a.shape[:-2] + (a.shape[-1], a.shape[-2]), float_dtype(a.dtype))]
+        return [((*a.shape[:-2], a.shape[-1], a.shape[-2]), float_dtype(a.dtype))]
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = _float(array_module(inputs[0]).linalg.pinv(inputs[0], self.rcond))

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from hodiff.context import array_module, get_default_context
+from hodiff.context import get_default_context
 from hodiff.function import Flags, Function, Slots
 from hodiff.functions import array as _array
 from hodiff.functions.indexing import as_ints, normalize_axis, shape_of
@@ -204,10 +204,10 @@ def repeat(x: Any, repeats: Any, axis: int | None = None) -> Variable:
     if isinstance(repeats, int | np.integer):
         if repeats < 0:
             raise ValueError(f"repeat: repeats={repeats} must be >= 0")
-        inter = shape[:a + 1] + (1,) + shape[a + 1:]
-        wide = shape[:a + 1] + (int(repeats),) + shape[a + 1:]
+        inter = (*shape[:a + 1], 1, *shape[a + 1:])
+        wide = (*shape[:a + 1], int(repeats), *shape[a + 1:])
         y = _array.broadcast(_array.reshape(x, inter), wide)
-        return _array.reshape(y, shape[:a] + (shape[a] * int(repeats),) + shape[a + 1:])
+        return _array.reshape(y, (*shape[:a], shape[a] * int(repeats), *shape[a + 1:]))
     reps = np.asarray(repeats)
     if reps.shape != (shape[a],) or reps.dtype.kind not in "iu" or (reps < 0).any():
         raise ValueError(f"repeat: repeats must be an int or {shape[a]} ints >= 0, got {repeats}")

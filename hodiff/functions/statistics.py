@@ -84,7 +84,7 @@ class Argsort(Function):
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         x = inputs[0]
         a = normalize_axis("sort", self.axis, x.ndim)
-        shape = x.shape if self.k is None else x.shape[:a] + (self.k,) + x.shape[a + 1:]
+        shape = x.shape if self.k is None else (*x.shape[:a], self.k, *x.shape[a + 1:])
         return [(shape, np.dtype(np.int64))]
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
@@ -232,7 +232,7 @@ def top_k_data(x: Any, k: int, abs: bool = False, reduce: bool = True, base_axis
     shape = shape_of(x)
     if not 0 <= base_axis < len(shape):
         raise ValueError(f"top_k_data: base_axis={base_axis} out of range for x of {shape}")
-    flat = shape[:base_axis] + (math.prod(shape[base_axis:]),)
+    flat = (*shape[:base_axis], math.prod(shape[base_axis:]))
     if not isinstance(k, int | np.integer) or not 1 <= k <= flat[-1]:
         raise ValueError(f"top_k_data: k={k} must be in [1, {flat[-1]}] for x of shape {shape}")
     xs = _array.reshape(x, flat)

@@ -8,7 +8,7 @@ from hodiff.functions.sampling import CornerIndex
 from hodiff.testing.spec import Spec, fixed
 
 
-def _sdpa_ref(q, k, v, attn_mask=None):  # noqa: ANN001, ANN202
+def _sdpa_ref(q, k, v, attn_mask=None):
     s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
     if attn_mask is not None:
         s = np.where(attn_mask, s, -np.inf) if attn_mask.dtype == bool else s + attn_mask
@@ -16,7 +16,7 @@ def _sdpa_ref(q, k, v, attn_mask=None):  # noqa: ANN001, ANN202
     return (e / e.sum(-1, keepdims=True)) @ v
 
 
-def _sn_ref(w, u, dim=0, itr=1, eps=1e-12, test=False):  # noqa: ANN001, ANN202
+def _sn_ref(w, u, dim=0, itr=1, eps=1e-12, test=False):
     """NNabla's numpy reference (power iteration, sigma = u^T W v)."""
     wt = np.moveaxis(w, dim, 0)
     wm = wt.reshape(wt.shape[0], -1)
@@ -28,20 +28,20 @@ def _sn_ref(w, u, dim=0, itr=1, eps=1e-12, test=False):  # noqa: ANN001, ANN202
     return np.moveaxis((wm / (u @ wm @ v)).reshape(wt.shape), 0, dim)
 
 
-def _base(size, align):  # noqa: ANN001, ANN202
+def _base(size, align):
     axes = [np.linspace(-1, 1, n) * (1 if align else (n - 1) / n) for n in size]
     mesh = np.meshgrid(*axes, indexing="ij")
     return np.stack([m for m in mesh[::-1]] + [np.ones_like(mesh[0])], -1)
 
 
-def _affine_grid_ref(theta, size, align_corners=False):  # noqa: ANN001, ANN202
+def _affine_grid_ref(theta, size, align_corners=False):
     return np.einsum("...k,bjk->b...j", _base(size, align_corners), theta)
 
 
-def _bilinear_ref(x, grid, align_corners=False, padding_mode="zero"):  # noqa: ANN001, ANN202
+def _bilinear_ref(x, grid, align_corners=False, padding_mode="zero"):
     """Loops over pixels (2-D, channel first)."""
     b, c, h, w = x.shape
-    out = np.zeros((b, c) + grid.shape[1:3])
+    out = np.zeros((b, c, *grid.shape[1:3]))
     for n in range(b):
         for i in range(grid.shape[1]):
             for j in range(grid.shape[2]):
@@ -60,7 +60,7 @@ def _bilinear_ref(x, grid, align_corners=False, padding_mode="zero"):  # noqa: A
     return out
 
 
-def corner_index(i0, i1):  # noqa: ANN001, ANN201
+def corner_index(i0, i1):
     """The flat index and mask of the (+0, +1) corner in a 3 x 4 image."""
     return CornerIndex(sizes=(3, 4), offsets=(0, 1))(i0, i1)
 
@@ -99,7 +99,7 @@ SPECS = [
          kinks=_warp_kinks(4, False), gap=0.03),
     Spec(F.warp_by_grid, ((1, 2, 3, 4), (1, 2, 2, 2)), _bilinear_ref, domain=(-1.2, 1.2),
          kwargs={"align_corners": True, "padding_mode": "repeat"},
-         kinks=_warp_kinks(4, True) + (-1.0, 1.0), gap=0.03, id="align_repeat"),
+         kinks=(*_warp_kinks(4, True), -1.0, 1.0), gap=0.03, id="align_repeat"),
     Spec(corner_index,
          (fixed(np.array([0.0, 2.0, -1.0])), fixed(np.array([1.0, 3.0, 0.0]))), None,
          order=0, id="corner_index"),

@@ -44,9 +44,9 @@ def spread(shape: tuple[int, ...]) -> Draw:
     def draw(rng: np.random.Generator) -> np.ndarray:
         m, n = shape[-2:]
         k = min(m, n)
-        u, _ = np.linalg.qr(rng.standard_normal(shape[:-2] + (m, k)))
-        v, _ = np.linalg.qr(rng.standard_normal(shape[:-2] + (n, k)))
-        s = 1.0 + np.arange(k) + rng.uniform(-0.2, 0.2, size=shape[:-2] + (k,))
+        u, _ = np.linalg.qr(rng.standard_normal((*shape[:-2], m, k)))
+        v, _ = np.linalg.qr(rng.standard_normal((*shape[:-2], n, k)))
+        s = 1.0 + np.arange(k) + rng.uniform(-0.2, 0.2, size=(*shape[:-2], k))
         return (u * s[..., None, :]) @ np.swapaxes(v, -1, -2)
 
     return draw

@@ -13,11 +13,11 @@ except ImportError:  # pragma: no cover - scipy is optional: the forward is chec
     _sp = None
 
 
-def _scipy(name: str):  # noqa: ANN202
+def _scipy(name: str):
     return None if _sp is None else getattr(_sp, name)
 
 
-def polygamma(x, n):  # noqa: ANN001, ANN201
+def polygamma(x, n):
     """``F.polygamma(n, x)`` with the input first (the spec table's calling convention)."""
     return F.polygamma(n, x)
 

@@ -36,19 +36,19 @@ def distinct(shape: tuple[int, ...], lo: float = -2.0, hi: float = 2.0,
 
 def _top_k_ref(x: np.ndarray, k: int, abs: bool = False, reduce: bool = True,
                base_axis: int = 1) -> np.ndarray:
-    flat = x.reshape(x.shape[:base_axis] + (-1,))
+    flat = x.reshape((*x.shape[:base_axis], -1))
     out = np.zeros_like(flat)
-    vals = np.zeros(flat.shape[:-1] + (k,))
+    vals = np.zeros((*flat.shape[:-1], k))
     for i in np.ndindex(*flat.shape[:-1]):
         row = flat[i]
-        order = sorted(range(row.size), key=lambda j: -(abs and np.abs(row[j]) or row[j]))
-        order = order[:k]
+        key = np.abs(row) if abs else row
+        order = [j for _, j in sorted((-key[j], j) for j in range(row.size))][:k]
         vals[i] = row[order]
         out[i][order] = row[order]
     return vals if reduce else out.reshape(x.shape)
 
 
-def _scatter_ref(y: np.ndarray, idx: np.ndarray, axis: int, shape: tuple[int, ...]):  # noqa: ANN202
+def _scatter_ref(y: np.ndarray, idx: np.ndarray, axis: int, shape: tuple[int, ...]):
     out = np.zeros(shape)
     for i in np.ndindex(*idx.shape):
         j = list(i)
