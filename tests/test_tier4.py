@@ -140,7 +140,7 @@ def test_cholesky_gradient_on_a_symmetrised_input_is_the_symmetric_gradient() ->
 
 def test_svd_full_matrices_of_a_non_square_matrix_has_no_gradient() -> None:
     x = _v(np.arange(6.0).reshape(3, 2) + np.eye(3, 2))
-    u, s, vh = F.svd(x)
+    u, _s, _vh = F.svd(x)
     assert u.shape == (3, 3)
     with pytest.raises(NotImplementedError, match="svd: no gradient for full_matrices=True"):
         F.sum(u).backward()
@@ -234,7 +234,7 @@ def _warp_loops(x: np.ndarray, grid: np.ndarray, mode: str, padding_mode: str,
         return s
 
     b, c, dd, h, w = x.shape
-    out = np.zeros((b, c) + grid.shape[1:4])
+    out = np.zeros((b, c, *grid.shape[1:4]))
     for n in range(b):
         for i, j, k in np.ndindex(*grid.shape[1:4]):
             gx, gy, gz = grid[n, i, j, k]
