@@ -27,23 +27,23 @@ See docs/vmap.md and /VMAP_PROTOCOL.md of the development tree.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from typing import Any
 
 from hodiff.variable import Variable
 
 __all__ = [
-    "align", "batch_size", "batched", "elementwise", "fallback_primitives", "loop", "map_axis", "renew",
-    "shift_axes", "unbatched_ndim",
+    "align", "batch_size", "batched", "elementwise", "fallback_primitives", "loop", "map_axis",
+    "renew", "shift_axes", "unbatched_ndim",
 ]
 
 Axes = Sequence[int | None]
 
-_LINK_ATTRS = ("inputs", "seq", "_outputs", "_ydata", "_out_meta")
+_LINK_ATTRS = frozenset(("inputs", "seq", "_outputs", "_ydata", "_out_meta"))
+_new = object.__new__
 
 
-def _F() -> Any:
+def _functions() -> Any:
     import hodiff.functions as F
 
     return F
@@ -66,9 +66,9 @@ def batched(x: Any, axis: int | None, size: int) -> Variable:
     """``x`` with a batch axis at 0: itself when batched, else broadcast to ``(size,) + shape``."""
     if axis is not None:
         return x
-    F = _F()
+    fn = _functions()
     shape = tuple(x.shape)
-    return F.broadcast(F.reshape(x, (1, *shape)), (size, *shape))
+    return fn.broadcast(fn.reshape(x, (1, *shape)), (size, *shape))
 
 
 def align(x: Any, axis: int | None, ndim: int) -> Any:
@@ -82,7 +82,7 @@ def align(x: Any, axis: int | None, ndim: int) -> Any:
     if n <= 0:
         return x
     shape = tuple(x.shape)
-    return _F().reshape(x, (shape[0], *([1] * n), *shape[1:]))
+    return _functions().reshape(x, (shape[0], *([1] * n), *shape[1:]))
 
 
 def elementwise(self: Any, inputs: Sequence[Any], axes: Axes) -> Any:
@@ -112,23 +112,25 @@ def shift_axes(axis: Any, ndim: int) -> tuple[int, ...] | int:
 
 def renew(self: Any, **changes: Any) -> Any:
     """A fresh, unlinked copy of the primitive ``self`` with some static arguments changed."""
-    f = copy.copy(self)
-    for name in _LINK_ATTRS:
-        f.__dict__.pop(name, None)
-    f.__dict__.update(changes)
+    f = _new(type(self))
+    d = f.__dict__
+    for k, v in self.__dict__.items():
+        if k not in _LINK_ATTRS:
+            d[k] = v
+    d.update(changes)
     return f
 
 
 def loop(self: Any, inputs: Sequence[Any], axes: Axes) -> Any:
     """The generic fallback: call the primitive once per example and stack the results."""
-    F = _F()
+    fn = _functions()
     size = batch_size(inputs, axes)
     rows: list[Any] = []
     for b in range(size):
         args = [x if a is None else x[b] for x, a in zip(inputs, axes, strict=True)]
         y = renew(self)(*args)
         rows.append(y if isinstance(y, tuple) else (y,))
-    outs = tuple(F.stack(*[r[k] for r in rows], axis=0) for k in range(len(rows[0])))
+    outs = tuple(fn.stack(*[r[k] for r in rows], axis=0) for k in range(len(rows[0])))
     return outs if len(outs) > 1 else outs[0]
 
 

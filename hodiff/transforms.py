@@ -124,7 +124,8 @@ def _directions(
     batch: int | None = None,
 ) -> list[Any]:
     """``v`` as one array per Variable of ``like`` (same shape, gradient dtype; with ``batch``
-    one more leading axis of that size)."""
+    one more leading axis of that size).
+    """
     if multi:
         if not isinstance(v, tuple | list) or len(v) != len(like):
             got = f"{len(v)} arrays" if isinstance(v, tuple | list) else type(v).__name__

@@ -27,7 +27,6 @@ outer levels' BatchedVariables and are batched in turn.
 
 from __future__ import annotations
 
-import copy
 import functools
 import itertools
 import weakref
@@ -35,7 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hodiff import function as _function
-from hodiff.batching import loop
+from hodiff.batching import loop, renew
 from hodiff.context import _recording
 from hodiff.variable import Variable
 
@@ -172,7 +171,7 @@ def _dispatch(f: Any, inputs: list[Variable]) -> Any:
                 if x.need_grad:
                     need = True
                     break
-        node = f if "seq" not in f.__dict__ else copy.copy(f)
+        node = f if "seq" not in f.__dict__ else renew(f)
         node.inputs = inputs
         node.seq = next(_function._seq)
         keep = f.need_outputs and len(outputs) > 1

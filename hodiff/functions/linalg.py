@@ -614,16 +614,30 @@ def _batch_affine(self: Any, inputs: Sequence[Any], axes: _Axes) -> Any:
     y = batch_matmul(_array.reshape(x, (size, -1, k)), _array.reshape(w, (size, k, m)))
     if len(inputs) == 3:
         b = inputs[2]
-        y = y + (_array.reshape(b, (size, 1, m)) if axes[2] is not None else _array.reshape(b, (m,)))
+        shape = (size, 1, m) if axes[2] is not None else (m,)
+        y = y + _array.reshape(b, shape)
     return _array.reshape(y, (size, *lead, *out))
 
 
 def _batch_matmul(self: Any, inputs: Sequence[Any], axes: _Axes) -> Any:
     a, b = inputs
+    q = a.shape[-2] if self.transpose_a else a.shape[-1]
+    if q == 1:  # outer products (per-example weight gradients): a broadcast multiply
+        p = a.shape[-1] if self.transpose_a else a.shape[-2]
+        r = b.shape[-2] if self.transpose_b else b.shape[-1]
+        a = _array.reshape(a, (*a.shape[:-2], p, 1))
+        b = _array.reshape(b, (*b.shape[:-2], 1, r))
+        return _batching.elementwise(_arithmetic_mul(), [a, b], axes)
     if axes[1] is None and b.ndim == 2 and not self.transpose_a:  # fold the batch into rows
         y = self(_array.reshape(a, (-1, a.shape[-1])), b)
         return _array.reshape(y, (*a.shape[:-1], y.shape[-1]))
     return _batching.elementwise(self, inputs, axes)  # batch axes broadcast like elementwise
+
+
+def _arithmetic_mul() -> Any:
+    from hodiff.functions import arithmetic
+
+    return arithmetic.Mul2()
 
 
 def _batch_einsum(self: Any, inputs: Sequence[Any], axes: _Axes) -> Any:

@@ -589,11 +589,9 @@ def interpolate(
                        channel_last=channel_last)(x)
 
 
-from hodiff.grad_functions import pooling as _gpool  # noqa: E402  (its classes subclass ours)
-
-
 # ---------------------------------------------------------------- batching rules (hd.vmap)
 from hodiff import batching as _batching  # noqa: E402
+from hodiff.grad_functions import pooling as _gpool  # noqa: E402  (its classes subclass ours)
 
 
 def _batch_leading(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:

@@ -188,7 +188,6 @@ def interpolate_backward(
 from hodiff import batching as _batching  # noqa: E402
 
 
-
 def _batch_leading(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
     return self(*inputs)  # windows over the last (spatial) axes: leading axes are carried
 
