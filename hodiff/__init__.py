@@ -24,6 +24,7 @@ from hodiff.context import (
 from hodiff.function import Function
 from hodiff.transforms import *  # noqa: F403
 from hodiff.variable import Variable
+from hodiff.vmap import vmap
 
 __version__ = "0.1.0"
 
@@ -45,5 +46,6 @@ __all__ = [
     "no_grad",
     "set_auto_forward",
     "set_default_context",
+    "vmap",
     *transforms.__all__,
 ]

@@ -94,6 +94,8 @@ REGISTRY: dict[type[Function], str] = {}
 _seq = itertools.count()
 _ref = weakref.ref
 _new_variable = object.__new__
+#: set by hodiff.vmap: called with (function, inputs) when an input has no value
+_BATCH_HOOK: Any = None
 
 
 def _snake(name: str) -> str:
@@ -204,6 +206,10 @@ class Function:
             d = a._data
             unfilled = unfilled or d is None
             xs.append(d)
+        if unfilled and _BATCH_HOOK is not None:  # hd.vmap: a batched input (hodiff/vmap.py)
+            out = _BATCH_HOOK(self, inputs)
+            if out is not None:
+                return out
         ys = [None] * self.n_outputs
         if _auto_forward.get():
             # inside hd.grad's reverse pass the rules' calls are trusted: shapes come from ys

@@ -364,3 +364,10 @@ def prelu(x: Any, w: Any, base_axis: int = 1) -> Variable:
             )
         w = _array.reshape(w, (x.shape[axis],) + (1,) * (x.ndim - axis - 1))
     return relu(x) + _min0(x) * w
+
+
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+from hodiff import batching as _batching  # noqa: E402
+
+for _cls in (Sigmoid, Softplus, ReLU):
+    _cls.batch_rule = _batching.elementwise  # type: ignore[attr-defined]

@@ -587,3 +587,19 @@ def depthwise_convolution(
         )
     w4 = _array.reshape(w, (w_shape[0], 1, *w_shape[1:]))
     return convolution(x, w4, b, base_axis, pad, stride, dilation, group=c)
+
+
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+from hodiff import batching as _batching  # noqa: E402
+
+
+def _batch_conv(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    # shared weights: the batch axis is one more leading axis of x (base_axis + 1);
+    # per-example weights (rare): the generic loop
+    if any(a is not None for a in axes[1:]):
+        return _batching.loop(self, inputs, axes)
+    ba = self.base_axis + 1 if self.base_axis >= 0 else self.base_axis
+    return _batching.renew(self, base_axis=ba)(*inputs)
+
+
+_ConvBase.batch_rule = _batch_conv  # type: ignore[attr-defined]

@@ -332,3 +332,59 @@ def one_hot(x: Any, shape: Sequence[int]) -> Variable:
 
     """
     return OneHot(shape=shape, dtype=get_default_context().dtype)(x)
+
+
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+from hodiff import batching as _batching  # noqa: E402
+
+_Rule = Sequence[Any]
+
+
+def batched_key(key: tuple[Any, ...]) -> tuple[tuple[Any, ...], int]:
+    """``key`` for an array with a batch axis in front, and where numpy puts that axis.
+
+    Numpy moves the axes of advanced indices (arrays, and ints next to them) to the front
+    when they are not adjacent in the key; the batch axis then follows them: the second
+    value is its position in ``x[batched_key]`` (0 when nothing moves).
+    """
+    bkey = (builtins.slice(None), *key)
+    if not has_arrays(key):
+        return bkey, 0
+    adv = [i for i, k in enumerate(key) if isinstance(k, np.ndarray | int)]
+    if adv[-1] - adv[0] + 1 == len(adv):  # adjacent: the advanced axes stay in place
+        return bkey, 0
+    arrays = [k.shape for k in key if isinstance(k, np.ndarray)]
+    return bkey, len(np.broadcast_shapes(*arrays))
+
+
+def _batch_getitem(self: Any, inputs: _Rule, axes: _Rule) -> Any:
+    (x,) = inputs
+    key, at = batched_key(self.key)
+    y = _batching.renew(self, key=key)(x)
+    if at:
+        from hodiff.functions import array as _array
+
+        perm = [at, *[i for i in range(y.ndim) if i != at]]
+        y = _array.transpose(y, perm)
+    return y
+
+
+def _batch_gather(self: Any, inputs: _Rule, axes: _Rule) -> Any:
+    x, indices = inputs
+    n = x.ndim - (axes[0] is not None)
+    axis = self.axis % n + 1
+    if axes[1] is None and self.batch_dims == 0:  # the same indices for every example
+        return _batching.renew(self, axis=axis)(x, indices)
+    size = _batching.batch_size(inputs, axes)
+    x = _batching.batched(x, axes[0], size)
+    indices = _batching.batched(indices, axes[1], size)
+    return _batching.renew(self, axis=axis, batch_dims=self.batch_dims + 1)(x, indices)
+
+
+def _batch_one_hot(self: Any, inputs: _Rule, axes: _Rule) -> Any:
+    return self(inputs[0])  # ids along the last axis: leading axes are carried as they are
+
+
+GetItem.batch_rule = _batch_getitem  # type: ignore[attr-defined]
+Gather.batch_rule = _batch_gather  # type: ignore[attr-defined]
+OneHot.batch_rule = _batch_one_hot  # type: ignore[attr-defined]

@@ -378,3 +378,34 @@ def kl_multinomial(p: Any, q: Any, base_axis: int = 1) -> Variable:
     terms = p * (_math.log(p + eps) - _math.log(q + eps))
     d = _red.sum(terms, axis=tuple(range(base_axis, p.ndim)))
     return _array.reshape(d, (*p.shape[:base_axis], 1))
+
+
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+from hodiff import batching as _batching  # noqa: E402
+
+
+def _batch_axis(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    # softmax, log_softmax: the axis shifted past the batch axis (None, the last, stays)
+    (x,) = inputs
+    axis = None if self.axis is None else _batching.map_axis(self.axis, x.ndim - 1)
+    return _batching.renew(self, axis=axis)(x)
+
+
+def _batch_labels(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    # (x, t): both batched (an unbatched one broadcast along the batch), the axis shifted
+    size = _batching.batch_size(inputs, axes)
+    x, t = (_batching.batched(v, a, size) for v, a in zip(inputs, axes, strict=True))
+    axis = None if self.axis is None else _batching.map_axis(self.axis, x.ndim - 1)
+    return _batching.renew(self, axis=axis)(x, t)
+
+
+def _batch_sigmoid_ce(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    size = _batching.batch_size(inputs, axes)
+    x, t = (_batching.batched(v, a, size) for v, a in zip(inputs, axes, strict=True))
+    return self(x, t)
+
+
+Softmax.batch_rule = _batch_axis  # type: ignore[attr-defined]
+LogSoftmax.batch_rule = _batch_axis  # type: ignore[attr-defined]
+SoftmaxCrossEntropy.batch_rule = _batch_labels  # type: ignore[attr-defined]
+SigmoidCrossEntropy.batch_rule = _batch_sigmoid_ce  # type: ignore[attr-defined]

@@ -413,3 +413,11 @@ def erf(x: Any) -> Variable:
     array([0.        , 0.84270079])
     """
     return Erf()(x)
+
+
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+from hodiff import batching as _batching  # noqa: E402
+
+_Unary.batch_rule = _batching.elementwise  # type: ignore[attr-defined]
+Atan2.batch_rule = _batching.elementwise  # type: ignore[attr-defined]
+Erf.batch_rule = _batching.elementwise  # type: ignore[attr-defined]

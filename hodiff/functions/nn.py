@@ -146,3 +146,21 @@ def embed(x: Any, w: Any) -> Variable:
 
     """
     return Embed()(x, w)
+
+
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+from hodiff import batching as _batching  # noqa: E402
+
+
+def _batch_dropout_mask(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    return self(inputs[0])  # one independent mask per example, as in a batch
+
+
+def _batch_embed(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    if axes[1] is None:  # shared table: the batch is one more leading axis of the ids
+        return self(*inputs)
+    return _batching.loop(self, inputs, axes)  # a table per example (rare)
+
+
+DropoutMask.batch_rule = _batch_dropout_mask  # type: ignore[attr-defined]
+Embed.batch_rule = _batch_embed  # type: ignore[attr-defined]

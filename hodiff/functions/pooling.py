@@ -589,4 +589,17 @@ def interpolate(
                        channel_last=channel_last)(x)
 
 
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+from hodiff import batching as _batching  # noqa: E402
 from hodiff.grad_functions import pooling as _gpool  # noqa: E402  (its classes subclass ours)
+
+
+def _batch_leading(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    return self(*inputs)  # windows over the last (spatial) axes: leading axes are carried
+
+
+for _cls in (SumPooling, AveragePooling, Interpolate):
+    _cls.batch_rule = _batch_leading  # type: ignore[attr-defined]
+# flat argmax indices are per array: an index per example needs its own call
+MaxPoolingIndex.batch_rule = _batching.loop  # type: ignore[attr-defined]
+MaxPooling.batch_rule = _batching.loop  # type: ignore[attr-defined]

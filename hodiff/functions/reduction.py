@@ -381,3 +381,23 @@ def norm(x: Any, p: float | None = 2, axis: Any = None, keepdims: bool = False) 
     if p == 1.0:
         return sum(a, axis, keepdims)
     return _arith.pow_scalar(sum(_arith.pow_scalar(a, p), axis, keepdims), 1.0 / p)
+
+
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+from hodiff import batching as _batching  # noqa: E402
+
+
+def _batch_reduce(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    # reduce the per-example axes: shifted by one past the batch axis
+    (x,) = inputs
+    return _batching.renew(self, axis=_batching.shift_axes(self.axis, x.ndim - 1))(x)
+
+
+def _batch_cumulative(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    (x,) = inputs
+    return _batching.renew(self, axis=_batching.map_axis(self.axis, x.ndim - 1))(x)
+
+
+_Reduce.batch_rule = _batch_reduce  # type: ignore[attr-defined]
+CumSum.batch_rule = _batch_cumulative  # type: ignore[attr-defined]
+CumProd.batch_rule = _batch_cumulative  # type: ignore[attr-defined]

@@ -54,3 +54,18 @@ def sum_to(x: Any, shape: Sequence[int]) -> Variable:
     array([2., 2., 2.])
     """
     return SumTo(shape=shape)(x)
+
+
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+def _batch_sum_to(self: Any, inputs: Sequence[Any], axes: Sequence[Any]) -> Any:
+    # the leading per-example axes that sum_to drops sit behind the batch axis: sum them first
+    (x,) = inputs
+    lead = x.ndim - 1 - len(self.shape)
+    if lead > 0:
+        from hodiff.functions import reduction
+
+        x = reduction.sum(x, axis=tuple(range(1, lead + 1)))
+    return SumTo(shape=(x.shape[0], *self.shape))(x)
+
+
+SumTo.batch_rule = _batch_sum_to  # type: ignore[attr-defined]

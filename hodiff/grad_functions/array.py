@@ -140,3 +140,37 @@ def gather_add(
            [0., 0.]])
     """
     return GatherAdd(shape=shape, axis=axis, batch_dims=batch_dims)(y, indices)
+
+
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+from hodiff import batching as _batching  # noqa: E402
+
+
+def _batch_index_add(self: Any, inputs: Sequence[Any], axes: Sequence[Any]) -> Any:
+    (y,) = inputs
+    key, at = _index.batched_key(self.key)
+    if at:  # y in the layout numpy's indexing gives: the batch axis after the advanced axes
+        from hodiff.functions import array as _array
+
+        perm = [*range(1, at + 1), 0, *range(at + 1, y.ndim)]
+        y = _array.transpose(y, perm)
+    return IndexAdd(key=key, shape=(y.shape[at], *self.shape))(y)
+
+
+def _batch_gather_add(self: Any, inputs: Sequence[Any], axes: Sequence[Any]) -> Any:
+    y, indices = inputs
+    size = _batching.batch_size(inputs, axes)
+    axis = self.axis % len(self.shape) + 1
+    shape = (size, *self.shape)
+    if axes[1] is None and self.batch_dims == 0:
+        y = _batching.batched(y, axes[0], size)
+        return _batching.renew(self, shape=shape, axis=axis)(y, indices)
+    y = _batching.batched(y, axes[0], size)
+    indices = _batching.batched(indices, axes[1], size)
+    return _batching.renew(self, shape=shape, axis=axis, batch_dims=self.batch_dims + 1)(
+        y, indices
+    )
+
+
+IndexAdd.batch_rule = _batch_index_add  # type: ignore[attr-defined]
+GatherAdd.batch_rule = _batch_gather_add  # type: ignore[attr-defined]

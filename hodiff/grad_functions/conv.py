@@ -123,3 +123,9 @@ def convolution_filter_grad(
     f = ConvolutionFilterGrad(kernel=kernel, base_axis=base_axis, group=group,
                               channel_last=channel_last, **args)
     return f(x, gy)
+
+
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+from hodiff import batching as _batching  # noqa: E402
+
+ConvolutionFilterGrad.batch_rule = _batching.loop  # type: ignore[attr-defined]  # per-example gw

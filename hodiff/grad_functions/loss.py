@@ -184,3 +184,30 @@ def softmax_cross_entropy_grad(x: Any, t: Any, gy: Any, axis: int | None = None)
     array([[-0.5,  0.5]])
     """
     return SoftmaxCrossEntropyGrad(axis=axis)(x, t, gy)
+
+
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+from hodiff import batching as _batching  # noqa: E402
+
+
+def _batch_select(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    # select_by_label(x, t), scatter_by_label(g, t): both batched, the axis shifted
+    size = _batching.batch_size(inputs, axes)
+    x, t = (_batching.batched(v, a, size) for v, a in zip(inputs, axes, strict=True))
+    axis = None if self.axis is None else _batching.map_axis(self.axis, x.ndim - 1)
+    return _batching.renew(self, axis=axis)(x, t)
+
+
+def _batch_sce_grad(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    # (x, t, gy): x and t batched; gy broadcasts to the loss shape, so it is aligned
+    size = _batching.batch_size(inputs, axes)
+    x = _batching.batched(inputs[0], axes[0], size)
+    t = _batching.batched(inputs[1], axes[1], size)
+    gy = _batching.align(inputs[2], axes[2], x.ndim - 1)
+    axis = None if self.axis is None else _batching.map_axis(self.axis, x.ndim - 1)
+    return _batching.renew(self, axis=axis)(x, t, gy)
+
+
+SelectByLabel.batch_rule = _batch_select  # type: ignore[attr-defined]
+ScatterByLabel.batch_rule = _batch_select  # type: ignore[attr-defined]
+SoftmaxCrossEntropyGrad.batch_rule = _batch_sce_grad  # type: ignore[attr-defined]

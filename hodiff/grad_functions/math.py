@@ -116,3 +116,9 @@ def sigmoid_backward(gy: Any, y: Any) -> Variable:
     array([0.5])
     """
     return SigmoidBackward()(gy, y)
+
+
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+from hodiff import batching as _batching  # noqa: E402
+
+_GradNode.batch_rule = _batching.elementwise  # type: ignore[attr-defined]

@@ -67,3 +67,9 @@ def embed_weight_grad(gy: Any, x: Any, n: int) -> Variable:
            [1., 1.]])
     """
     return EmbedWeightGrad(n=n)(gy, x)
+
+
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+from hodiff import batching as _batching  # noqa: E402
+
+EmbedWeightGrad.batch_rule = _batching.loop  # type: ignore[attr-defined]  # per-example tables

@@ -182,3 +182,21 @@ def interpolate_backward(
     return InterpolateBackward(input_size=input_size, output_size=output_size, mode=mode,
                                align_corners=align_corners, half_pixel=half_pixel,
                                half_pixel_for_nn=half_pixel_for_nn, channel_last=channel_last)(gy)
+
+
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+from hodiff import batching as _batching  # noqa: E402
+
+
+def _batch_leading(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    return self(*inputs)  # windows over the last (spatial) axes: leading axes are carried
+
+
+def _batch_pooling_backward(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    (gy,) = inputs
+    return _batching.renew(self, shape=(gy.shape[0], *self.shape))(gy)
+
+
+PoolingBackward.batch_rule = _batch_pooling_backward  # type: ignore[attr-defined]
+InterpolateBackward.batch_rule = _batch_leading  # type: ignore[attr-defined]
+MaxPoolingBackward.batch_rule = _batching.loop  # type: ignore[attr-defined]  # flat indices

@@ -131,3 +131,22 @@ def linear_scan(a: Any, b: Any, axis: int, reverse: bool = False) -> Variable:
     """
     return LinearScan(axis=axis, reverse=reverse)(a, b)
 
+
+
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+from hodiff import batching as _batching  # noqa: E402
+
+
+def _batch_tie_weights(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    (x,) = inputs
+    return _batching.renew(self, axes=_batching.shift_axes(tuple(self.axes), x.ndim - 1))(x)
+
+
+def _batch_linear_scan(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    size = _batching.batch_size(inputs, axes)
+    a, b = (_batching.batched(x, ax, size) for x, ax in zip(inputs, axes, strict=True))
+    return _batching.renew(self, axis=_batching.map_axis(self.axis, a.ndim - 1))(a, b)
+
+
+TieWeights.batch_rule = _batch_tie_weights  # type: ignore[attr-defined]
+LinearScan.batch_rule = _batch_linear_scan  # type: ignore[attr-defined]
