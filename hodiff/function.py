@@ -84,6 +84,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from hodiff import batching as _batching
 from hodiff.context import _auto_forward, _raw, _recording, _trusted, array_module
 from hodiff.variable import Variable, as_variable
 
@@ -300,6 +301,7 @@ class Elementwise(Function, register=False):
     """
 
     ufunc: ClassVar[str] = ""
+    batch_rule = _batching.elementwise  # hd.vmap: broadcasting carries the batch axis
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         if not self.ufunc:

@@ -27,7 +27,7 @@ B = 2
 #: the primitives that batch by the generic loop (docs/vmap.md lists the same)
 FALLBACK = {
     "BatchNormalization", "ConvolutionFilterGrad", "EmbedWeightGrad", "MaxPooling",
-    "MaxPoolingBackward", "MaxPoolingIndex",
+    "MaxPoolingBackward", "MaxPoolingIndex", "WriteBack",
 }
 #: random functions: one independent draw per example, not the loop's repeated seed
 RANDOM = ("dropout",)

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from hodiff import batching as _batching
 from hodiff.function import Flags, Function, Slots
 from hodiff.functions import activation as _act
 from hodiff.functions import arithmetic as _arith
@@ -193,3 +194,8 @@ def tanh_shrink(x: Any) -> Variable:
     array([0.        , 0.23840584])
     """
     return _arith.sub2(x, _math.tanh(x))
+
+
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+# under vmap each example's u is written in turn (the last one stays): one call per example
+WriteBack.batch_rule = _batching.loop  # type: ignore[attr-defined]

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from hodiff import batching as _batching
 from hodiff.context import array_module
 from hodiff.function import Flags, Function, Slots, float_dtype
 from hodiff.functions import array as _array
@@ -475,3 +476,9 @@ def tensordot(a: Any, b: Any, axes: Any = 2) -> Variable:
     out = [la[i] for i in range(len(sa)) if i not in ia] + [
         lb[j] for j in range(len(sb)) if j not in ib]
     return einsum(f"{''.join(la)},{''.join(lb)}->{''.join(out)}", a, b)
+
+
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+# stacks of matrices: leading axes are batch axes and broadcast like elementwise operands
+for _cls in (_Solve, Cholesky, Eigh, Svd, Pinv):
+    _cls.batch_rule = _batching.elementwise  # type: ignore[attr-defined]

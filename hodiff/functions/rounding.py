@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from hodiff import batching as _batching
 from hodiff.context import array_module
 from hodiff.function import Elementwise, Flags, Function, Slots, float_dtype
 from hodiff.functions import arithmetic as _arith
@@ -198,3 +199,8 @@ def nan_to_num(x: Any, nan: float = 0.0, posinf: float | None = None,
     array([ 0.,  1., -9.])
     """
     return NanToNum(nan=nan, posinf=posinf, neginf=neginf)(x)
+
+
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+_Piecewise.batch_rule = _batching.elementwise  # type: ignore[attr-defined]
+_Remainder.batch_rule = _batching.elementwise  # type: ignore[attr-defined]

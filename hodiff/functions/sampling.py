@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from hodiff import batching as _batching
 from hodiff.context import array_module, get_default_context
 from hodiff.function import Function
 from hodiff.functions import arithmetic as _arith
@@ -202,3 +203,12 @@ def warp_by_grid(x: Any, grid: Any, mode: str = "linear", padding_mode: str = "z
     assert y is not None
     y = _array.reshape(y, (b, *out, c))
     return y if channel_last else _array.transpose(y, (0, d + 1, *range(1, d + 1)))
+
+
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+def _batch_corner_index(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    size = _batching.batch_size(inputs, axes)  # pointwise over coordinates of one shape
+    return self(*(_batching.batched(x, a, size) for x, a in zip(inputs, axes, strict=True)))
+
+
+CornerIndex.batch_rule = _batch_corner_index  # type: ignore[attr-defined]

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from hodiff import batching as _batching
 from hodiff.context import get_default_context
 from hodiff.function import Flags, Function, Slots
 from hodiff.functions import array as _array
@@ -367,3 +368,9 @@ def astype(x: Any, dtype: Any) -> Variable:
     if dtype.kind == "f" and xdt.kind == "f":
         return Cast(dtype=dtype, source=xdt)(x)
     return CastIndex(dtype=dtype)(x)
+
+
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+Eye.batch_rule = _batching.elementwise  # type: ignore[attr-defined]  # no inputs: never batched
+Arange.batch_rule = _batching.elementwise  # type: ignore[attr-defined]  # no inputs
+_Cast.batch_rule = _batching.elementwise  # type: ignore[attr-defined]

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from hodiff import batching as _batching
 from hodiff.context import array_module
 from hodiff.function import Function
 from hodiff.functions import array as _array
@@ -242,3 +243,21 @@ def top_k_data(x: Any, k: int, abs: bool = False, reduce: bool = True, base_axis
         y = _array.reshape(scatter_along_axis(y, idx, base_axis, flat), shape)
     return (y, idx) if with_index else y
 
+
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+def _batch_arg_extremum(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    (x,) = inputs
+    nd = x.ndim - 1
+    if self.axis is not None:
+        return _batching.renew(self, axis=_batching.map_axis(self.axis, nd))(x)
+    y = _batching.renew(self, axis=1, keepdims=False)(_array.reshape(x, (x.shape[0], -1)))
+    return _array.reshape(y, (x.shape[0],) + ((1,) * nd if self.keepdims else ()))
+
+
+def _batch_argsort(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    return _batching.renew(self, axis=_batching.map_axis(self.axis, inputs[0].ndim - 1))(
+        inputs[0])
+
+
+_ArgExtremum.batch_rule = _batch_arg_extremum  # type: ignore[attr-defined]
+Argsort.batch_rule = _batch_argsort  # type: ignore[attr-defined]

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from hodiff import batching as _batching
 from hodiff.context import array_module
 from hodiff.function import Flags, Function, Slots
 from hodiff.variable import Variable
@@ -218,3 +219,48 @@ def scatter_nd_add(y: Any, indices: Any, shape: Sequence[int]) -> Variable:
     array([0., 3., 0.])
     """
     return ScatterNdAdd(shape=shape)(y, indices)
+
+
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+def _batch_along(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    # both operands get the batch axis in front; the axis moves by one (and the shape grows)
+    size = _batching.batch_size(inputs, axes)
+    a, idx = (_batching.batched(x, ax, size) for x, ax in zip(inputs, axes, strict=True))
+    changes: dict[str, Any] = {"axis": _batching.map_axis(self.axis, idx.ndim - 1)}
+    if isinstance(self, ScatterAlongAxis):
+        changes["shape"] = (size, *self.shape)
+    return _batching.renew(self, **changes)(a, idx)
+
+
+def _batch_gather_nd(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    x, idx = inputs
+    if axes[1] is not None:
+        return _batching.loop(self, inputs, axes)
+    # batch axis of x moved behind the M indexed axes: y = x'[idx] has it after Y, then in front
+    from hodiff.functions import array as _array  # a leaf module: only at call time
+
+    m, ny = idx.shape[0], idx.ndim - 1
+    nd = x.ndim
+    y = self(_array.transpose(x, (*range(1, m + 1), 0, *range(m + 1, nd))), idx)
+    return _array.transpose(y, (ny, *range(ny), *range(ny + 1, y.ndim)))
+
+
+def _batch_scatter_nd(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    y, idx = inputs
+    if axes[1] is not None:
+        return _batching.loop(self, inputs, axes)
+    # scatter into (X_0..X_{M-1}, B, X_M...) with y's batch axis moved behind Y, then in front
+    from hodiff.functions import array as _array  # a leaf module: only at call time
+
+    m, ny = idx.shape[0], idx.ndim - 1
+    size = y.shape[0]
+    yt = _array.transpose(y, (*range(1, ny + 1), 0, *range(ny + 1, y.ndim)))
+    shape = (*self.shape[:m], size, *self.shape[m:])
+    out = _batching.renew(self, shape=shape)(yt, idx)
+    return _array.transpose(out, (m, *range(m), *range(m + 1, out.ndim)))
+
+
+TakeAlongAxis.batch_rule = _batch_along  # type: ignore[attr-defined]
+ScatterAlongAxis.batch_rule = _batch_along  # type: ignore[attr-defined]
+GatherNd.batch_rule = _batch_gather_nd  # type: ignore[attr-defined]
+ScatterNdAdd.batch_rule = _batch_scatter_nd  # type: ignore[attr-defined]
