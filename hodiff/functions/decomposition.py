@@ -480,5 +480,8 @@ def tensordot(a: Any, b: Any, axes: Any = 2) -> Variable:
 
 # ---------------------------------------------------------------- batching rules (hd.vmap)
 # stacks of matrices: leading axes are batch axes and broadcast like elementwise operands
-for _cls in (_Solve, Cholesky, Eigh, Svd, Pinv):
-    _cls.batch_rule = _batching.elementwise  # type: ignore[attr-defined]
+_Solve.batch_rule = _batching.elementwise  # type: ignore[attr-defined]
+Cholesky.batch_rule = _batching.elementwise  # type: ignore[attr-defined]
+Eigh.batch_rule = _batching.elementwise  # type: ignore[attr-defined]
+Svd.batch_rule = _batching.elementwise  # type: ignore[attr-defined]
+Pinv.batch_rule = _batching.elementwise  # type: ignore[attr-defined]

@@ -68,8 +68,6 @@ def special_module(xp: ModuleType) -> ModuleType | None:
 class _Unary(Elementwise, register=False):
     """``y = ufunc(x)`` for the numpy/cupy ufunc named ``ufunc``."""
 
-    ufunc: str
-
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = getattr(array_module(inputs[0]), self.ufunc)(inputs[0])
 

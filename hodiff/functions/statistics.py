@@ -163,8 +163,10 @@ def diff(x: Any, n: int = 1, axis: int = -1) -> Variable:
         raise ValueError(f"diff: n={n} must be in [0, {shape[a]}] for axis {axis} of {shape}")
     y = x if isinstance(x, Variable) else Variable.from_array(np.asarray(x))
     lead = (builtins.slice(None),) * a
+    upper = (*lead, builtins.slice(1, None))
+    lower = (*lead, builtins.slice(None, -1))
     for _ in range(int(n)):
-        y = y[(*lead, builtins.slice(1, None))] - y[(*lead, builtins.slice(None, -1))]
+        y = y[upper] - y[lower]
     return y
 
 
