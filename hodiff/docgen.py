@@ -39,6 +39,14 @@ TITLES = {
     "decomposition": "Linear algebra II: solves and factorizations",
     "attention": "Layers: attention, spectral normalization",
     "sampling": "Spatial transformers",
+    "random": "Random numbers",
+    "distributed": "Collectives",
+}
+
+#: a paragraph under a section's title, for families that need one
+NOTES = {
+    "random": "No inputs, no gradient (order 0); every forward of a static graph draws anew, and\n"
+              "`hd.seed(n)` makes the draws reproducible (see docs/training.md).",
 }
 
 HEADER = """# Function reference
@@ -80,8 +88,11 @@ def function_reference() -> str:
     parts = [HEADER]
     for module in F.FAMILIES:
         path = module.__name__.replace(".", "/") + ".py"
-        rows = [f"## {_title(module)} (`{path}`)", "", "| function | order | summary |",
-                "|---|---:|---|"]
+        rows = [f"## {_title(module)} (`{path}`)", ""]
+        note = NOTES.get(module.__name__.rsplit(".", 1)[-1])
+        if note:
+            rows += [note, ""]
+        rows += ["| function | order | summary |", "|---|---:|---|"]
         for name in sorted(module.__all__):
             if name not in best:
                 raise LookupError(f"docs: F.{name} has no spec row (hodiff/testing/specs/)")
