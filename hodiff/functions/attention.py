@@ -112,8 +112,9 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
 
 def spectral_norm(w: Any, u: Any, dim: int = 0, itr: int = 1, eps: float = 1e-12,
                   test: bool = False) -> Variable:
-    """Spectral normalization ``W_sn = W / sigma(W)`` (NNabla's ``spectral_norm``; Miyato et
-    al. 2018).
+    """Spectral normalization ``W_sn = W / sigma(W)`` (NNabla's ``spectral_norm``).
+
+    Miyato et al. 2018.
 
     ``W`` is ``w`` with axis ``dim`` moved first and reshaped to (M, N); ``itr`` power
     iterations from ``u`` give ``v = W^T u / |W^T u|`` and ``u = W v / |W v|`` (each norm
@@ -176,8 +177,9 @@ def _matvec(w: Any, x: Any, transpose: bool = False) -> Any:
 
 
 def mish(x: Any) -> Variable:
-    """Mish activation ``y = x tanh(softplus(x)) = x tanh(log(1 + e^x))`` elementwise
-    (NNabla's ``mish``).
+    """Mish activation ``y = x tanh(softplus(x)) = x tanh(log(1 + e^x))`` elementwise.
+
+    NNabla's ``mish``.
 
     >>> import numpy as np, hodiff.functions as F
     >>> F.mish(np.array([0.0, 1.0])).d

@@ -340,8 +340,9 @@ def solve(a: Any, b: Any) -> Variable:
 
 
 def solve_triangular(a: Any, b: Any, lower: bool = True) -> Variable:
-    """``y = T^-1 b`` for ``T`` the lower (``lower=True``) or upper triangle of ``a``; the
-    other triangle is not read and gets no gradient (scipy's ``solve_triangular``).
+    """``y = T^-1 b`` for ``T`` the lower (or upper) triangle of ``a`` (``solve_triangular``).
+
+    The other triangle is not read and gets no gradient (scipy's ``solve_triangular``).
 
     Shapes as :func:`solve`: ``a`` (..., N, N), ``b`` (..., N, K) or (N,).
 
@@ -372,8 +373,10 @@ def cholesky(a: Any) -> Variable:
 
 
 def eigh(a: Any) -> tuple[Variable, Variable]:
-    """Eigenvalues ``w`` (ascending, (..., N)) and eigenvectors ``v`` (columns, (..., N, N))
-    of symmetric ``a = v diag(w) v^T`` (numpy's ``linalg.eigh``; the lower triangle is read).
+    """Eigen-decomposition ``a = v diag(w) v^T`` of symmetric ``a`` -> ``(w, v)``, batched.
+
+    ``w`` (..., N) ascending, ``v`` (..., N, N) with the eigenvectors as columns (numpy's
+    ``linalg.eigh``; the lower triangle of ``a`` is read).
 
     Derivatives assume distinct eigenvalues; a loss must not depend on the sign of each
     eigenvector (which is arbitrary).
@@ -406,8 +409,9 @@ def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True) -> Any:
 
 
 def pinv(a: Any, rcond: float = 1e-15) -> Variable:
-    """Moore-Penrose pseudo-inverse ``P`` (..., N, M) of ``a`` (..., M, N) (numpy's
-    ``linalg.pinv``: singular values below ``rcond * max(s)`` are dropped).
+    """Moore-Penrose pseudo-inverse ``P = a^+``, (..., M, N) -> (..., N, M), batched.
+
+    Numpy's ``linalg.pinv``: singular values below ``rcond * max(s)`` are dropped.
 
     Derivatives hold where the rank is locally constant (e.g. full rank):
     ``gA = -P^T gP P^T + (I - A P) gP^T P P^T + P^T P gP^T (I - P A)``.
@@ -431,8 +435,9 @@ def trace(x: Any) -> Variable:
 
 
 def outer(a: Any, b: Any) -> Variable:
-    """Batched outer product ``y[..., i, j] = a[..., i] * b[..., j]`` (for 1-D inputs, numpy's
-    ``outer``; leading axes broadcast).
+    """Batched outer product ``y[..., i, j] = a[..., i] * b[..., j]``.
+
+    For 1-D inputs numpy's ``outer``; leading axes broadcast.
 
     >>> import numpy as np, hodiff.functions as F
     >>> F.outer(np.array([1.0, 2.0]), np.array([3.0, 4.0])).d
@@ -446,8 +451,10 @@ def outer(a: Any, b: Any) -> Variable:
 
 
 def tensordot(a: Any, b: Any, axes: Any = 2) -> Variable:
-    """Sum of products over axes (numpy's ``tensordot``): ``axes=n`` contracts the last ``n``
-    axes of ``a`` with the first ``n`` of ``b``; ``axes=(axes_a, axes_b)`` pairs them.
+    """Sum of products ``y = sum a[..., k] b[k, ...]`` over paired axes (numpy's ``tensordot``).
+
+    ``axes=n`` contracts the last ``n`` axes of ``a`` with the first ``n`` of ``b``;
+    ``axes=(axes_a, axes_b)`` pairs them.
 
     ``y.shape`` is ``a``'s free axes followed by ``b``'s (composed with ``einsum``).
 

@@ -189,8 +189,10 @@ def fmod(x0: Any, x1: Any) -> Variable:
 
 def nan_to_num(x: Any, nan: float = 0.0, posinf: float | None = None,
                neginf: float | None = None) -> Variable:
-    """``y = x`` with NaN replaced by ``nan`` and +-inf by ``posinf``/``neginf`` (numpy's
-    ``nan_to_num``; ``None`` means the largest/smallest finite float of the dtype).
+    """``y = x`` with NaN and +-inf replaced by finite numbers (numpy's ``nan_to_num``).
+
+    NaN becomes ``nan``, +-inf ``posinf``/``neginf`` (``None``: the largest/smallest finite
+    float of the dtype).
 
     The gradient is ``gy`` where ``x`` is finite and 0 at the replaced entries.
 

@@ -188,8 +188,9 @@ def swapaxes(x: Any, axis1: int, axis2: int) -> Variable:
 
 
 def repeat(x: Any, repeats: Any, axis: int | None = None) -> Variable:
-    """Each element repeated ``repeats`` times along ``axis`` (numpy's ``repeat``; ``axis=None``
-    flattens first). ``repeats`` is an int or one int per element of the axis.
+    """Each element repeated ``repeats`` times along ``axis`` (numpy's ``repeat``).
+
+    ``axis=None`` flattens first. ``repeats`` is an int or one int per element of the axis.
 
     The gradient sums the copies back.
 
@@ -216,8 +217,9 @@ def repeat(x: Any, repeats: Any, axis: int | None = None) -> Variable:
 
 
 def roll(x: Any, shifts: Any, axes: Any = None) -> Variable:
-    """Elements shifted cyclically by ``shifts`` along ``axes`` (numpy's ``roll``;
-    ``axes=None`` rolls the flattened array): ``y[(i + s) % n] = x[i]``.
+    """Cyclic shift ``y[(i + s) % n] = x[i]`` by ``shifts`` along ``axes`` (numpy's ``roll``).
+
+    ``axes=None`` rolls the flattened array.
 
     >>> import numpy as np, hodiff.functions as F
     >>> F.roll(np.array([1.0, 2.0, 3.0]), 1).d
@@ -243,8 +245,10 @@ def roll(x: Any, shifts: Any, axes: Any = None) -> Variable:
 
 
 def trilu(x: Any, k: int = 0, upper: bool = True) -> Variable:
-    """The upper (``upper=True``: ``j - i >= k``) or lower (``j - i <= k``) triangle of the last
-    two axes, zeros elsewhere (NNabla's ``trilu``, numpy's ``triu``/``tril``).
+    """Triangle of the last two axes: ``y = x`` where ``j - i >= k`` (``upper``), else 0.
+
+    With ``upper=False`` the lower part ``j - i <= k`` is kept (NNabla's ``trilu``, numpy's
+    ``triu``/``tril``).
 
     >>> import numpy as np, hodiff.functions as F
     >>> F.trilu(np.ones((2, 3)), k=1).d
@@ -261,8 +265,9 @@ def trilu(x: Any, k: int = 0, upper: bool = True) -> Variable:
 
 
 def matrix_diag(x: Any) -> Variable:
-    """Diagonal matrices from the last axis: ``(..., M) -> (..., M, M)``, ``y[..., i, i] =
-    x[..., i]`` and zeros elsewhere (NNabla's ``matrix_diag``).
+    """Diagonal matrices ``y[..., i, i] = x[..., i]``, (..., M) -> (..., M, M).
+
+    Zeros off the diagonal (NNabla's ``matrix_diag``).
 
     >>> import numpy as np, hodiff.functions as F
     >>> F.matrix_diag(np.array([1.0, 2.0])).d
@@ -278,8 +283,9 @@ def matrix_diag(x: Any) -> Variable:
 
 
 def matrix_diag_part(x: Any) -> Variable:
-    """The diagonals of the last two axes: ``(..., M, M) -> (..., M)``, ``y[..., i] =
-    x[..., i, i]`` (NNabla's ``matrix_diag_part``).
+    """The diagonals ``y[..., i] = x[..., i, i]``, (..., M, M) -> (..., M).
+
+    NNabla's ``matrix_diag_part``.
 
     >>> import numpy as np, hodiff.functions as F
     >>> F.matrix_diag_part(np.arange(4.0).reshape(2, 2)).d
@@ -293,9 +299,10 @@ def matrix_diag_part(x: Any) -> Variable:
 
 
 def gather_nd(x: Any, indices: Any) -> Variable:
-    """``y = x[indices[0], ..., indices[M-1]]`` for integer ``indices`` of shape ``(M, Y...)``;
-    ``y.shape = Y + x.shape[M:]`` (NNabla's ``gather_nd``). Repeats add up in the gradient;
-    ``indices`` may be a Variable (re-set between forwards).
+    """``y = x[indices[0], ..., indices[M-1]]`` for indices (M, Y...) (NNabla's ``gather_nd``).
+
+    ``y.shape = Y + x.shape[M:]``. Repeats add up in the gradient; ``indices`` may be a
+    Variable (re-set between forwards).
 
     >>> import numpy as np, hodiff.functions as F
     >>> F.gather_nd(np.arange(1.0, 11.0).reshape(2, 5), np.array([[1, 1, 0], [0, 1, 0]])).d
@@ -305,9 +312,9 @@ def gather_nd(x: Any, indices: Any) -> Variable:
 
 
 def scatter_add(x0: Any, indices: Any, x1: Any, axis: int | None = None) -> Variable:
-    """A copy of ``x0`` with ``x1`` added at ``indices`` along ``axis`` (NNabla's
-    ``scatter_add``; ``axis=None`` means 0): for axis 1, ``y[i, indices[i, j, k], k] +=
-    x1[i, j, k]``.
+    """``y = x0`` plus ``x1`` added at ``indices`` along ``axis`` (NNabla's ``scatter_add``).
+
+    For axis 1, ``y[i, indices[i, j, k], k] += x1[i, j, k]``; ``axis=None`` means 0.
 
     ``x0``, ``indices`` and ``x1`` have the same number of dims; ``indices`` is no larger
     than ``x1`` on any axis (the rest of ``x1`` is unused) and no larger than ``x0`` off
@@ -328,8 +335,9 @@ def scatter_add(x0: Any, indices: Any, x1: Any, axis: int | None = None) -> Vari
 
 
 def eye(n: int, dtype: Any = None, m: int | None = None, k: int = 0) -> Variable:
-    """The ``n x m`` identity (ones on diagonal ``k``), a constant (numpy's ``eye``; dtype
-    default: the context's float dtype).
+    """The constant ``n x m`` identity ``y[i, i + k] = 1`` (numpy's ``eye``).
+
+    ``m`` defaults to ``n``, ``dtype`` to the context's float dtype.
 
     >>> import numpy as np, hodiff.functions as F
     >>> F.eye(2, np.float64).d
@@ -341,8 +349,9 @@ def eye(n: int, dtype: Any = None, m: int | None = None, k: int = 0) -> Variable
 
 
 def arange(start: float, stop: float, step: float = 1.0, dtype: Any = None) -> Variable:
-    """``[start, start + step, ...]`` below ``stop``, a constant (NNabla's ``arange``; float,
-    the context's dtype unless ``dtype``).
+    """The constant ``y = [start, start + step, ...]`` below ``stop`` (NNabla's ``arange``).
+
+    Float, in the context's dtype unless ``dtype``.
 
     >>> import hodiff.functions as F
     >>> F.arange(1, 3, 0.5).d
@@ -355,8 +364,10 @@ def arange(start: float, stop: float, step: float = 1.0, dtype: Any = None) -> V
 
 
 def astype(x: Any, dtype: Any) -> Variable:
-    """``y = x`` converted to ``dtype`` (numpy's ``astype``). Between float dtypes the
-    gradient is cast back to ``x``'s dtype; to an integer or bool dtype it cuts the graph.
+    """``y = x`` converted to ``dtype`` (numpy's ``astype``; ``Variable.astype``).
+
+    Between float dtypes the gradient is cast back to ``x``'s dtype; to an integer or bool
+    dtype it cuts the graph.
 
     >>> import numpy as np, hodiff.functions as F
     >>> F.astype(np.array([1.5, 2.0]), np.float32).d

@@ -150,8 +150,9 @@ def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Vari
 
 
 def diff(x: Any, n: int = 1, axis: int = -1) -> Variable:
-    """``n``-th forward difference along ``axis``: ``y[i] = x[i + 1] - x[i]``, applied ``n``
-    times (numpy's ``diff``); the axis shrinks by ``n``.
+    """``n``-th forward difference ``y[i] = x[i + 1] - x[i]`` (``n`` times) along ``axis``.
+
+    Numpy's ``diff``: the axis shrinks by ``n``.
 
     >>> import numpy as np, hodiff.functions as F
     >>> F.diff(np.array([1.0, 4.0, 9.0, 16.0]), 2).d
@@ -171,8 +172,10 @@ def diff(x: Any, n: int = 1, axis: int = -1) -> Variable:
 
 
 def argmax(x: Any, axis: int | None = None, keepdims: bool = False) -> Variable:
-    """Indices of the maxima along ``axis`` (flattened when None), as int64 (numpy's
-    ``argmax``; first occurrence at ties). Not differentiable: it cuts the graph.
+    """Indices ``y = argmax(x, axis)`` of the maxima, int64 (not differentiable).
+
+    Numpy's ``argmax``: ``axis=None`` searches the flattened array; ties give the first
+    occurrence. It cuts the graph.
 
     >>> import numpy as np, hodiff.functions as F
     >>> F.argmax(np.array([[1.0, 5.0, 2.0], [7.0, 0.0, 7.0]]), axis=1).d
@@ -182,8 +185,10 @@ def argmax(x: Any, axis: int | None = None, keepdims: bool = False) -> Variable:
 
 
 def argmin(x: Any, axis: int | None = None, keepdims: bool = False) -> Variable:
-    """Indices of the minima along ``axis`` (flattened when None), as int64 (numpy's
-    ``argmin``; first occurrence at ties). Not differentiable: it cuts the graph.
+    """Indices ``y = argmin(x, axis)`` of the minima, int64 (not differentiable).
+
+    Numpy's ``argmin``: ``axis=None`` searches the flattened array; ties give the first
+    occurrence. It cuts the graph.
 
     >>> import numpy as np, hodiff.functions as F
     >>> F.argmin(np.array([3.0, 1.0, 2.0])).d
