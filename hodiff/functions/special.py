@@ -196,8 +196,8 @@ def logaddexp(x0: Any, x1: Any) -> Variable:
     gradients are ``sigmoid(x0 - x1)`` and ``sigmoid(x1 - x0)``.
 
     >>> import numpy as np, hodiff.functions as F
-    >>> F.logaddexp(np.array([0.0, 1000.0]), np.array([0.0, 1000.0])).d.round(6)
-    array([   0.693147, 1000.693147])
+    >>> F.logaddexp(np.array([0.0, 1000.0]), np.array([0.0, 1000.0])).d - np.log(2.0)
+    array([   0.,  1000.])
     """
     return _arith.add2(x0, _act.softplus(_arith.sub2(x1, x0)))
 
