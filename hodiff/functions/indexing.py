@@ -20,6 +20,7 @@ import numpy as np
 
 from hodiff.context import array_module, get_default_context
 from hodiff.function import Function, Slot
+from hodiff.grad_functions import array as _garray
 from hodiff.variable import Variable
 
 __all__ = ["gather", "getitem", "one_hot", "slice"]
@@ -152,12 +153,6 @@ def gather_key(
     return tuple(key), perm
 
 
-def _grad_array() -> Any:
-    from hodiff.grad_functions import array as grad_array
-
-    return grad_array
-
-
 # ---------------------------------------------------------------- primitives
 class GetItem(Function):
     name = "getitem"
@@ -178,7 +173,7 @@ class GetItem(Function):
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # the transpose of indexing adds gy into zeros at the indexed places (repeats add up)
         if prop_down[0]:
-            gx = _grad_array().index_add(outputs[0].grad, self.key, inputs[0].shape)
+            gx = _garray.index_add(outputs[0].grad, self.key, inputs[0].shape)
             inputs[0].store(gx, accum[0])
 
 
@@ -218,7 +213,7 @@ class Gather(Function):
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # the transpose of gather adds gy into zeros at the gathered places; indices get none
         if prop_down[0]:
-            gx = _grad_array().gather_add(
+            gx = _garray.gather_add(
                 outputs[0].grad, inputs[1].data, inputs[0].shape, self.axis, self.batch_dims
             )
             inputs[0].store(gx, accum[0])

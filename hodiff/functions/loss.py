@@ -20,6 +20,7 @@ from hodiff.functions import arithmetic as _arith
 from hodiff.functions import array as _array
 from hodiff.functions import math as _math
 from hodiff.functions import reduction as _red
+from hodiff.grad_functions import loss as _gloss
 from hodiff.variable import Variable, as_variable
 
 __all__ = [
@@ -169,9 +170,7 @@ class SoftmaxCrossEntropy(_AxisFunction):
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # dx = gy (softmax(x) - onehot(t)); the labels get no gradient
         if prop_down[0]:
-            from hodiff.grad_functions.loss import softmax_cross_entropy_grad
-
-            gx = softmax_cross_entropy_grad(
+            gx = _gloss.softmax_cross_entropy_grad(
                 inputs[0].data, inputs[1].data, outputs[0].grad, axis=self.axis
             )
             inputs[0].store(gx, accum[0])
@@ -270,9 +269,7 @@ def categorical_cross_entropy(x: Any, t: Any, axis: int | None = None) -> Variab
     >>> F.categorical_cross_entropy(np.array([[0.25, 0.75]]), np.array([[1]])).d
     array([[0.28768207]])
     """
-    from hodiff.grad_functions.loss import SelectByLabel
-
-    picked = SelectByLabel(axis=axis, caller="categorical_cross_entropy")(x, t)
+    picked = _gloss.SelectByLabel(axis=axis, caller="categorical_cross_entropy")(x, t)
     return -_math.log(picked)
 
 

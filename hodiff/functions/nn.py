@@ -17,6 +17,7 @@ import numpy as np
 from hodiff.context import array_module
 from hodiff.function import Function, Slot, float_dtype
 from hodiff.functions import arithmetic as _arith
+from hodiff.grad_functions import nn as _gnn
 from hodiff.variable import Variable
 
 __all__ = ["dropout", "embed"]
@@ -91,9 +92,7 @@ class Embed(Function):
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # dw = scatter-add of gy into the rows named by x (the ids get no gradient)
         if prop_down[1]:
-            from hodiff.grad_functions.nn import embed_weight_grad
-
-            gw = embed_weight_grad(outputs[0].grad, inputs[0].data, n=inputs[1].shape[0])
+            gw = _gnn.embed_weight_grad(outputs[0].grad, inputs[0].data, n=inputs[1].shape[0])
             inputs[1].store(gw, accum[1])
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from hodiff.context import array_module
 from hodiff.function import Function, Slot
-from hodiff.functions import indexing as _index
+from hodiff.grad_functions import F
 from hodiff.variable import Variable
 
 __all__ = ["gather_add", "index_add"]
@@ -35,11 +35,11 @@ class IndexAdd(Function):
     def __init__(self, *, key: tuple[Any, ...], shape: Sequence[int]) -> None:
         self.key = key
         self.shape = tuple(int(s) for s in shape)
-        self.advanced = _index.has_arrays(key)
+        self.advanced = F.indexing.has_arrays(key)
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         y = inputs[0]
-        _, selected = _index.index_key(self.key, self.shape)
+        _, selected = F.indexing.index_key(self.key, self.shape)
         if y.shape != selected:
             raise ValueError(
                 f"index_add: y of shape {y.shape} does not match the {selected} elements that "
@@ -51,7 +51,7 @@ class IndexAdd(Function):
         y = inputs[0]
         xp = array_module(y)
         out = xp.zeros(self.shape, dtype=y.dtype)
-        key = _index.key_on(xp, self.key)
+        key = F.indexing.key_on(xp, self.key)
         if self.advanced:
             _add_at(xp, out, key, y)
         else:  # basic indexing selects each element at most once
@@ -61,7 +61,7 @@ class IndexAdd(Function):
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # the transpose of a scatter-add is indexing
         if prop_down[0]:
-            inputs[0].store(_index.getitem(outputs[0].grad, self.key), accum[0])
+            inputs[0].store(F.indexing.getitem(outputs[0].grad, self.key), accum[0])
 
 
 class GatherAdd(Function):
@@ -79,7 +79,7 @@ class GatherAdd(Function):
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         y, indices = inputs
         probe = Variable(self.shape, dtype=y.dtype)
-        (expected, _), = _index.Gather(axis=self.axis, batch_dims=self.batch_dims).setup_impl(
+        (expected, _), = F.indexing.Gather(axis=self.axis, batch_dims=self.batch_dims).setup_impl(
             [probe, indices]
         )
         if y.shape != expected:
@@ -93,7 +93,7 @@ class GatherAdd(Function):
         y, indices = inputs
         xp = array_module(y)
         ndim = len(self.shape)
-        key, perm = _index.gather_key(xp, indices, ndim, self.axis % ndim, self.batch_dims)
+        key, perm = F.indexing.gather_key(xp, indices, ndim, self.axis % ndim, self.batch_dims)
         if perm is not None:  # back to numpy's advanced-indexing layout
             y = xp.transpose(y, [int(i) for i in _argsort(perm)])
         out = xp.zeros(self.shape, dtype=y.dtype)
@@ -103,7 +103,7 @@ class GatherAdd(Function):
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # the transpose of a scatter-add is gather; indices get none
         if prop_down[0]:
-            g = _index.gather(outputs[0].grad, inputs[1].data, self.axis, self.batch_dims)
+            g = F.indexing.gather(outputs[0].grad, inputs[1].data, self.axis, self.batch_dims)
             inputs[0].store(g, accum[0])
 
 
@@ -123,7 +123,7 @@ def index_add(y: Any, key: Any, shape: Sequence[int]) -> Variable:
     >>> index_add(np.ones(3), ([0, 0, 2],), (3,)).d
     array([2., 0., 1.])
     """
-    key, _ = _index.index_key(key, tuple(shape))
+    key, _ = F.indexing.index_key(key, tuple(shape))
     return IndexAdd(key=key, shape=shape)(y)
 
 
@@ -148,12 +148,10 @@ from hodiff import batching as _batching  # noqa: E402
 
 def _batch_index_add(self: Any, inputs: Sequence[Any], axes: Sequence[Any]) -> Any:
     (y,) = inputs
-    key, at = _index.batched_key(self.key)
+    key, at = F.indexing.batched_key(self.key)
     if at:  # y in the layout numpy's indexing gives: the batch axis after the advanced axes
-        from hodiff.functions import array as _array
-
         perm = [*range(1, at + 1), 0, *range(at + 1, y.ndim)]
-        y = _array.transpose(y, perm)
+        y = F.array.transpose(y, perm)
     return IndexAdd(key=key, shape=(y.shape[at], *self.shape))(y)
 
 

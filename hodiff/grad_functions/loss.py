@@ -16,8 +16,7 @@ import numpy as np
 
 from hodiff.context import array_module
 from hodiff.function import Function, Slot, float_dtype
-from hodiff.functions import loss as _loss
-from hodiff.functions import reduction as _red
+from hodiff.grad_functions import F
 from hodiff.variable import Variable
 
 __all__ = ["scatter_by_label", "select_by_label", "softmax_cross_entropy_grad"]
@@ -45,22 +44,22 @@ class SelectByLabel(Function):
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         x, t = inputs
-        axis = _loss.resolve_axis(self.caller, self.axis, x.ndim)
-        kept = _loss.check_labels(self.caller, x.shape, t, axis)
+        axis = F.loss.resolve_axis(self.caller, self.axis, x.ndim)
+        kept = F.loss.check_labels(self.caller, x.shape, t, axis)
         return [(kept, x.dtype)]
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         x, t = inputs
-        axis = _loss.resolve_axis(self.caller, self.axis, x.ndim)
+        axis = F.loss.resolve_axis(self.caller, self.axis, x.ndim)
         xp = array_module(x)
-        t = _loss.labels_in_range(self.caller, xp, t, axis, x.shape)
+        t = F.loss.labels_in_range(self.caller, xp, t, axis, x.shape)
         outputs[0] = xp.take_along_axis(x, t, axis)
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # transpose of a gather: scatter gy back to the picked entries (zeros elsewhere)
         if prop_down[0]:
             x = inputs[0]
-            axis = _loss.resolve_axis(self.caller, self.axis, len(x.shape))
+            axis = F.loss.resolve_axis(self.caller, self.axis, len(x.shape))
             g = scatter_by_label(outputs[0].grad, inputs[1].data, axis=axis, size=x.shape[axis])
             x.store(g, accum[0])
 
@@ -78,13 +77,13 @@ class ScatterByLabel(Function):
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         g, t = inputs
-        axis = _loss.resolve_axis(self.name, self.axis, g.ndim)
+        axis = F.loss.resolve_axis(self.name, self.axis, g.ndim)
         if g.shape[axis] != 1:
             raise ValueError(
                 f"scatter_by_label: g of shape {g.shape} must have size 1 on axis {axis}"
             )
         shape = (*g.shape[:axis], self.size, *g.shape[axis + 1:])
-        _loss.check_labels(self.name, shape, t, axis, x_name="the output")
+        F.loss.check_labels(self.name, shape, t, axis, x_name="the output")
         return [(shape, g.dtype)]
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
@@ -92,7 +91,7 @@ class ScatterByLabel(Function):
         xp = array_module(g)
         axis = self.axis % g.ndim
         shape = (*g.shape[:axis], self.size, *g.shape[axis + 1:])
-        t = _loss.labels_in_range(self.name, xp, t, axis, shape)
+        t = F.loss.labels_in_range(self.name, xp, t, axis, shape)
         outputs[0] = xp.where(_onehot(xp, t, axis, self.size, g.ndim), g, xp.zeros((), g.dtype))
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
@@ -111,8 +110,8 @@ class SoftmaxCrossEntropyGrad(Function):
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         x, t, gy = inputs
         name = self.name
-        axis = _loss.resolve_axis(name, self.axis, x.ndim)
-        kept = _loss.check_labels(name, x.shape, t, axis)
+        axis = F.loss.resolve_axis(name, self.axis, x.ndim)
+        kept = F.loss.check_labels(name, x.shape, t, axis)
         try:
             ok = np.broadcast_shapes(gy.shape, kept) == kept
         except ValueError:
@@ -126,9 +125,9 @@ class SoftmaxCrossEntropyGrad(Function):
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         x, t, gy = inputs
         xp = array_module(x)
-        axis = _loss.resolve_axis(self.name, self.axis, x.ndim)
-        t = _loss.labels_in_range(self.name, xp, t, axis, x.shape)
-        s = _loss.softmax_array(xp, x, axis)
+        axis = F.loss.resolve_axis(self.name, self.axis, x.ndim)
+        t = F.loss.labels_in_range(self.name, xp, t, axis, x.shape)
+        s = F.loss.softmax_array(xp, x, axis)
         s -= _onehot(xp, t, axis, x.shape[axis], x.ndim)
         s *= gy
         outputs[0] = s
@@ -136,15 +135,16 @@ class SoftmaxCrossEntropyGrad(Function):
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         ggx = outputs[0].grad
         x, t, gy = (s.data for s in inputs)
-        axis = _loss.resolve_axis(self.name, self.axis, len(inputs[0].shape))
-        s = _loss.softmax(x, axis=axis)
+        axis = F.loss.resolve_axis(self.name, self.axis, len(inputs[0].shape))
+        s = F.loss.softmax(x, axis=axis)
         if prop_down[0]:
             # d/dx [gy (s - onehot)] . ggx = gy s (ggx - <ggx, s>)
-            inner = _red.sum(ggx * s, axis=axis, keepdims=True)
+            inner = F.reduction.sum(ggx * s, axis=axis, keepdims=True)
             inputs[0].store(gy * s * (ggx - inner), accum[0])
         if prop_down[2]:
             # d/dgy: <ggx, s - onehot> along the axis
-            ggy = _red.sum(ggx * s, axis=axis, keepdims=True) - select_by_label(ggx, t, axis=axis)
+            ggy = (F.reduction.sum(ggx * s, axis=axis, keepdims=True)
+                   - select_by_label(ggx, t, axis=axis))
             inputs[2].store(ggy, accum[2])
 
 

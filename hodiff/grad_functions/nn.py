@@ -8,7 +8,7 @@ from typing import Any
 
 from hodiff.context import array_module
 from hodiff.function import Function, Slot
-from hodiff.functions import nn as _nn
+from hodiff.grad_functions import F
 from hodiff.variable import Variable
 
 __all__ = ["embed_weight_grad"]
@@ -37,7 +37,7 @@ class EmbedWeightGrad(Function):
         gy, x = inputs
         xp = array_module(gy)
         x = xp.asarray(x)
-        _nn.check_ids("embed_weight_grad", x, self.n)
+        F.nn.check_ids("embed_weight_grad", x, self.n)
         rest = gy.shape[x.ndim :]
         gw = xp.zeros((self.n, *rest), dtype=gy.dtype)
         ids, rows = x.reshape(-1), gy.reshape((-1, *rest))
@@ -54,7 +54,7 @@ class EmbedWeightGrad(Function):
     ) -> None:
         # transpose of a scatter-add: gather the rows again (embed)
         if prop_down[0]:
-            inputs[0].store(_nn.embed(inputs[1].data, outputs[0].grad), accum[0])
+            inputs[0].store(F.nn.embed(inputs[1].data, outputs[0].grad), accum[0])
 
 
 def embed_weight_grad(gy: Any, x: Any, n: int) -> Variable:

@@ -13,7 +13,8 @@ import numpy as np
 
 from hodiff.context import array_module
 from hodiff.function import Function, Slot, float_dtype
-from hodiff.functions import pooling as _pool
+from hodiff.functions import _pool_kernels as _kernels
+from hodiff.grad_functions import F
 from hodiff.variable import Variable
 
 __all__ = ["average_pooling_backward", "interpolate_backward", "max_pooling_backward",
@@ -35,8 +36,8 @@ class PoolingBackward(Function):
         self.shape = tuple(int(s) for s in shape)
         self.average = bool(average)
         self.including_pad = bool(including_pad)
-        self.pool = (_pool.AveragePooling(including_pad=including_pad, **params) if average
-                     else _pool.SumPooling(**params))
+        self.pool = (F.pooling.AveragePooling(including_pad=including_pad, **params) if average
+                     else F.pooling.SumPooling(**params))
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         gy = inputs[0]
@@ -53,7 +54,7 @@ class PoolingBackward(Function):
         w = self.pool.windows(self.shape)
         if self.average:
             gy = gy / xp.asarray(w.counts(gy.ndim, self.including_pad), dtype=gy.dtype)
-        outputs[0] = _pool.window_scatter(xp, gy, w, self.shape)
+        outputs[0] = F.pooling.window_scatter(xp, gy, w, self.shape)
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # the transpose of the transpose: the pooling itself
@@ -89,10 +90,10 @@ class MaxPoolingBackward(Function):
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # the transpose of a scatter is the gather; the index gets no gradient
         if prop_down[0]:
-            inputs[0].store(_pool.MaxPooling()(outputs[0].grad, inputs[1].data), accum[0])
+            inputs[0].store(F.pooling.MaxPooling()(outputs[0].grad, inputs[1].data), accum[0])
 
 
-class InterpolateBackward(_pool.InterpolateBase):
+class InterpolateBackward(_kernels.InterpolateBase):
     """``gx = gy`` multiplied along each spatial axis by the transposed resize matrix."""
 
     def __init__(self, *, input_size: Sequence[int], **params: Any) -> None:
@@ -102,7 +103,7 @@ class InterpolateBackward(_pool.InterpolateBase):
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         gy = inputs[0]
         axes = self.check(gy.shape)
-        int_size = _pool.int_tuple(self.name, "input_size", self.input_size,
+        int_size = _kernels.int_tuple(self.name, "input_size", self.input_size,
                                    len(self.output_size), 1)
         shape = list(gy.shape)
         for ax, n, o in zip(axes, int_size, self.output_size, strict=True):
@@ -115,14 +116,14 @@ class InterpolateBackward(_pool.InterpolateBase):
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         gy = inputs[0]
         gy = gy.astype(float_dtype(gy.dtype), copy=False)
-        axes = _pool.spatial_axes(self.name, gy.shape, len(self.output_size), self.channel_last)
+        axes = _kernels.spatial_axes(self.name, gy.shape, len(self.output_size), self.channel_last)
         mats = [m.T for m in self.matrices(self.input_size)]
-        outputs[0] = _pool.resize(array_module(gy), gy, axes, mats)
+        outputs[0] = _kernels.resize(array_module(gy), gy, axes, mats)
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # the transpose of the transposed resize: the resize itself
         if prop_down[0]:
-            f = _pool.Interpolate(output_size=self.output_size, **self.params())
+            f = F.pooling.Interpolate(output_size=self.output_size, **self.params())
             inputs[0].store(f(outputs[0].grad), accum[0])
 
 
@@ -137,7 +138,7 @@ def sum_pooling_backward(
     >>> sum_pooling_backward(np.array([[1.0, 2.0]]), (1, 4), (2,)).d
     array([[1., 1., 2., 2.]])
     """
-    args = _pool.pool_args("sum_pooling", kernel, stride, pad)
+    args = F.pooling.pool_args("sum_pooling", kernel, stride, pad)
     return PoolingBackward(shape=shape, average=False, including_pad=True,
                            ignore_border=ignore_border, channel_last=channel_last, **args)(gy)
 
@@ -153,7 +154,7 @@ def average_pooling_backward(
     >>> average_pooling_backward(np.array([[1.0, 2.0]]), (1, 4), (2,)).d
     array([[0.5, 0.5, 1. , 1. ]])
     """
-    args = _pool.pool_args("average_pooling", kernel, stride, pad)
+    args = F.pooling.pool_args("average_pooling", kernel, stride, pad)
     return PoolingBackward(shape=shape, average=True, including_pad=including_pad,
                            ignore_border=ignore_border, channel_last=channel_last, **args)(gy)
 
