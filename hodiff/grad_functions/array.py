@@ -12,6 +12,7 @@ from typing import Any
 
 from hodiff.context import array_module
 from hodiff.function import Function, Slot
+from hodiff.functions import _index_kernels as _kernels
 from hodiff.grad_functions import F
 from hodiff.variable import Variable
 
@@ -35,11 +36,11 @@ class IndexAdd(Function):
     def __init__(self, *, key: tuple[Any, ...], shape: Sequence[int]) -> None:
         self.key = key
         self.shape = tuple(int(s) for s in shape)
-        self.advanced = F.indexing.has_arrays(key)
+        self.advanced = _kernels.has_arrays(key)
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         y = inputs[0]
-        _, selected = F.indexing.index_key(self.key, self.shape)
+        _, selected = _kernels.index_key(self.key, self.shape)
         if y.shape != selected:
             raise ValueError(
                 f"index_add: y of shape {y.shape} does not match the {selected} elements that "
@@ -51,7 +52,7 @@ class IndexAdd(Function):
         y = inputs[0]
         xp = array_module(y)
         out = xp.zeros(self.shape, dtype=y.dtype)
-        key = F.indexing.key_on(xp, self.key)
+        key = _kernels.key_on(xp, self.key)
         if self.advanced:
             _add_at(xp, out, key, y)
         else:  # basic indexing selects each element at most once
@@ -93,7 +94,7 @@ class GatherAdd(Function):
         y, indices = inputs
         xp = array_module(y)
         ndim = len(self.shape)
-        key, perm = F.indexing.gather_key(xp, indices, ndim, self.axis % ndim, self.batch_dims)
+        key, perm = _kernels.gather_key(xp, indices, ndim, self.axis % ndim, self.batch_dims)
         if perm is not None:  # back to numpy's advanced-indexing layout
             y = xp.transpose(y, [int(i) for i in _argsort(perm)])
         out = xp.zeros(self.shape, dtype=y.dtype)
@@ -123,7 +124,7 @@ def index_add(y: Any, key: Any, shape: Sequence[int]) -> Variable:
     >>> index_add(np.ones(3), ([0, 0, 2],), (3,)).d
     array([2., 0., 1.])
     """
-    key, _ = F.indexing.index_key(key, tuple(shape))
+    key, _ = _kernels.index_key(key, tuple(shape))
     return IndexAdd(key=key, shape=shape)(y)
 
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from hodiff.context import array_module
 from hodiff.function import Function, Slot, float_dtype
+from hodiff.functions import _conv_kernels as _kernels
 from hodiff.grad_functions import F
 from hodiff.variable import Variable
 
@@ -36,7 +37,7 @@ class ConvolutionFilterGrad(Function):
     def weight_shape(self, x_shape: Ints, gy_shape: Ints) -> Ints:
         conv = self.conv
         name = self.name
-        F.conv.n_spatial(name, x_shape, conv.base_axis)
+        _kernels.n_spatial(name, x_shape, conv.base_axis)
         if len(gy_shape) != len(x_shape):
             raise ValueError(f"{name}: x of shape {x_shape} and gy of shape {gy_shape} must "
                              f"have the same number of dims")
@@ -65,13 +66,13 @@ class ConvolutionFilterGrad(Function):
         xp = array_module(x)
         conv = self.conv
         dtype = float_dtype(np.result_type(x.dtype, gy.dtype))
-        xc = F.conv.to_cb(xp, x.astype(dtype, copy=False), conv.base_axis,
+        xc = _kernels.to_cb(xp, x.astype(dtype, copy=False), conv.base_axis,
                                      conv.channel_last)
-        gyc = F.conv.to_cb(xp, gy.astype(dtype, copy=False), conv.base_axis,
+        gyc = _kernels.to_cb(xp, gy.astype(dtype, copy=False), conv.base_axis,
                                       conv.channel_last)
-        gw = F.conv.conv_filter_grad(xp, xc, gyc, self.kernel, conv.pad, conv.stride,
+        gw = _kernels.conv_filter_grad(xp, xc, gyc, self.kernel, conv.pad, conv.stride,
                                     conv.dilation, conv.group)
-        outputs[0] = F.conv.weight_from_channels_first(xp, gw, conv.channel_last)
+        outputs[0] = _kernels.weight_from_channels_first(xp, gw, conv.channel_last)
 
     def backward_impl(
         self, inputs: Sequence[Slot], outputs: Sequence[Slot], prop_down: Sequence[bool],
@@ -117,8 +118,8 @@ def convolution_filter_grad(
     array([[[2., 2., 2.]]])
     """
     shape = tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
-    n = F.conv.n_spatial("convolution_filter_grad", shape, base_axis)
-    args = F.conv.spatial_args("convolution_filter_grad", shape, n, pad=pad, stride=stride,
+    n = _kernels.n_spatial("convolution_filter_grad", shape, base_axis)
+    args = _kernels.spatial_args("convolution_filter_grad", shape, n, pad=pad, stride=stride,
                               dilation=dilation)
     f = ConvolutionFilterGrad(kernel=kernel, base_axis=base_axis, group=group,
                               channel_last=channel_last, **args)

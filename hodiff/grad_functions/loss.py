@@ -16,6 +16,7 @@ import numpy as np
 
 from hodiff.context import array_module
 from hodiff.function import Function, Slot, float_dtype
+from hodiff.functions import _loss_kernels as _kernels
 from hodiff.grad_functions import F
 from hodiff.variable import Variable
 
@@ -44,22 +45,22 @@ class SelectByLabel(Function):
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         x, t = inputs
-        axis = F.loss.resolve_axis(self.caller, self.axis, x.ndim)
-        kept = F.loss.check_labels(self.caller, x.shape, t, axis)
+        axis = _kernels.resolve_axis(self.caller, self.axis, x.ndim)
+        kept = _kernels.check_labels(self.caller, x.shape, t, axis)
         return [(kept, x.dtype)]
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         x, t = inputs
-        axis = F.loss.resolve_axis(self.caller, self.axis, x.ndim)
+        axis = _kernels.resolve_axis(self.caller, self.axis, x.ndim)
         xp = array_module(x)
-        t = F.loss.labels_in_range(self.caller, xp, t, axis, x.shape)
+        t = _kernels.labels_in_range(self.caller, xp, t, axis, x.shape)
         outputs[0] = xp.take_along_axis(x, t, axis)
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # transpose of a gather: scatter gy back to the picked entries (zeros elsewhere)
         if prop_down[0]:
             x = inputs[0]
-            axis = F.loss.resolve_axis(self.caller, self.axis, len(x.shape))
+            axis = _kernels.resolve_axis(self.caller, self.axis, len(x.shape))
             g = scatter_by_label(outputs[0].grad, inputs[1].data, axis=axis, size=x.shape[axis])
             x.store(g, accum[0])
 
@@ -77,13 +78,13 @@ class ScatterByLabel(Function):
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         g, t = inputs
-        axis = F.loss.resolve_axis(self.name, self.axis, g.ndim)
+        axis = _kernels.resolve_axis(self.name, self.axis, g.ndim)
         if g.shape[axis] != 1:
             raise ValueError(
                 f"scatter_by_label: g of shape {g.shape} must have size 1 on axis {axis}"
             )
         shape = (*g.shape[:axis], self.size, *g.shape[axis + 1:])
-        F.loss.check_labels(self.name, shape, t, axis, x_name="the output")
+        _kernels.check_labels(self.name, shape, t, axis, x_name="the output")
         return [(shape, g.dtype)]
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
@@ -91,7 +92,7 @@ class ScatterByLabel(Function):
         xp = array_module(g)
         axis = self.axis % g.ndim
         shape = (*g.shape[:axis], self.size, *g.shape[axis + 1:])
-        t = F.loss.labels_in_range(self.name, xp, t, axis, shape)
+        t = _kernels.labels_in_range(self.name, xp, t, axis, shape)
         outputs[0] = xp.where(_onehot(xp, t, axis, self.size, g.ndim), g, xp.zeros((), g.dtype))
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
@@ -110,8 +111,8 @@ class SoftmaxCrossEntropyGrad(Function):
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         x, t, gy = inputs
         name = self.name
-        axis = F.loss.resolve_axis(name, self.axis, x.ndim)
-        kept = F.loss.check_labels(name, x.shape, t, axis)
+        axis = _kernels.resolve_axis(name, self.axis, x.ndim)
+        kept = _kernels.check_labels(name, x.shape, t, axis)
         try:
             ok = np.broadcast_shapes(gy.shape, kept) == kept
         except ValueError:
@@ -125,9 +126,9 @@ class SoftmaxCrossEntropyGrad(Function):
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         x, t, gy = inputs
         xp = array_module(x)
-        axis = F.loss.resolve_axis(self.name, self.axis, x.ndim)
-        t = F.loss.labels_in_range(self.name, xp, t, axis, x.shape)
-        s = F.loss.softmax_array(xp, x, axis)
+        axis = _kernels.resolve_axis(self.name, self.axis, x.ndim)
+        t = _kernels.labels_in_range(self.name, xp, t, axis, x.shape)
+        s = _kernels.softmax_array(xp, x, axis)
         s -= _onehot(xp, t, axis, x.shape[axis], x.ndim)
         s *= gy
         outputs[0] = s
@@ -135,7 +136,7 @@ class SoftmaxCrossEntropyGrad(Function):
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         ggx = outputs[0].grad
         x, t, gy = (s.data for s in inputs)
-        axis = F.loss.resolve_axis(self.name, self.axis, len(inputs[0].shape))
+        axis = _kernels.resolve_axis(self.name, self.axis, len(inputs[0].shape))
         s = F.loss.softmax(x, axis=axis)
         if prop_down[0]:
             # d/dx [gy (s - onehot)] . ggx = gy s (ggx - <ggx, s>)
