@@ -25,10 +25,7 @@ IDS = spec_ids(SPECS)
 B = 2
 
 #: the primitives that batch by the generic loop (docs/vmap.md lists the same)
-FALLBACK = {
-    "BatchNormalization", "ConvolutionFilterGrad", "EmbedWeightGrad", "MaxPooling",
-    "MaxPoolingBackward", "MaxPoolingIndex",
-}
+FALLBACK = {"BatchNormalization"}
 #: random functions: one independent draw per example, not the loop's repeated seed
 RANDOM = ("dropout",)
 
