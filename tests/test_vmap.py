@@ -395,3 +395,28 @@ def test_jacobian_of_a_list_of_inputs_is_a_tuple() -> None:
     J = hd.jacobian(lambda a, b: a * b, [x, 2 * x])
     assert isinstance(J, tuple)
     np.testing.assert_allclose(J[0], np.diag(2 * x))
+
+
+NESTED = [(s, i) for s, i in zip(SPECS, IDS, strict=True)
+          if s.args and not s.name.startswith(RANDOM)][::6]
+
+
+@pytest.mark.parametrize("spec", [s for s, _ in NESTED], ids=[i for _, i in NESTED])
+def test_nested_vmap_matches_double_loop(spec: Spec) -> None:
+    """vmap(vmap(f)) over a (2, 2) grid of samples; the outer level maps only the first input."""
+    grid = [[spec.sample(seed=2 * a + b) for b in range(2)] for a in range(2)]
+    first = np.stack([np.stack([g[0] for g in row]) for row in grid])  # (2, 2, ...)
+    rest = [np.stack([g[i] for g in grid[0]]) for i in range(1, len(grid[0][0]))]  # (2, ...)
+    n = len(rest)
+
+    def inner(x, *others):
+        return hd.vmap(lambda x, *o: spec.fn(x, *o, **spec.kwargs))(x, *others)
+
+    got = _as_list(hd.vmap(inner, in_axes=(0,) + (None,) * n)(first, *rest))
+    for a in range(2):
+        for b in range(2):
+            args = [first[a, b], *[r[b] for r in rest]]
+            ref = _as_list(spec.fn(*[hd.Variable.from_array(np.asarray(v)) for v in args],
+                                   **spec.kwargs))
+            for y, r in zip(got, ref, strict=True):
+                np.testing.assert_allclose(y.d[a, b], r.d, rtol=1e-10, atol=1e-12)

@@ -129,7 +129,6 @@ def convolution_filter_grad(
 from hodiff import batching as _batching  # noqa: E402
 
 
-
 def _batch_filter_grad(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
     # a filter gradient per example: the examples become groups of one grouped filter gradient
     size = _batching.batch_size(inputs, axes)

@@ -73,7 +73,6 @@ def embed_weight_grad(gy: Any, x: Any, n: int) -> Variable:
 from hodiff import batching as _batching  # noqa: E402
 
 
-
 def _batch_embed_weight_grad(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]
                              ) -> Any:
     # a table gradient per example: gather_add along the rows of a batch of tables
