@@ -420,3 +420,16 @@ def test_nested_vmap_matches_double_loop(spec: Spec) -> None:
                                    **spec.kwargs))
             for y, r in zip(got, ref, strict=True):
                 np.testing.assert_allclose(y.d[a, b], r.d, rtol=1e-10, atol=1e-12)
+
+
+def test_default_chunks_bound_the_memory(monkeypatch) -> None:  # noqa: ANN001
+    from hodiff import transforms
+
+    monkeypatch.setattr(transforms, "CHUNK_BYTES", 8 * 40)  # a few rows per pass
+    sizes = []
+    real = transforms._auto_chunk
+    monkeypatch.setattr(transforms, "_auto_chunk", lambda roots: sizes.append(real(roots))
+                        or sizes[-1])
+    x = RNG.standard_normal(5)
+    np.testing.assert_allclose(hd.hessian(_lse, x), _lse_hessian(x), atol=1e-12)
+    assert sizes and 1 <= sizes[0] < 5
