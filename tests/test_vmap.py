@@ -422,7 +422,7 @@ def test_nested_vmap_matches_double_loop(spec: Spec) -> None:
                 np.testing.assert_allclose(y.d[a, b], r.d, rtol=1e-10, atol=1e-12)
 
 
-def test_default_chunks_bound_the_memory(monkeypatch) -> None:  # noqa: ANN001
+def test_default_chunks_bound_the_memory(monkeypatch) -> None:
     from hodiff import transforms
 
     monkeypatch.setattr(transforms, "CHUNK_BYTES", 8 * 40)  # a few rows per pass
@@ -432,4 +432,5 @@ def test_default_chunks_bound_the_memory(monkeypatch) -> None:  # noqa: ANN001
                         or sizes[-1])
     x = RNG.standard_normal(5)
     np.testing.assert_allclose(hd.hessian(_lse, x), _lse_hessian(x), atol=1e-12)
-    assert sizes and 1 <= sizes[0] < 5
+    assert sizes
+    assert 1 <= sizes[0] < 5
