@@ -434,3 +434,14 @@ def test_default_chunks_bound_the_memory(monkeypatch) -> None:
     np.testing.assert_allclose(hd.hessian(_lse, x), _lse_hessian(x), atol=1e-12)
     assert sizes
     assert 1 <= sizes[0] < 5
+
+
+def test_float32_stays_float32_under_vmap() -> None:
+    for spec in SPECS:
+        if not spec.float32 or not spec.args or spec.name.startswith(RANDOM):
+            continue
+        xs = [np.stack([a, a]) for a in spec.sample()]
+        xs = [x.astype(np.float32) if x.dtype.kind == "f" else x for x in xs]
+        for y in _as_list(hd.vmap(_f(spec))(*xs)):
+            if y.dtype.kind == "f":
+                assert y.dtype == np.float32, f"{spec.name} gave {y.dtype} for float32 inputs"
