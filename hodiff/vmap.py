@@ -35,7 +35,7 @@ from typing import Any
 
 from hodiff import function as _function
 from hodiff.batching import loop, renew
-from hodiff.context import _recording
+from hodiff.context import _recording, _trusted
 from hodiff.variable import Variable
 
 __all__ = ["BatchedVariable", "vmap"]
@@ -142,6 +142,8 @@ def _dispatch(f: Any, inputs: list[Variable]) -> Any:
             f"{f.name}: a batched variable is used outside the hd.vmap that made it "
             "(return it from the mapped function instead of keeping it)"
         )
+    # argument errors name the per-example shapes, as without vmap (skipped inside hd.grad)
+    specs = None if _trusted.get() else f.setup_impl(inputs)
     values = []
     axes: list[int | None] = []
     for x in inputs:
@@ -163,6 +165,13 @@ def _dispatch(f: Any, inputs: list[Variable]) -> Any:
             f"{f.name}: batch_rule must return {f.n_outputs} Variable(s) with the batch axis "
             f"(size {size}) first, got {got}"
         )
+    if specs is not None:
+        for k, (o, spec) in enumerate(zip(outs, specs, strict=True)):
+            if tuple(o.shape[1:]) != tuple(spec[0]):
+                raise RuntimeError(
+                    f"{f.name}: batch_rule gave output {k} of shape {tuple(o.shape)}, expected "
+                    f"the batch ({size}) then the per-example shape {tuple(spec[0])}"
+                )
     outputs = [_wrap(o, level, False) for o in outs]
     if _recording.get():  # the per-example node, linked as Function.__call__ links one
         need = False

@@ -445,3 +445,18 @@ def test_float32_stays_float32_under_vmap() -> None:
         for y in _as_list(hd.vmap(_f(spec))(*xs)):
             if y.dtype.kind == "f":
                 assert y.dtype == np.float32, f"{spec.name} gave {y.dtype} for float32 inputs"
+
+
+def test_argument_errors_name_per_example_shapes_and_bad_rules_are_caught() -> None:
+    with pytest.raises(ValueError, match=r"\(3,\).*\(4,\)"):
+        hd.vmap(lambda a, b: a + b)(np.ones((2, 3)), np.ones((2, 4)))
+
+    class Bad(hd.Function):
+        def forward_impl(self, inputs, outputs):
+            outputs[0] = inputs[0] * 2
+
+        def batch_rule(self, inputs, axes):
+            return F.sum(inputs[0], axis=1)  # drops a per-example axis
+
+    with pytest.raises(RuntimeError, match=r"bad: batch_rule gave output 0 of shape \(2,\)"):
+        hd.vmap(lambda x: Bad()(x))(np.ones((2, 3)))
