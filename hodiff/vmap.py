@@ -154,7 +154,14 @@ def _dispatch(f: Any, inputs: list[Variable]) -> Any:
             values.append(x)
             axes.append(None)
     rule = getattr(type(f), "batch_rule", None) or loop
-    result = rule(f, values, axes)
+    if specs is None:
+        result = rule(f, values, axes)
+    else:  # checked above: the rule's own calls are consistent by construction
+        token = _trusted.set(True)
+        try:
+            result = rule(f, values, axes)
+        finally:
+            _trusted.reset(token)
     outs = list(result) if isinstance(result, tuple | list) else [result]
     size = values[axes.index(0)].shape[0]
     if len(outs) != f.n_outputs or any(
