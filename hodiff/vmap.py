@@ -33,9 +33,11 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from hodiff import function as _function
 from hodiff.batching import loop, renew
-from hodiff.context import _recording, _trusted
+from hodiff.context import _recording, _trusted, array_module
 from hodiff.variable import Variable
 
 __all__ = ["BatchedVariable", "vmap"]
@@ -153,6 +155,7 @@ def _dispatch(f: Any, inputs: list[Variable]) -> Any:
         else:
             values.append(x)
             axes.append(None)
+    _same_backend(values, axes)
     rule = getattr(type(f), "batch_rule", None) or loop
     if specs is None:
         result = rule(f, values, axes)
@@ -201,6 +204,20 @@ def _dispatch(f: Any, inputs: list[Variable]) -> Any:
         if len(outputs) > 1:
             node._out_meta = [(v._shape, v._dtype) for v in outputs]
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+def _same_backend(values: list[Any], axes: list[int | None]) -> None:
+    """Constant numpy leaves (Python scalars wrapped next to a batched input, which has no
+    value to take the backend from) moved to the batch's backend (cupy), in place.
+    """
+    ref = values[axes.index(0)]._data
+    if ref is None or type(ref) is np.ndarray or array_module(ref) is np:
+        return
+    xp = array_module(ref)
+    for i, v in enumerate(values):
+        if (axes[i] is None and type(v) is Variable and v.parent is None and not v.need_grad
+                and type(v._data) is np.ndarray):
+            values[i] = Variable.from_array(xp.asarray(v._data))
 
 
 _function._BATCH_HOOK = _dispatch
