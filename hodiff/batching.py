@@ -22,7 +22,7 @@ cover the common cases: :func:`elementwise` (numpy broadcasting),
 shifted by one), :func:`shift_axes`, :func:`batched` (an unbatched input
 broadcast along the batch) and :func:`batch_size`.
 
-See docs/vmap.md and /VMAP_PROTOCOL.md of the development tree.
+See docs/vmap.md for the user-facing side and a worked example of a custom rule.
 """
 
 from __future__ import annotations

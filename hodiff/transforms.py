@@ -334,7 +334,7 @@ def _batched_pass(
         return grad(list(roots), list(wrt), grad_outputs=list(es), allow_unused=True)
 
     mapped = vmap(rows)
-    step = max(1, min(n, chunk_size or n))
+    step = max(1, min(n, chunk_size or _auto_chunk(roots)))
     parts: list[list[Any]] = []
     with auto_forward(True):
         for a in range(0, n, step):
@@ -355,6 +355,22 @@ def _batched_pass(
             return parts[0]
         xp = _xp(list(wrt))
         return [xp.concatenate(p, axis=0) for p in zip(*parts, strict=True)]
+
+
+#: default memory bound of one batched pass: rows x the graph's intermediate values
+CHUNK_BYTES = 256 * 2**20
+
+
+def _auto_chunk(roots: Sequence[Variable]) -> int:
+    """Rows per batched pass when ``chunk_size`` is None: as many as fit in CHUNK_BYTES,
+    counting every intermediate value of the graph once per row.
+    """
+    per_row = sum(r.size for r in roots)
+    for f in graph.topological_order(list(roots)):
+        for x in f.inputs:
+            if x.parent is not None:
+                per_row += x.size
+    return max(1, CHUNK_BYTES // (8 * max(per_row, 1)))
 
 
 def _reshape(a: Any, shape: tuple[int, ...]) -> Any:
@@ -378,7 +394,8 @@ def hessian(
     Args:
         f: called as ``f(*inputs)`` with Variables; returns a scalar Variable.
         inputs: an array (or Variable, scalar), or a tuple (or list) of them.
-        chunk_size: rows per batched pass (default: all at once).
+        chunk_size: rows per batched pass (default: as many as keep the pass's intermediate
+            values within about 256 MiB, usually all of them).
         create_graph: return differentiable Variables (a graph from the inputs, which are
             used as they are when they are Variables): the Hessian can be differentiated
             again, e.g. inside another ``hd.jacobian``.
@@ -435,7 +452,8 @@ def jacobian(
     Args:
         f: called as ``f(*inputs)`` with Variables; returns a Variable.
         inputs: an array (or Variable, scalar), or a tuple (or list) of them.
-        chunk_size: rows (or columns) per batched pass (default: all at once).
+        chunk_size: rows (or columns) per batched pass (default: as many as keep the pass's
+            intermediate values within about 256 MiB, usually all of them).
         create_graph: return differentiable Variables (see :func:`hessian`), so that a
             Jacobian of a Jacobian composes.
 

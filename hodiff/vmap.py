@@ -33,9 +33,11 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from hodiff import function as _function
 from hodiff.batching import loop, renew
-from hodiff.context import _recording
+from hodiff.context import _recording, _trusted, array_module
 from hodiff.variable import Variable
 
 __all__ = ["BatchedVariable", "vmap"]
@@ -142,6 +144,8 @@ def _dispatch(f: Any, inputs: list[Variable]) -> Any:
             f"{f.name}: a batched variable is used outside the hd.vmap that made it "
             "(return it from the mapped function instead of keeping it)"
         )
+    # argument errors name the per-example shapes, as without vmap (skipped inside hd.grad)
+    specs = None if _trusted.get() else f.setup_impl(inputs)
     values = []
     axes: list[int | None] = []
     for x in inputs:
@@ -151,8 +155,16 @@ def _dispatch(f: Any, inputs: list[Variable]) -> Any:
         else:
             values.append(x)
             axes.append(None)
+    _same_backend(values, axes)
     rule = getattr(type(f), "batch_rule", None) or loop
-    result = rule(f, values, axes)
+    if specs is None:
+        result = rule(f, values, axes)
+    else:  # checked above: the rule's own calls are consistent by construction
+        token = _trusted.set(True)
+        try:
+            result = rule(f, values, axes)
+        finally:
+            _trusted.reset(token)
     outs = list(result) if isinstance(result, tuple | list) else [result]
     size = values[axes.index(0)].shape[0]
     if len(outs) != f.n_outputs or any(
@@ -163,6 +175,13 @@ def _dispatch(f: Any, inputs: list[Variable]) -> Any:
             f"{f.name}: batch_rule must return {f.n_outputs} Variable(s) with the batch axis "
             f"(size {size}) first, got {got}"
         )
+    if specs is not None:
+        for k, (o, spec) in enumerate(zip(outs, specs, strict=True)):
+            if tuple(o.shape[1:]) != tuple(spec[0]):
+                raise RuntimeError(
+                    f"{f.name}: batch_rule gave output {k} of shape {tuple(o.shape)}, expected "
+                    f"the batch ({size}) then the per-example shape {tuple(spec[0])}"
+                )
     outputs = [_wrap(o, level, False) for o in outs]
     if _recording.get():  # the per-example node, linked as Function.__call__ links one
         need = False
@@ -185,6 +204,20 @@ def _dispatch(f: Any, inputs: list[Variable]) -> Any:
         if len(outputs) > 1:
             node._out_meta = [(v._shape, v._dtype) for v in outputs]
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+def _same_backend(values: list[Any], axes: list[int | None]) -> None:
+    """Constant numpy leaves (Python scalars wrapped next to a batched input, which has no
+    value to take the backend from) moved to the batch's backend (cupy), in place.
+    """
+    ref = values[axes.index(0)]._data
+    if ref is None or type(ref) is np.ndarray or array_module(ref) is np:
+        return
+    xp = array_module(ref)
+    for i, v in enumerate(values):
+        if (axes[i] is None and type(v) is Variable and v.parent is None and not v.need_grad
+                and type(v._data) is np.ndarray):
+            values[i] = Variable.from_array(xp.asarray(v._data))
 
 
 _function._BATCH_HOOK = _dispatch

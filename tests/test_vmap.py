@@ -25,10 +25,7 @@ IDS = spec_ids(SPECS)
 B = 2
 
 #: the primitives that batch by the generic loop (docs/vmap.md lists the same)
-FALLBACK = {
-    "BatchNormalization", "ConvolutionFilterGrad", "EmbedWeightGrad", "MaxPooling",
-    "MaxPoolingBackward", "MaxPoolingIndex", "WriteBack",
-}
+FALLBACK = {"BatchNormalization", "WriteBack"}
 #: random functions: one independent draw per example, not the loop's repeated seed
 RANDOM = ("dropout",)
 
@@ -398,3 +395,68 @@ def test_jacobian_of_a_list_of_inputs_is_a_tuple() -> None:
     J = hd.jacobian(lambda a, b: a * b, [x, 2 * x])
     assert isinstance(J, tuple)
     np.testing.assert_allclose(J[0], np.diag(2 * x))
+
+
+NESTED = [(s, i) for s, i in zip(SPECS, IDS, strict=True)
+          if s.args and not s.name.startswith(RANDOM)][::6]
+
+
+@pytest.mark.parametrize("spec", [s for s, _ in NESTED], ids=[i for _, i in NESTED])
+def test_nested_vmap_matches_double_loop(spec: Spec) -> None:
+    """vmap(vmap(f)) over a (2, 2) grid of samples; the outer level maps only the first input."""
+    grid = [[spec.sample(seed=2 * a + b) for b in range(2)] for a in range(2)]
+    first = np.stack([np.stack([g[0] for g in row]) for row in grid])  # (2, 2, ...)
+    rest = [np.stack([g[i] for g in grid[0]]) for i in range(1, len(grid[0][0]))]  # (2, ...)
+    n = len(rest)
+
+    def inner(x, *others):
+        return hd.vmap(lambda x, *o: spec.fn(x, *o, **spec.kwargs))(x, *others)
+
+    got = _as_list(hd.vmap(inner, in_axes=(0,) + (None,) * n)(first, *rest))
+    for a in range(2):
+        for b in range(2):
+            args = [first[a, b], *[r[b] for r in rest]]
+            ref = _as_list(spec.fn(*[hd.Variable.from_array(np.asarray(v)) for v in args],
+                                   **spec.kwargs))
+            for y, r in zip(got, ref, strict=True):
+                np.testing.assert_allclose(y.d[a, b], r.d, rtol=1e-10, atol=1e-12)
+
+
+def test_default_chunks_bound_the_memory(monkeypatch) -> None:
+    from hodiff import transforms
+
+    monkeypatch.setattr(transforms, "CHUNK_BYTES", 8 * 40)  # a few rows per pass
+    sizes = []
+    real = transforms._auto_chunk
+    monkeypatch.setattr(transforms, "_auto_chunk", lambda roots: sizes.append(real(roots))
+                        or sizes[-1])
+    x = RNG.standard_normal(5)
+    np.testing.assert_allclose(hd.hessian(_lse, x), _lse_hessian(x), atol=1e-12)
+    assert sizes
+    assert 1 <= sizes[0] < 5
+
+
+def test_float32_stays_float32_under_vmap() -> None:
+    for spec in SPECS:
+        if not spec.float32 or not spec.args or spec.name.startswith(RANDOM):
+            continue
+        xs = [np.stack([a, a]) for a in spec.sample()]
+        xs = [x.astype(np.float32) if x.dtype.kind == "f" else x for x in xs]
+        for y in _as_list(hd.vmap(_f(spec))(*xs)):
+            if y.dtype.kind == "f":
+                assert y.dtype == np.float32, f"{spec.name} gave {y.dtype} for float32 inputs"
+
+
+def test_argument_errors_name_per_example_shapes_and_bad_rules_are_caught() -> None:
+    with pytest.raises(ValueError, match=r"\(3,\).*\(4,\)"):
+        hd.vmap(lambda a, b: a + b)(np.ones((2, 3)), np.ones((2, 4)))
+
+    class Bad(hd.Function):
+        def forward_impl(self, inputs, outputs):
+            outputs[0] = inputs[0] * 2
+
+        def batch_rule(self, inputs, axes):
+            return F.sum(inputs[0], axis=1)  # drops a per-example axis
+
+    with pytest.raises(RuntimeError, match=r"bad: batch_rule gave output 0 of shape \(2,\)"):
+        hd.vmap(lambda x: Bad()(x))(np.ones((2, 3)))

@@ -440,13 +440,42 @@ def depthwise_convolution(
 from hodiff import batching as _batching  # noqa: E402
 
 
+def fold_batch(v: Any, base_axis: int, channel_last: bool) -> Any:
+    """A batched ``(B, *lead, C, *spatial)`` as ``(*lead, B * C, *spatial)`` (channel_last:
+    ``(B, *lead, *spatial, C)`` as ``(*lead, *spatial, B * C)``): the examples become groups.
+    """
+    shape = tuple(v.shape)
+    at = len(shape) - 1 if channel_last else base_axis + 1  # the channel axis of v
+    perm = [*range(1, at), 0, *range(at, len(shape))]
+    v = _array.transpose(v, perm)
+    return _array.reshape(v, (*shape[1:at], shape[0] * shape[at], *shape[at + 1:]))
+
+
+def unfold_batch(y: Any, size: int, base_axis: int, channel_last: bool) -> Any:
+    """The inverse of :func:`fold_batch` on an output: ``B * C'`` channels back to a batch."""
+    shape = tuple(y.shape)
+    at = len(shape) - 1 if channel_last else base_axis
+    y = _array.reshape(y, (*shape[:at], size, shape[at] // size, *shape[at + 1:]))
+    perm = [at, *[i for i in range(len(shape) + 1) if i != at]]
+    return _array.transpose(y, perm)
+
+
 def _batch_conv(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
-    # shared weights: the batch axis is one more leading axis of x (base_axis + 1);
-    # per-example weights (rare): the generic loop
-    if any(a is not None for a in axes[1:]):
-        return _batching.loop(self, inputs, axes)
-    ba = self.base_axis + 1 if self.base_axis >= 0 else self.base_axis
-    return _batching.renew(self, base_axis=ba)(*inputs)
+    if all(a is None for a in axes[1:]):  # shared weights: one more leading axis of x
+        ba = self.base_axis + 1 if self.base_axis >= 0 else self.base_axis
+        return _batching.renew(self, base_axis=ba)(*inputs)
+    # per-example weights: the examples become groups of one grouped convolution
+    size = _batching.batch_size(inputs, axes)
+    x = _batching.batched(inputs[0], axes[0], size)
+    ba = self.base_axis if self.base_axis >= 0 else self.base_axis + x.ndim - 1
+    w = _batching.batched(inputs[1], axes[1], size)
+    args = [fold_batch(x, ba, self.channel_last),
+            _array.reshape(w, (size * w.shape[1], *w.shape[2:]))]
+    if len(inputs) > 2:
+        b = _batching.batched(inputs[2], axes[2], size)
+        args.append(_array.reshape(b, (size * b.shape[1],)))
+    f = _batching.renew(self, base_axis=ba, group=self.group * size)
+    return unfold_batch(f(*args), size, ba, self.channel_last)
 
 
 _ConvBase.batch_rule = _batch_conv  # type: ignore[attr-defined]

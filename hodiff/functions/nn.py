@@ -158,7 +158,11 @@ def _batch_dropout_mask(self: Any, inputs: Sequence[Any], axes: Sequence[int | N
 def _batch_embed(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
     if axes[1] is None:  # shared table: the batch is one more leading axis of the ids
         return self(*inputs)
-    return _batching.loop(self, inputs, axes)  # a table per example (rare)
+    from hodiff.functions import indexing  # a table per example: gather along its rows
+
+    size = _batching.batch_size(inputs, axes)
+    x, w = (_batching.batched(v, a, size) for v, a in zip(inputs, axes, strict=True))
+    return indexing.gather(w, x, axis=1, batch_dims=1)
 
 
 DropoutMask.batch_rule = _batch_dropout_mask  # type: ignore[attr-defined]

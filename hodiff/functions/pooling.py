@@ -514,6 +514,48 @@ def _batch_leading(self: Any, inputs: Sequence[Any], axes: Sequence[int | None])
 
 for _cls in (SumPooling, AveragePooling, Interpolate):
     _cls.batch_rule = _batch_leading  # type: ignore[attr-defined]
-# flat argmax indices are per array: an index per example needs its own call
-MaxPoolingIndex.batch_rule = _batching.loop  # type: ignore[attr-defined]
-MaxPooling.batch_rule = _batching.loop  # type: ignore[attr-defined]
+
+
+class _LocalIndex(Function, register=False):
+    """``index % size``: flat indices into a batch made flat indices into each example."""
+
+    differentiable = False
+    need_inputs = False
+    batch_rule = _batching.elementwise
+
+    def __init__(self, *, size: int) -> None:
+        self.size = int(size)
+
+    def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
+        return [(inputs[0].shape, inputs[0].dtype)]
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        outputs[0] = inputs[0] % self.size
+
+
+def _batch_max_pooling_index(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    # the windows of the batch at once; the flat indices then made per example
+    (x,) = inputs
+    return _LocalIndex(size=math.prod(x.shape[1:]))(self(x))
+
+
+def _batch_max_pooling(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    x, index = inputs
+    if axes[0] is None:  # one x, an index per example: take from the same x
+        return self(x, index)
+    from hodiff.functions import indexing
+
+    size = x.shape[0]
+    index = _batching.batched(index, axes[1], size)
+    y = indexing.gather(_array.reshape(x, (size, -1)), _array.reshape(index, (size, -1)),
+                        axis=1, batch_dims=1)
+    y = _array.reshape(y, tuple(index.shape))
+    return y if y.dtype.kind == "f" else _arith_float(y)
+
+
+def _arith_float(y: Any) -> Any:
+    return y * 1.0
+
+
+MaxPoolingIndex.batch_rule = _batch_max_pooling_index  # type: ignore[attr-defined]
+MaxPooling.batch_rule = _batch_max_pooling  # type: ignore[attr-defined]

@@ -129,4 +129,17 @@ def convolution_filter_grad(
 # ---------------------------------------------------------------- batching rules (hd.vmap)
 from hodiff import batching as _batching  # noqa: E402
 
-ConvolutionFilterGrad.batch_rule = _batching.loop  # type: ignore[attr-defined]  # per-example gw
+
+def _batch_filter_grad(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    # a filter gradient per example: the examples become groups of one grouped filter gradient
+    size = _batching.batch_size(inputs, axes)
+    x, gy = (_batching.batched(v, a, size) for v, a in zip(inputs, axes, strict=True))
+    conv = self.conv
+    ba = conv.base_axis if conv.base_axis >= 0 else conv.base_axis + x.ndim - 1
+    params = {**conv.params(), "base_axis": ba, "group": conv.group * size}
+    f = ConvolutionFilterGrad(kernel=self.kernel, **params)
+    gw = f(_conv.fold_batch(x, ba, conv.channel_last), _conv.fold_batch(gy, ba, conv.channel_last))
+    return _conv._array.reshape(gw, (size, gw.shape[0] // size, *gw.shape[1:]))
+
+
+ConvolutionFilterGrad.batch_rule = _batch_filter_grad  # type: ignore[attr-defined]

@@ -72,4 +72,16 @@ def embed_weight_grad(gy: Any, x: Any, n: int) -> Variable:
 # ---------------------------------------------------------------- batching rules (hd.vmap)
 from hodiff import batching as _batching  # noqa: E402
 
-EmbedWeightGrad.batch_rule = _batching.loop  # type: ignore[attr-defined]  # per-example tables
+
+def _batch_embed_weight_grad(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]
+                             ) -> Any:
+    # a table gradient per example: gather_add along the rows of a batch of tables
+    from hodiff.grad_functions import array as _garray
+
+    size = _batching.batch_size(inputs, axes)
+    gy, x = (_batching.batched(v, a, size) for v, a in zip(inputs, axes, strict=True))
+    shape = (size, self.n, *gy.shape[x.ndim:])
+    return _garray.gather_add(gy, x, shape, axis=1, batch_dims=1)
+
+
+EmbedWeightGrad.batch_rule = _batch_embed_weight_grad  # type: ignore[attr-defined]

@@ -200,4 +200,20 @@ def _batch_pooling_backward(self: Any, inputs: Sequence[Any], axes: Sequence[int
 
 PoolingBackward.batch_rule = _batch_pooling_backward  # type: ignore[attr-defined]
 InterpolateBackward.batch_rule = _batch_leading  # type: ignore[attr-defined]
-MaxPoolingBackward.batch_rule = _batching.loop  # type: ignore[attr-defined]  # flat indices
+
+
+def _batch_max_pooling_backward(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]
+                                ) -> Any:
+    # per example: gx_b.flat[index_b] += gy_b, i.e. a gather_add along the flattened example
+    from hodiff.functions import array as _array
+    from hodiff.grad_functions import array as _garray
+
+    size = _batching.batch_size(inputs, axes)
+    gy, index = (_batching.batched(v, a, size) for v, a in zip(inputs, axes, strict=True))
+    n = int(np.prod(self.shape, dtype=np.int64))
+    gx = _garray.gather_add(_array.reshape(gy, (size, -1)), _array.reshape(index, (size, -1)),
+                            (size, n), axis=1, batch_dims=1)
+    return _array.reshape(gx, (size, *self.shape))
+
+
+MaxPoolingBackward.batch_rule = _batch_max_pooling_backward  # type: ignore[attr-defined]
