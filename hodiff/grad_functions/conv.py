@@ -138,8 +138,9 @@ def _batch_filter_grad(self: Any, inputs: Sequence[Any], axes: Sequence[int | No
     ba = conv.base_axis if conv.base_axis >= 0 else conv.base_axis + x.ndim - 1
     params = {**conv.params(), "base_axis": ba, "group": conv.group * size}
     f = ConvolutionFilterGrad(kernel=self.kernel, **params)
-    gw = f(_conv.fold_batch(x, ba, conv.channel_last), _conv.fold_batch(gy, ba, conv.channel_last))
-    return _conv._array.reshape(gw, (size, gw.shape[0] // size, *gw.shape[1:]))
+    fold = F.conv.fold_batch
+    gw = f(fold(x, ba, conv.channel_last), fold(gy, ba, conv.channel_last))
+    return F.array.reshape(gw, (size, gw.shape[0] // size, *gw.shape[1:]))
 
 
 ConvolutionFilterGrad.batch_rule = _batch_filter_grad  # type: ignore[attr-defined]
