@@ -313,3 +313,52 @@ def test_numpy_style_variable_methods_are_the_functions() -> None:
     assert x.astype(np.int32).dtype == np.int32
     (g,) = hd.grad(x.T.reshape(6).prod(), [x])
     np.testing.assert_allclose(g.d, a.prod() / a)
+
+
+# ---------------------------------------------------------------- against PyTorch (optional)
+def test_r1_through_the_warp_matches_torch() -> None:
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((2, 2, 5, 6))
+    theta = np.array([[[0.9, 0.1, 0.05], [-0.1, 1.1, 0.02]], [[1.05, -0.2, 0.1], [0.1, 0.95, 0.0]]])
+    tx, tth = torch.tensor(x, requires_grad=True), torch.tensor(theta, requires_grad=True)
+    grid = torch.nn.functional.affine_grid(tth, (2, 2, 5, 6), align_corners=False)
+    y = torch.nn.functional.grid_sample(tx, grid, align_corners=False, padding_mode="zeros")
+    (gx,) = torch.autograd.grad(torch.tanh(y).sum(), tx, create_graph=True)
+    (expected,) = torch.autograd.grad((gx * gx).sum(), tth)
+    xv, th = _v(x), _v(theta)
+    yv = F.warp_by_grid(xv, F.affine_grid(th, (5, 6)))
+    np.testing.assert_allclose(yv.d, y.detach().numpy(), atol=1e-12)
+    (g,) = hd.grad(F.sum(F.tanh(yv)), [xv])
+    (h,) = hd.grad(F.sum(g * g), [th])
+    np.testing.assert_allclose(h.d, expected.numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["solve", "cholesky", "eigh", "svd", "pinv"])
+def test_hessian_vector_products_match_torch(name: str) -> None:
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(9)
+    m = rng.standard_normal((4, 4))
+    a, v, b = m @ m.T + 4 * np.eye(4), rng.standard_normal((4, 4)), rng.standard_normal((4, 2))
+    ours = {
+        "solve": lambda z: F.sum(F.solve(z, b) ** 3),
+        "cholesky": lambda z: F.sum(F.cholesky((z + z.T) * 0.5) ** 3),
+        "eigh": lambda z: F.sum(F.eigh((z + z.T) * 0.5)[0] ** 3),
+        "svd": lambda z: F.sum(F.svd(z, compute_uv=False) ** 3),
+        "pinv": lambda z: F.sum(F.pinv(z[:, :3]) ** 3),
+    }[name]
+    theirs = {
+        "solve": lambda z: (torch.linalg.solve(z, torch.tensor(b)) ** 3).sum(),
+        "cholesky": lambda z: (torch.linalg.cholesky((z + z.T) * 0.5) ** 3).sum(),
+        "eigh": lambda z: (torch.linalg.eigh((z + z.T) * 0.5)[0] ** 3).sum(),
+        "svd": lambda z: (torch.linalg.svdvals(z) ** 3).sum(),
+        "pinv": lambda z: (torch.linalg.pinv(z[:, :3]) ** 3).sum(),
+    }[name]
+    x = _v(a)
+    (g,) = hd.grad(ours(x), [x])
+    (h,) = hd.grad(F.sum(g * v), [x])
+    t = torch.tensor(a, requires_grad=True)
+    (gt,) = torch.autograd.grad(theirs(t), t, create_graph=True)
+    (ht,) = torch.autograd.grad((gt * torch.tensor(v)).sum(), t)
+    np.testing.assert_allclose(g.d, gt.detach().numpy(), rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(h.d, ht.numpy(), rtol=1e-8, atol=1e-10)
