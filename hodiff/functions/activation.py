@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hodiff.context import array_module
-from hodiff.function import Elementwise, Function, Slot
+from hodiff.function import Elementwise, Flags, Function, Slots
 from hodiff.functions import arithmetic as _arithmetic
 from hodiff.functions import array as _array
 from hodiff.functions import math as _math
@@ -41,8 +41,6 @@ __all__ = [
     "swish",
 ]
 
-Slots = Sequence[Slot]
-Flags = Sequence[bool]
 
 _GELU_C = math.sqrt(2.0 / math.pi)
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from hodiff.context import array_module, get_default_context
-from hodiff.function import Function, Slot
+from hodiff.function import Flags, Function, Slots
 from hodiff.functions.indexing import (
     as_ints,
     gather,
@@ -53,8 +53,6 @@ __all__ = [
     "where",
 ]
 
-Slots = Sequence[Slot]
-Flags = Sequence[bool]
 Spec = list[tuple[tuple[int, ...], Any]]
 _ALL = builtins.slice(None)
 

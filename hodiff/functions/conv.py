@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from hodiff.context import array_module
-from hodiff.function import Function, Slot, float_dtype
+from hodiff.function import Flags, Function, Slots, float_dtype
 from hodiff.functions import array as _array
 from hodiff.functions import reduction as _reduction
 from hodiff.functions._conv_kernels import (
@@ -43,8 +43,6 @@ from hodiff.variable import Variable
 
 __all__ = ["convolution", "deconvolution", "depthwise_convolution"]
 
-Slots = Sequence[Slot]
-Flags = Sequence[bool]
 Ints = tuple[int, ...]
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from hodiff.context import array_module, get_default_context
-from hodiff.function import Function, Slot
+from hodiff.function import Flags, Function, Slots
 from hodiff.functions._index_kernels import (  # noqa: F401 (re-exported: the array family uses them)
     IndexOutOfRangeError,
     as_ints,
@@ -34,8 +34,6 @@ from hodiff.variable import Variable
 
 __all__ = ["gather", "getitem", "one_hot", "slice"]
 
-Slots = Sequence[Slot]
-Flags = Sequence[bool]
 Spec = list[tuple[tuple[int, ...], Any]]
 _ALL = builtins.slice(None)
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from hodiff.context import array_module
-from hodiff.function import Function, Slot, float_dtype
+from hodiff.function import Flags, Function, Slots, float_dtype
 from hodiff.functions import array as _array
 from hodiff.functions import reduction as _reduction
 from hodiff.grad_functions import linalg as _grad
@@ -35,8 +35,6 @@ __all__ = [
     "matmul",
 ]
 
-Slots = Sequence[Slot]
-Flags = Sequence[bool]
 Spec = list[tuple[tuple[int, ...], Any]]
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from hodiff.context import array_module
-from hodiff.function import Function, Slot, float_dtype
+from hodiff.function import Flags, Function, Slots, float_dtype
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions import array as _array
 from hodiff.functions import math as _math
@@ -43,8 +43,6 @@ __all__ = [
     "squared_error",
 ]
 
-Slots = Sequence[Slot]
-Flags = Sequence[bool]
 Spec = list[tuple[tuple[int, ...], Any]]
 
 

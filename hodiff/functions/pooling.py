@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from hodiff.context import array_module
-from hodiff.function import Function, Slot, float_dtype
+from hodiff.function import Flags, Function, Slots, float_dtype
 from hodiff.functions import array as _array
 from hodiff.functions import reduction as _reduction
 from hodiff.functions._pool_kernels import (
@@ -50,8 +50,6 @@ __all__ = [
     "unpooling",
 ]
 
-Slots = Sequence[Slot]
-Flags = Sequence[bool]
 Ints = tuple[int, ...]
 Spec = list[tuple[Ints, Any]]
 

@@ -11,15 +11,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from hodiff.context import array_module
-from hodiff.function import Function, Slot
+from hodiff.function import Flags, Function, Slots
 from hodiff.functions import _index_kernels as _kernels
 from hodiff.grad_functions import F
 from hodiff.variable import Variable
 
 __all__ = ["gather_add", "index_add"]
 
-Slots = Sequence[Slot]
-Flags = Sequence[bool]
 Spec = list[tuple[tuple[int, ...], Any]]
 
 

@@ -15,15 +15,13 @@ from typing import Any
 import numpy as np
 
 from hodiff.context import array_module
-from hodiff.function import Function, Slot, float_dtype
+from hodiff.function import Flags, Function, Slots, float_dtype
 from hodiff.functions import _loss_kernels as _kernels
 from hodiff.grad_functions import F
 from hodiff.variable import Variable
 
 __all__ = ["scatter_by_label", "select_by_label", "softmax_cross_entropy_grad"]
 
-Slots = Sequence[Slot]
-Flags = Sequence[bool]
 Spec = list[tuple[tuple[int, ...], Any]]
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from hodiff.context import array_module
-from hodiff.function import Function, Slot, float_dtype
+from hodiff.function import Flags, Function, Slots, float_dtype
 from hodiff.functions import _pool_kernels as _kernels
 from hodiff.grad_functions import F
 from hodiff.variable import Variable
@@ -21,8 +21,6 @@ __all__ = ["average_pooling_backward", "interpolate_backward", "max_pooling_back
            "sum_pooling_backward"]
 
 Ints = tuple[int, ...]
-Slots = Sequence[Slot]
-Flags = Sequence[bool]
 Spec = list[tuple[Ints, Any]]
 
 

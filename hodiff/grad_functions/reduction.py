@@ -13,14 +13,12 @@ from typing import Any
 import numpy as np
 
 from hodiff.context import array_module
-from hodiff.function import Function, Slot, float_dtype
+from hodiff.function import Flags, Function, Slots, float_dtype
 from hodiff.grad_functions import F
 from hodiff.variable import Variable
 
 __all__ = ["linear_scan", "tie_weights"]
 
-Slots = Sequence[Slot]
-Flags = Sequence[bool]
 Spec = list[tuple[tuple[int, ...], Any]]
 
 
@@ -130,7 +128,6 @@ def linear_scan(a: Any, b: Any, axis: int, reverse: bool = False) -> Variable:
     array([ 1.,  3., 10.])
     """
     return LinearScan(axis=axis, reverse=reverse)(a, b)
-
 
 
 # ---------------------------------------------------------------- batching rules (hd.vmap)
