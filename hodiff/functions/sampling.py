@@ -24,6 +24,7 @@ from hodiff.context import array_module, get_default_context
 from hodiff.function import Function
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions import array as _array
+from hodiff.functions import reduction as _reduction
 from hodiff.functions import rounding as _round
 from hodiff.functions.indexing import shape_of
 from hodiff.functions.linalg import batch_matmul
@@ -35,30 +36,36 @@ Spec = list[tuple[tuple[int, ...], Any]]
 
 
 class CornerIndex(Function):
-    """From per-axis integer-valued float coordinates ``i_a`` (+ ``offsets``): the flat index
-    ``sum_a clip(i_a) stride_a`` into an array of spatial ``sizes`` (int64) and a float mask
-    of the in-range points. Not differentiable.
+    """From per-axis integer-valued float coordinates ``i_a`` of one shape ``S``, for each
+    corner ``k`` (a tuple of per-axis ``offsets[k]``): the flat index ``sum_a clip(i_a +
+    o_ka) stride_a`` into an array of spatial ``sizes`` (int64) and a float mask of the
+    in-range corners, both of shape ``S + (K,)``. Not differentiable.
     """
 
     differentiable = False
     n_outputs = 2
 
-    def __init__(self, *, sizes: Sequence[int], offsets: Sequence[int]) -> None:
+    def __init__(self, *, sizes: Sequence[int], offsets: Sequence[Sequence[int]]) -> None:
         self.sizes = tuple(int(s) for s in sizes)
-        self.offsets = tuple(int(o) for o in offsets)
+        self.offsets = tuple(tuple(int(o) for o in k) for k in offsets)
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         shape = inputs[0].shape
         if len(inputs) != len(self.sizes) or any(x.shape != shape for x in inputs):
             raise ValueError(f"corner_index: {len(self.sizes)} coordinates of one shape needed")
-        return [(shape, np.dtype(np.int64)), (shape, inputs[0].dtype)]
+        if any(len(k) != len(self.sizes) for k in self.offsets):
+            raise ValueError(f"corner_index: offsets {self.offsets} need {len(self.sizes)} ints")
+        out = (*shape, len(self.offsets))
+        return [(out, np.dtype(np.int64)), (out, inputs[0].dtype)]
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         xp = array_module(inputs[0])
-        flat = xp.zeros(inputs[0].shape, dtype=np.int64)
-        valid = xp.ones(inputs[0].shape, dtype=bool)
-        for i, size, off in zip(inputs, self.sizes, self.offsets, strict=True):
-            idx = i.astype(np.int64) + off
+        shape = (*inputs[0].shape, len(self.offsets))
+        flat = xp.zeros(shape, dtype=np.int64)
+        valid = xp.ones(shape, dtype=bool)
+        for a, (i, size) in enumerate(zip(inputs, self.sizes, strict=True)):
+            off = xp.asarray([k[a] for k in self.offsets], dtype=np.int64)
+            idx = i.astype(np.int64)[..., None] + off
             valid &= (idx >= 0) & (idx < size)
             flat = flat * size + xp.clip(idx, 0, size - 1)
         outputs[0], outputs[1] = flat, valid.astype(inputs[0].dtype)
@@ -189,18 +196,17 @@ def warp_by_grid(x: Any, grid: Any, mode: str = "linear", padding_mode: str = "z
     else:
         lows = [_round.floor(s) for s in coords]
         corners = list(itertools.product((0, 1), repeat=d))
-    fracs = [s - i for s, i in zip(coords, lows, strict=True)]
-    y = None
-    for bits in corners:
-        idx, valid = CornerIndex(sizes=sizes, offsets=bits)(*lows)
-        wgt = valid
-        if mode == "linear":
-            for f, bit in zip(fracs, bits, strict=True):
-                wgt = wgt * (f if bit else 1.0 - f)
-        term = _array.gather(flat_x, idx, axis=1, batch_dims=1) * _array.reshape(
-            wgt, (*shape_of(wgt), 1))
-        y = term if y is None else y + term
-    assert y is not None
+    # all 2^D corners at once: (B, P, K) indices, masks and weights, one gather of (B, P K)
+    p, k = math.prod(out), len(corners)
+    idx, wgt = CornerIndex(sizes=sizes, offsets=corners)(*lows)
+    if mode == "linear":
+        for a, (s, i) in enumerate(zip(coords, lows, strict=True)):
+            f = s - i
+            pair = _array.stack(1.0 - f, f, axis=-1)  # (B, P, 2): weights of offsets 0 and 1
+            wgt = wgt * _array.getitem(pair, (Ellipsis, np.array([o[a] for o in corners])))
+    vals = _array.gather(flat_x, _array.reshape(idx, (b, p * k)), axis=1, batch_dims=1)
+    y = _reduction.sum(_array.reshape(vals, (b, p, k, c)) * _array.reshape(wgt, (b, p, k, 1)),
+                       axis=2)
     y = _array.reshape(y, (b, *out, c))
     return y if channel_last else _array.transpose(y, (0, d + 1, *range(1, d + 1)))
 

@@ -61,8 +61,8 @@ def _bilinear_ref(x, grid, align_corners=False, padding_mode="zero"):
 
 
 def corner_index(i0, i1):
-    """The flat index and mask of the (+0, +1) corner in a 3 x 4 image."""
-    return CornerIndex(sizes=(3, 4), offsets=(0, 1))(i0, i1)
+    """The flat indices and masks of the corners (+0, +1) and (+1, +0) in a 3 x 4 image."""
+    return CornerIndex(sizes=(3, 4), offsets=((0, 1), (1, 0)))(i0, i1)
 
 
 def _warp_kinks(n: int, align: bool) -> tuple[float, ...]:
@@ -101,6 +101,8 @@ SPECS = [
          kwargs={"align_corners": True, "padding_mode": "repeat"},
          kinks=(*_warp_kinks(4, True), -1.0, 1.0), gap=0.03, id="align_repeat"),
     Spec(corner_index,
-         (fixed(np.array([0.0, 2.0, -1.0])), fixed(np.array([1.0, 3.0, 0.0]))), None,
+         (fixed(np.array([0.0, 2.0, -1.0])), fixed(np.array([1.0, 3.0, 0.0]))),
+         lambda i0, i1: (np.array([[2, 5], [11, 11], [1, 0]]),  # worked out by hand
+                         np.array([[1.0, 1.0], [0.0, 0.0], [0.0, 1.0]])),
          order=0, id="corner_index"),
 ]
