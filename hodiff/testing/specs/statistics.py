@@ -87,6 +87,8 @@ SPECS = [
     Spec(F.top_k_data, (distinct((2, 5)),), _top_k_ref, kwargs={"k": 3}, linear=True),
     Spec(F.top_k_data, (distinct((2, 2, 3), magnitudes=True),), _top_k_ref,
          kwargs={"k": 2, "abs": True, "reduce": False}, linear=True, id="abs_noreduce"),
+    Spec(F.top_k_data, (distinct((3, 4)),), lambda x, k, largest: np.sort(x, axis=1)[:, :k],
+         kwargs={"k": 2, "largest": False}, linear=True, id="smallest"),
     Spec(take_along_axis, ((3, 3), _IDX), lambda x, i, axis: x[:2][np.arange(2)[:, None], i],
          kwargs={"axis": 1}, linear=True),
     Spec(scatter_along_axis, ((2, 3), _IDX), _scatter_ref, kwargs={"axis": 1, "shape": (3, 4)},
