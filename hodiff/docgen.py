@@ -56,6 +56,9 @@ highest derivative order its spec rows check against finite differences in float
 (`python -m hodiff check` re-runs them; 0 = not differentiable, it cuts the graph).
 Arguments follow NNabla's signatures where NNabla has the function; each docstring
 gives the formula and shapes (`help(F.name)`).
+
+This page is generated from the spec table and the docstrings by `python -m hodiff docs`
+(a test checks that it is up to date).
 """
 
 FOOTER = """Gradient-only functions (`hodiff/grad_functions/`) appear in the graphs that `hd.grad`
