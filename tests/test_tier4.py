@@ -362,3 +362,15 @@ def test_hessian_vector_products_match_torch(name: str) -> None:
     (ht,) = torch.autograd.grad((gt * torch.tensor(v)).sum(), t)
     np.testing.assert_allclose(g.d, gt.detach().numpy(), rtol=1e-9, atol=1e-11)
     np.testing.assert_allclose(h.d, ht.numpy(), rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_repeated_eigen_and_singular_values_give_exact_gradients_of_the_values(dtype) -> None:
+    """d sum(w^3) / dA = 3 V diag(w^2) V^T = 12 I at A = 2 I (a triple eigenvalue), no NaN."""
+    x = hd.Variable.from_array(np.eye(3, dtype=dtype) * 2, need_grad=True)
+    F.sum(F.eigh(x)[0] ** 3).backward()
+    assert x.g.dtype == dtype
+    np.testing.assert_allclose(x.g, 12 * np.eye(3), rtol=1e-6)
+    y = hd.Variable.from_array(np.eye(3, dtype=dtype) * 2, need_grad=True)
+    F.sum(F.svd(y, compute_uv=True)[1] ** 3).backward()
+    np.testing.assert_allclose(y.g, 12 * np.eye(3), rtol=1e-6)

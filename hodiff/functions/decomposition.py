@@ -197,19 +197,17 @@ class Eigh(Function):
 
 
 def _gap_inverse(p: Any, q: Any) -> Any:
-    """``F_ij = 1 / (q_j - p_i)`` off the diagonal and 0 on it, for (..., K) ``p`` and ``q``."""
+    """``F_ij = 1 / (q_j - p_i)``, and 0 where ``q_j == p_i`` exactly (the diagonal, ties).
+
+    At an exact tie (a repeated eigenvalue or singular value) the vector part of the rule
+    is dropped: exact for a loss of the values only; through the vectors of a repeated
+    value the derivative does not exist.
+    """
     shape = tuple(p.shape)
     k = shape[-1]
-    eye_ = array_module_of_constant(k)
     d = _array.reshape(q, (*shape[:-1], 1, k)) - _array.reshape(p, (*shape[:-1], k, 1))
-    return (1.0 - eye_) / (d + eye_)
-
-
-def array_module_of_constant(k: int) -> Any:
-    """The ``k x k`` identity as a constant of the context's backend (float64)."""
-    from hodiff.context import get_default_context
-
-    return get_default_context().xp.eye(k)
+    tie = _array.equal(d, 0.0)
+    return _array.where(tie, 0.0, 1.0 / _array.where(tie, 1.0, d))
 
 
 class Svd(Function):
@@ -379,7 +377,8 @@ def eigh(a: Any) -> tuple[Variable, Variable]:
     ``linalg.eigh``; the lower triangle of ``a`` is read).
 
     Derivatives assume distinct eigenvalues; a loss must not depend on the sign of each
-    eigenvector (which is arbitrary).
+    eigenvector (which is arbitrary). At exactly repeated eigenvalues the gradient of a loss
+    of ``w`` alone is still exact (the eigenvector terms of the tie are dropped).
 
     >>> import numpy as np, hodiff.functions as F
     >>> F.eigh(np.array([[2.0, 1.0], [1.0, 2.0]]))[0].d
@@ -399,7 +398,8 @@ def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True) -> Any:
         compute_uv: return ``(u, s, vh)``; else ``s`` only.
 
     Derivatives assume distinct nonzero singular values and a loss that does not depend on
-    the signs of the singular vector pairs.
+    the signs of the singular vector pairs (at exactly repeated values the gradient of a loss
+    of ``s`` alone is still exact).
 
     >>> import numpy as np, hodiff.functions as F
     >>> F.svd(np.array([[3.0, 0.0], [0.0, -2.0]]), compute_uv=False).d
