@@ -239,9 +239,11 @@ def _warp_loops(x: np.ndarray, grid: np.ndarray, mode: str, padding_mode: str,
         for i, j, k in np.ndindex(*grid.shape[1:4]):
             gx, gy, gz = grid[n, i, j, k]
             sx, sy, sz = source(gx, w), source(gy, h), source(gz, dd)
-            if mode == "nearest":
-                pts = [((int(np.floor(sz + 0.5)), int(np.floor(sy + 0.5)),
-                         int(np.floor(sx + 0.5))), 1.0)]
+            if mode == "nearest":  # C's round: halves away from zero
+                def rnd(v: float) -> int:
+                    return int(np.sign(v) * np.floor(abs(v) + 0.5))
+
+                pts = [((rnd(sz), rnd(sy), rnd(sx)), 1.0)]
             else:
                 z0, y0, x0 = int(np.floor(sz)), int(np.floor(sy)), int(np.floor(sx))
                 pts = []

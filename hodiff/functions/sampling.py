@@ -146,8 +146,9 @@ def warp_by_grid(x: Any, grid: Any, mode: str = "linear", padding_mode: str = "z
     A grid value ``g`` in [-1, 1] maps to the pixel coordinate ``s = (g + 1) (n - 1) / 2``
     (``align_corners``) or ``s = ((g + 1) n - 1) / 2``; "linear" mode interpolates the
     ``2^D`` neighbours with weights ``prod_a (1 - |s_a - i_a|)`` (bilinear/trilinear),
-    "nearest" takes the pixel ``floor(s + 0.5)``. Outside the image "zero" pads with
-    zeros, "repeat" clamps to the border, "reflect" mirrors at the borders.
+    "nearest" takes the pixel ``round(s)`` (halves away from zero, as C's ``round``).
+    Outside the image "zero" pads with zeros, "repeat" clamps to the border, "reflect"
+    mirrors at the borders.
 
     Args:
         x: (B, C, H, W) or (B, C, D, H, W) (channels last if ``channel_last``).
@@ -191,7 +192,8 @@ def warp_by_grid(x: Any, grid: Any, mode: str = "linear", padding_mode: str = "z
         g = _array.getitem(flat_g, (Ellipsis, d - 1 - a))
         coords.append(_source(g, n, padding_mode, bool(align_corners)))
     if mode == "nearest":
-        lows = [_round.floor(s + 0.5) for s in coords]
+        # NNabla's std::round: halves away from zero
+        lows = [_arith.sign(s) * _round.floor(_arith.abs(s) + 0.5) for s in coords]
         corners: list[tuple[int, ...]] = [(0,) * d]
     else:
         lows = [_round.floor(s) for s in coords]
