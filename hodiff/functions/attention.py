@@ -64,9 +64,9 @@ class WriteBack(Function):
 def write_back(u: Any, target: Any) -> Variable:
     """``y = u``, and ``u``'s values copied into ``target``'s array when computed.
 
-    >>> import numpy as np
-    >>> t = np.zeros(2)
-    >>> write_back(np.array([1.0, 2.0]), t).d, t
+    >>> import numpy as np, hodiff as hd
+    >>> t = hd.Variable.from_array(np.zeros(2))  # a Variable: from_array copies an array
+    >>> write_back(np.array([1.0, 2.0]), t).d, t.d
     (array([1., 2.]), array([1., 2.]))
     """
     return WriteBack()(u, target)
