@@ -211,7 +211,7 @@ def _gap_inverse(p: Any, q: Any) -> Any:
 
 
 class Svd(Function):
-    need_inputs = True  # compute_uv=False: the rule needs U and V again, from a
+    need_inputs = True  # with compute_uv=False the rule recomputes U and V from a
     need_outputs = True
 
     def __init__(self, *, full_matrices: bool = True, compute_uv: bool = True) -> None:
