@@ -27,7 +27,10 @@ def _seed(i: int, y: Variable, g: Any) -> Variable:
     """The seed of output ``i``: ones of its shape by default (any shape, as ``.backward()``);
     a scalar broadcasts to the output's shape; an array or Variable must have its shape.
     """
-    xp = array_module(y._data) if y._data is not None else get_default_context().xp
+    v = y  # inside hd.vmap the per-example y has no value: its batched value has the module
+    while v._data is None and isinstance(getattr(v, "_value", None), Variable):
+        v = v._value
+    xp = array_module(v._data) if v._data is not None else get_default_context().xp
     dtype = y._grad_dtype()
     if g is None:
         return Variable.from_array(xp.ones(y.shape, dtype=dtype))

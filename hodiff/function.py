@@ -89,7 +89,14 @@ from typing import Any, ClassVar
 import numpy as np
 
 from hodiff import batching as _batching
-from hodiff.context import _auto_forward, _raw, _recording, _trusted, array_module
+from hodiff.context import (
+    _auto_forward,
+    _raw,
+    _recording,
+    _trusted,
+    array_module,
+    get_default_context,
+)
 from hodiff.variable import Variable, as_variable
 
 __all__ = [
@@ -398,14 +405,39 @@ def _output(spec: tuple[tuple[int, ...], Any] | None, y: Any) -> Variable:
 def _wrap(value: Any, args: Sequence[Any]) -> Variable:
     """A constant leaf for a non-Variable argument; a Python scalar takes the float dtype of
     the array arguments (numpy's weak-scalar rule), so ``where(c, gy, 0.0)`` keeps gy's dtype.
+
+    A constant goes where the array arguments are: next to a cupy array, a scalar or a numpy
+    array (a mask, an index array made by a composed function) becomes a cupy array.
     """
     if isinstance(value, bool | int | float):
         for a in args:
             dtype = getattr(a, "dtype", None)
             if dtype is not None and dtype.kind == "f":
-                xp = array_module(a._data if isinstance(a, Variable) else a)
-                return Variable.from_array(xp.asarray(value, dtype=dtype))
+                return Variable.from_array(array_module_of(*args).asarray(value, dtype=dtype))
+        xp = array_module_of(*args)
+        if xp is not np:
+            return Variable.from_array(xp.asarray(np.asarray(value)), copy=False)
+    elif isinstance(value, np.ndarray | np.generic):
+        xp = array_module_of(*args)
+        if xp is not np:
+            return Variable.from_array(xp.asarray(value), copy=False)
     return as_variable(value)
+
+
+def array_module_of(*values: Any) -> Any:
+    """numpy or cupy: the module of the first of ``values`` that has an array (a bare array,
+    a Variable's value, or the batched value of a Variable inside ``hd.vmap``); the context's
+    module when none has one yet (a static graph before its forward).
+
+    Composed functions make their constants (masks, index arrays) with it, so that they live
+    where the inputs do.
+    """
+    for a in values:
+        while isinstance(a, Variable):
+            a = a._data if a._data is not None else getattr(a, "_value", None)
+        if a is not None and hasattr(a, "shape"):
+            return array_module(a)
+    return get_default_context().xp
 
 
 def _as_declared(f: Function, xs: Sequence[Any], ys: list[Any], dtypes: Sequence[Any]) -> list[Any]:

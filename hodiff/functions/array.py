@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from hodiff.context import array_module, get_default_context
-from hodiff.function import Flags, Function, Slots
+from hodiff.function import Flags, Function, Slots, array_module_of
 from hodiff.functions.indexing import (
     as_ints,
     gather,
@@ -338,7 +338,7 @@ class Where(Function):
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         c, a, b = inputs
-        outputs[0] = array_module(a).where(c, a, b)
+        outputs[0] = array_module_of(c, a, b).where(c, a, b)  # a, b may be Python scalars
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # gy goes to x_true where cond holds, to x_false elsewhere; cond gets none

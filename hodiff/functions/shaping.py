@@ -19,7 +19,7 @@ import numpy as np
 
 from hodiff import batching as _batching
 from hodiff.context import get_default_context
-from hodiff.function import Flags, Function, Slots
+from hodiff.function import Flags, Function, Slots, array_module_of
 from hodiff.functions import array as _array
 from hodiff.functions.indexing import as_ints, normalize_axis, shape_of
 from hodiff.grad_functions.selection import gather_nd as _gather_nd
@@ -261,7 +261,7 @@ def trilu(x: Any, k: int = 0, upper: bool = True) -> Variable:
     m, n = shape[-2:]
     keep = np.triu(np.ones((m, n), dtype=bool), k) if upper else np.tril(
         np.ones((m, n), dtype=bool), k)
-    return _array.where(get_default_context().xp.asarray(keep), x, 0.0)
+    return _array.where(array_module_of(x).asarray(keep), x, 0.0)
 
 
 def matrix_diag(x: Any) -> Variable:
@@ -278,7 +278,7 @@ def matrix_diag(x: Any) -> Variable:
     if not shape:
         raise ValueError("matrix_diag: x must have at least 1 dim")
     m = shape[-1]
-    eye_ = get_default_context().xp.eye(m, dtype=bool)
+    eye_ = array_module_of(x).eye(m, dtype=bool)
     return _array.where(eye_, _array.reshape(x, (*shape[:-1], 1, m)), 0.0)
 
 

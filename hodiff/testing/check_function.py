@@ -47,7 +47,7 @@ import hodiff.functions as F
 from hodiff import graph
 from hodiff.autograd import grad
 from hodiff.check import GradcheckError, GradcheckReport, gradcheck
-from hodiff.context import array_module, auto_forward
+from hodiff.context import Context, array_module, auto_forward, context_scope, get_default_context
 from hodiff.function import REGISTRY, Function
 from hodiff.testing.harness import outputs_of, run_backward_impl
 from hodiff.variable import Variable
@@ -417,7 +417,9 @@ def _static(sub: _Subject, order: int) -> str | None:
         return [*g1, *grad(dot, w, allow_unused=True)]
 
     dyn_grads = grads(dyn)
-    with auto_forward(False):
+    # a static graph makes its seeds and constants in the context: the inputs' backend
+    ctx = Context(backend="cupy" if xp is not np else "numpy", dtype=get_default_context().dtype)
+    with auto_forward(False), context_scope(ctx):
         svs = [Variable(x.shape, need_grad=i in sub.diff, dtype=x.dtype)
                for i, x in enumerate(xs)]
         sys_ = outputs_of(sub.call(svs))
