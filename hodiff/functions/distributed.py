@@ -1,0 +1,81 @@
+"""Collective functions over the processes of a :class:`hodiff.distributed.Communicator`.
+
+``all_reduce`` is a primitive like any other: its value is the sum of its input
+over the ranks, and its backward rule is again an ``all_reduce`` (the adjoint
+of "sum over ranks, copy to every rank" is itself), so it can be differentiated
+to any order. Its forward and backward are *collective*: every rank must run
+them, in the same order, with the same shapes (see docs/distributed.md). The
+communicator is a static argument; nothing here imports MPI.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from hodiff.function import Function, Slot, float_dtype
+from hodiff.variable import Variable
+
+__all__ = ["all_reduce"]
+
+
+class AllReduce(Function):
+    need_inputs = False
+
+    def __init__(self, *, comm: Any) -> None:
+        self.comm = comm
+
+    def setup_impl(self, inputs: Sequence[Variable]) -> list[tuple[tuple[int, ...], Any]]:
+        x = inputs[0]
+        return [(x.shape, float_dtype(x.dtype))]
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        x = inputs[0]
+        y = x.astype(float_dtype(x.dtype), order="C", copy=True)  # reduced in place: our own
+        self.comm._sum_over_ranks(y, "all_reduce")
+        outputs[0] = y
+
+    def backward_impl(
+        self, inputs: Sequence[Slot], outputs: Sequence[Slot], prop_down: Sequence[bool],
+        accum: Sequence[bool],
+    ) -> None:
+        # y = sum_r x_r on every rank, so dJ/dx_r = sum_s gy_s: the adjoint is an all_reduce
+        if prop_down[0]:
+            inputs[0].store(all_reduce(outputs[0].grad, self.comm), accum[0])
+
+
+def all_reduce(x: Any, comm: Any) -> Variable:
+    """The sum of ``x`` over every rank of ``comm``, on every rank: ``y = sum_r x_r``.
+
+    Differentiable to any order: the gradient of a rank's input is the sum of
+    the output gradients of all ranks, ``gx_r = sum_s gy_s`` (an ``all_reduce``
+    again), so that summing the ranks' local gradients (as
+    :meth:`hodiff.distributed.Communicator.backward` does) gives the gradient of
+    the sum of the ranks' objectives. Use it for quantities that must be global
+    inside the graph: synchronized batch statistics, a penalty on a full-batch
+    mean, a global normalizer.
+
+    It is a collective call: every rank must call it (in the forward pass and
+    in every backward pass that reaches it), in the same order, with the same
+    shape and dtype. With one process it is the identity.
+
+    Args:
+        x: a Variable or array of any shape; integer inputs give float64.
+        comm: a :class:`hodiff.distributed.Communicator`.
+
+    Returns:
+        A Variable of ``x``'s shape.
+
+    >>> import numpy as np, hodiff as hd, hodiff.functions as F
+    >>> from hodiff.distributed import Communicator
+    >>> comm = Communicator.single_process()  # one rank: the identity
+    >>> F.all_reduce(np.array([1.0, 2.0]), comm).d
+    array([1., 2.])
+    """
+    from hodiff.distributed import Communicator
+
+    if not isinstance(comm, Communicator):
+        raise TypeError(
+            f"all_reduce: comm must be a hodiff.distributed.Communicator, got {type(comm).__name__}"
+        )
+    return AllReduce(comm=comm)(x)
