@@ -1,0 +1,295 @@
+"""Checks of hodiff.distributed on 2 ranks: ``mpiexec -n 2 python -m mpi4py tests/mpi/checks.py``.
+
+Driven by tests/test_distributed.py. Each check prints ``OK <name>`` or ``FAIL <name>: ...``
+on every rank; expected values come from numpy on data gathered with mpi4py directly, or
+from single-process training on the full batch (computed on every rank, without MPI).
+Every check makes all its collective calls before asserting, so a failed assertion on
+one rank cannot leave the other waiting; any other exception aborts both ranks.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from collections.abc import Callable
+
+import numpy as np
+from mpi4py import MPI
+
+import hodiff as hd
+import hodiff.functions as F
+from hodiff.distributed import Communicator
+
+WORLD = MPI.COMM_WORLD
+CHECKS: list[Callable[[Communicator], None]] = []
+
+
+def check(f: Callable[[Communicator], None]) -> Callable[[Communicator], None]:
+    CHECKS.append(f)
+    return f
+
+
+def var(a, need_grad=False):
+    return hd.Variable.from_array(np.array(a, dtype=np.float64), need_grad=need_grad)
+
+
+# ---------------------------------------------------------------- collectives on arrays
+@check
+def all_reduce_mean_and_sum(comm: Communicator) -> None:
+    rng = np.random.default_rng(10 + comm.rank)
+    a = rng.standard_normal((3, 4))
+    b = rng.standard_normal(5).astype(np.float32)
+    c = rng.standard_normal((4, 6))[:, ::2]  # not contiguous
+    d = rng.integers(0, 10, size=7)
+    gathered = WORLD.allgather((a.copy(), b.copy(), c.copy(), d.copy()))
+    mean = [a.copy(), b.copy(), c.copy()]
+    out = comm.all_reduce(mean, op="mean")
+    summed = [a.copy(), d.copy()]
+    comm.all_reduce(summed, op="sum")
+    one = a.copy()
+    comm.all_reduce(one)  # a single array, default mean
+    assert out is mean
+    for k, x in enumerate(mean):
+        ref = sum(g[k] for g in gathered) / 2
+        assert x.dtype == (a, b, c)[k].dtype
+        np.testing.assert_allclose(x, ref, rtol=1e-6 if x.dtype == np.float32 else 1e-15)
+    np.testing.assert_array_equal(summed[0], gathered[0][0] + gathered[1][0])
+    np.testing.assert_array_equal(summed[1], gathered[0][3] + gathered[1][3])
+    assert summed[1].dtype == d.dtype
+    np.testing.assert_array_equal(one, mean[0])
+
+
+@check
+def bcast_parameters_from_root(comm: Communicator) -> None:
+    rng = np.random.default_rng(20 + comm.rank)
+    params = {"w": var(rng.standard_normal((3, 2)), True), "b": var(rng.standard_normal(2), True)}
+    before = WORLD.allgather({k: v.d.copy() for k, v in params.items()})
+    comm.bcast_parameters(params)
+    after0 = {k: v.d.copy() for k, v in params.items()}
+    as_list = [var(rng.standard_normal(4)), var(rng.standard_normal(()))]
+    before_list = WORLD.allgather([v.d.copy() for v in as_list])
+    comm.bcast_parameters(as_list, root=1)
+    for k in params:
+        np.testing.assert_array_equal(after0[k], before[0][k])
+    for v, ref in zip(as_list, before_list[1], strict=True):
+        np.testing.assert_array_equal(v.d, ref)
+
+
+@check
+def bcast_parameters_mismatch_raises_on_every_rank(comm: Communicator) -> None:
+    params = {"w": var(np.zeros((3, 2) if comm.rank == 0 else (2, 3)))}
+    try:
+        comm.bcast_parameters(params)
+    except ValueError as e:
+        msg = str(e)
+    else:
+        msg = ""
+    assert "bcast_parameters" in msg, msg
+    assert "'w'" in msg, msg
+    assert "(3, 2)" in msg, msg
+    assert "(2, 3)" in msg, msg
+
+
+@check
+def check_parameters_finds_a_difference(comm: Communicator) -> None:
+    params = {"w": var(np.arange(6.0).reshape(2, 3)), "b": var(np.ones(2))}
+    comm.check_parameters(params)  # equal: no error
+    params["b"].d[1] += 1e-3 if comm.rank == 1 else 0.0
+    try:
+        comm.check_parameters(params)
+    except RuntimeError as e:
+        msg = str(e)
+    else:
+        msg = ""
+    comm.check_parameters(params, atol=1e-2)  # within the tolerance
+    assert "'b'" in msg, msg
+    assert "rank 1" in msg, msg
+    assert "0.001" in msg, msg
+    assert "'w'" not in msg, msg
+
+
+@check
+def debug_mode_names_mismatched_shapes(comm: Communicator) -> None:
+    debug = Communicator(debug=True)
+    x = var(np.ones(3 if comm.rank == 0 else 4))
+    try:
+        F.all_reduce(x, debug)
+    except ValueError as e:
+        msg = str(e)
+    else:
+        msg = ""
+    assert "all_reduce" in msg, msg
+    assert "(3,)" in msg, msg
+    assert "(4,)" in msg, msg
+
+
+# ---------------------------------------------------------------- F.all_reduce
+@check
+def all_reduce_function_derivatives_to_order_3(comm: Communicator) -> None:
+    """Rank r: y = A(x_r), L_r = sum(c_r y^3). Each derivative is that of sum_r L_r."""
+    rng = np.random.default_rng(30 + comm.rank)
+    x0, c, v, w = (rng.uniform(0.5, 1.5, 4) for _ in range(4))
+    X, C, V, W = (np.sum(WORLD.allgather(a), axis=0) for a in (x0, c, v, w))
+    x = var(x0, True)
+    y = F.all_reduce(x, comm)
+    loss = F.sum(var(c) * y**3)
+    (g1,) = hd.grad(loss, x)  # d/dx_r sum_s sum(c_s y^3) = 3 C y^2
+    (g2,) = hd.grad(F.sum(g1 * var(v)), x)  # d/dx_r sum_s sum(v_s g1_s) = 6 C V y
+    (g3,) = hd.grad(F.sum(g2 * var(w)), x)  # 6 C V W
+    x.g = 0.0
+    F.sum(g2 * var(w)).backward()  # the plain pass through the recorded graph
+    np.testing.assert_allclose(y.d, X, rtol=1e-15)
+    np.testing.assert_allclose(g1.d, 3 * C * X**2, rtol=1e-13)
+    np.testing.assert_allclose(g2.d, 6 * C * V * X, rtol=1e-13)
+    np.testing.assert_allclose(g3.d, 6 * C * V * W, rtol=1e-13)
+    np.testing.assert_allclose(x.g, 6 * C * V * W, rtol=1e-13)
+
+
+@check
+def all_reduce_function_in_a_static_graph(comm: Communicator) -> None:
+    with hd.auto_forward(False):
+        x = hd.Variable((3,), need_grad=True, dtype=np.float64)
+        y = F.sum(F.all_reduce(x, comm) ** 2)
+    values = []
+    for step in range(2):
+        x.d = np.arange(3.0) + comm.rank + step
+        y.forward()
+        x.g = 0.0
+        y.backward()
+        values.append((float(y.d), x.g.copy()))
+    for step, (val, g) in enumerate(values):
+        s = 2 * np.arange(3.0) + 1 + 2 * step  # sum over ranks of x
+        np.testing.assert_allclose(val, np.sum(s**2))
+        np.testing.assert_allclose(g, 2 * 2 * s)  # both ranks' losses depend on x_r
+
+
+# ---------------------------------------------------------------- comm.backward
+@check
+def unused_parameters_are_zero_filled(comm: Communicator) -> None:
+    rng = np.random.default_rng(40 + comm.rank)
+    a = var(rng.standard_normal(3), True)
+    only0 = var(np.ones(3), True)  # reached only by rank 0's pass
+    never = var(np.ones(2), True)  # reached by no pass
+    loss = F.sum(a * a) + (F.sum(only0 * a) if comm.rank == 0 else 0.0)
+    xs = WORLD.allgather(a.d.copy())
+    comm.backward(loss, {"a": a, "only0": only0, "never": never})
+    ga = (2 * xs[0] + 1.0 + 2 * xs[1]) / 2  # rank 0: 2a + only0, rank 1: 2a
+    np.testing.assert_allclose(a.g, ga, rtol=1e-15)
+    np.testing.assert_allclose(only0.g, xs[0] / 2, rtol=1e-15)
+    np.testing.assert_array_equal(never.g, np.zeros(2))
+
+
+def _critic_params(seed: int, d: int, h: int) -> dict[str, hd.Variable]:
+    rng = np.random.default_rng(seed)
+    return {
+        "l1/W": var(rng.standard_normal((d, h)) / np.sqrt(d), True),
+        "l1/b": var(0.1 * rng.standard_normal(h), True),
+        "l2/W": var(rng.standard_normal((h, h)) / np.sqrt(h), True),
+        "l2/b": var(0.1 * rng.standard_normal(h), True),
+        "out/W": var(rng.standard_normal((h, 1)) / np.sqrt(h), True),
+        "out/b": var(np.zeros(1), True),
+    }
+
+
+def _critic(p, x, comm: Communicator | None, n_global: int):
+    h = F.affine(x, p["l1/W"], p["l1/b"])
+    if comm is not None:  # batch normalization with statistics over the global batch
+        mean = F.all_reduce(F.sum(h, axis=0), comm) * (1.0 / n_global)
+        c = h - mean
+        var_ = F.all_reduce(F.sum(c * c, axis=0), comm) * (1.0 / n_global)
+        h = c / F.sqrt(var_ + 1e-5)
+    h = F.tanh(h)
+    h = F.tanh(F.affine(h, p["l2/W"], p["l2/b"]))
+    return F.affine(h, p["out/W"], p["out/b"])
+
+
+def _wgan_gp_loss(p, real, fake, eps, comm, n_global, lam=10.0):
+    """The WGAN-GP critic loss on one shard: its mean over the shard."""
+    x_hat = hd.Variable.from_array(eps * real + (1 - eps) * fake, need_grad=True)
+    (g,) = hd.grad(F.sum(_critic(p, x_hat, comm, n_global)), x_hat)  # local hd.grad penalty
+    norm = F.sqrt(F.sum(g * g, axis=1) + 1e-12)
+    penalty = F.mean((norm - 1.0) ** 2)
+    d_real = F.mean(_critic(p, var(real), comm, n_global))
+    d_fake = F.mean(_critic(p, var(fake), comm, n_global))
+    return d_fake - d_real + lam * penalty
+
+
+def _train(p, batches, step_fn, lr=0.05, momentum=0.9):
+    """SGD with momentum (torch's rule), written out; the solvers have their own tests."""
+    buf = {k: np.zeros_like(v.d) for k, v in p.items()}
+    for real, fake, eps in batches:
+        for v in p.values():
+            v.zero_grad()
+        step_fn(real, fake, eps)
+        for k, v in p.items():
+            buf[k] = momentum * buf[k] + v.g
+            v.d = v.d - lr * buf[k]
+
+
+def _parity(comm: Communicator, sync_bn: bool, bucket_size: int) -> None:
+    n, d, h, steps = 8, 3, 5, 4
+    rng = np.random.default_rng(50)
+    batches = [
+        (rng.standard_normal((n, d)) + 1.0, rng.standard_normal((n, d)), rng.uniform(size=(n, 1)))
+        for _ in range(steps)
+    ]
+    one = Communicator.single_process()
+    ref = _critic_params(100, d, h)  # one process, the full batch, rank 0's start
+    _train(ref, batches, lambda r, f, e: _wgan_gp_loss(
+        ref, r, f, e, one if sync_bn else None, n).backward())
+
+    dist = Communicator(bucket_size=bucket_size)
+    p = _critic_params(100 + comm.rank, d, h)  # different on each rank until the broadcast
+    dist.bcast_parameters(p)
+    np.testing.assert_array_equal(p["l1/W"].d, _critic_params(100, d, h)["l1/W"].d)
+    m = n // comm.size
+    shard = slice(comm.rank * m, (comm.rank + 1) * m)
+    _train(p, batches, lambda r, f, e: dist.backward(_wgan_gp_loss(
+        p, r[shard], f[shard], e[shard], dist if sync_bn else None, n), p))
+    dist.check_parameters(p)  # every rank holds the same parameters
+    for k in p:
+        np.testing.assert_allclose(p[k].d, ref[k].d, rtol=1e-10, atol=1e-12, err_msg=k)
+    moved = max(np.abs(ref[k].d - _critic_params(100, d, h)[k].d).max() for k in ref)
+    assert moved > 1e-2, moved  # training did change the parameters
+
+
+@check
+def wgan_gp_two_ranks_equals_one_process_full_batch(comm: Communicator) -> None:
+    _parity(comm, sync_bn=False, bucket_size=1 << 20)
+
+
+@check
+def wgan_gp_parity_with_one_bucket_per_parameter(comm: Communicator) -> None:
+    _parity(comm, sync_bn=False, bucket_size=8)
+
+
+@check
+def wgan_gp_parity_with_synchronized_batch_statistics(comm: Communicator) -> None:
+    """F.all_reduce inside the critic: the penalty differentiates through it twice."""
+    _parity(comm, sync_bn=True, bucket_size=64)
+
+
+def main() -> int:
+    if WORLD.Get_size() != 2:
+        print("run with: mpiexec -n 2 python -m mpi4py tests/mpi/checks.py", file=sys.stderr)
+        return 2
+    comm = Communicator()
+    names = sys.argv[1:]
+    failed = 0
+    for f in CHECKS:
+        if names and f.__name__ not in names:
+            continue
+        try:
+            f(comm)
+        except AssertionError as e:
+            failed += 1
+            first = (str(e) or traceback.format_exc()).strip().splitlines()
+            print(f"FAIL {f.__name__} (rank {comm.rank}): {' | '.join(first[:6])}", flush=True)
+        else:
+            print(f"OK {f.__name__} (rank {comm.rank})", flush=True)
+        WORLD.Barrier()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
