@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -225,7 +226,9 @@ class Communicator:
         self.cuda_aware = bool(cuda_aware)
         self.debug = bool(debug)
         self._plan: _Plan | None = None
-        #: seconds spent waiting for the gradient all-reduce after the last :meth:`backward`
+        #: seconds the last :meth:`backward` spent in communication work (bucket copies,
+        #: launches, progress calls, the final wait), and of those, waiting at the end
+        self.comm_time = 0.0
         self.wait_time = 0.0
 
     @classmethod
@@ -243,7 +246,7 @@ class Communicator:
         self.cuda_aware = False
         self.debug = False
         self._plan = None
-        self.wait_time = 0.0
+        self.comm_time = self.wait_time = 0.0
         return self
 
     def __repr__(self) -> str:
@@ -468,7 +471,10 @@ class Communicator:
         launched = 0
         active: list[Any] = []
         mpi = self._MPI
+        clock = time.perf_counter
+        spent = 0.0  # seconds in communication work (copies, launches, progress, the wait)
         for v, g in iter_grads(loss, wanted):
+            t = clock()
             b, i = where[v]
             buckets[b].put(i, g)
             seen.add(v)
@@ -478,20 +484,23 @@ class Communicator:
                 launched += 1
             if active:
                 mpi.Request.Testall(active)  # lets MPI progress the messages in flight
+            spent += clock() - t
+        t = clock()
         for b in range(launched, len(buckets)):  # parameters this pass did not reach
             bucket = buckets[b]
             for i, v in enumerate(bucket.members):
                 if v not in seen:
                     bucket.put(i, v.g)
             active.append(self._launch(bucket))
-        t0 = mpi.Wtime()
+        t_wait = clock()
         mpi.Request.Waitall(active)
-        self.wait_time = mpi.Wtime() - t0
+        self.wait_time = clock() - t_wait
         for bucket in buckets:
             bucket.request = None
             bucket.buffer /= self.size
             for i, v in enumerate(bucket.members):
                 bucket.take(i, v)
+        self.comm_time = spent + clock() - t
 
     def _launch(self, bucket: _Bucket) -> Any:
         buf = bucket.buffer
