@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -386,6 +387,38 @@ class Communicator:
             for a in group:
                 a[...] = flat[n : n + a.size].reshape(a.shape)
                 n += a.size
+
+    def bcast_solver_states(self, solver: Any, root: int = 0) -> None:
+        """Gives every rank's solver ``root``'s states (moments, step counts, learning rate).
+
+        Call it with :meth:`bcast_parameters` after loading a checkpoint (e.g.
+        ``solver.load_states(path)`` on ``root`` only), so that every rank
+        continues exactly as ``root`` would. Goes through the solver's own
+        ``save_states``/``load_states`` archive (see :mod:`hodiff.solvers`), so
+        it works for every solver; the solvers must have the same parameter
+        names on every rank.
+        """
+        self._check_root("bcast_solver_states", root)
+        for method in ("save_states", "load_states"):
+            if not callable(getattr(solver, method, None)):
+                raise TypeError(
+                    f"bcast_solver_states: solver must have {method}(path) (a hodiff.solvers "
+                    f"solver), got {type(solver).__name__}"
+                )
+        if self.size == 1:
+            return
+        with tempfile.TemporaryDirectory(prefix="hodiff-states-") as tmp:
+            path = os.path.join(tmp, "states.npz")
+            blob = None
+            if self.rank == root:
+                solver.save_states(path)
+                with open(path, "rb") as f:
+                    blob = f.read()
+            blob = self._comm.bcast(blob, root=root)
+            if self.rank != root:
+                with open(path, "wb") as f:
+                    f.write(blob)
+                solver.load_states(path)
 
     def check_parameters(self, params: Any, root: int = 0, atol: float = 0.0) -> None:
         """Debug check: raises RuntimeError on every rank if some parameter differs from root's.

@@ -269,6 +269,42 @@ def wgan_gp_parity_with_synchronized_batch_statistics(comm: Communicator) -> Non
     _parity(comm, sync_bn=True, bucket_size=64)
 
 
+class Skip(Exception):  # noqa: N818 - a check that cannot run here
+    pass
+
+
+@check
+def cupy_arrays_through_host_staging(comm: Communicator) -> None:
+    """Gradients, all_reduce, bcast and F.all_reduce on cupy arrays equal the numpy results."""
+    try:
+        import cupy as cp
+
+        cp.zeros(1)
+    except Exception as e:  # no cupy, or no GPU
+        raise Skip(f"cupy unavailable: {type(e).__name__}") from None
+    rng = np.random.default_rng(60 + comm.rank)
+    w0, b0, x = rng.standard_normal((3, 2)), rng.standard_normal(2), rng.standard_normal((4, 3))
+
+    def loss(w, b, xv):
+        return F.sum(F.tanh(F.all_reduce(F.affine(xv, w, b), comm)) ** 2)
+
+    host = [var(w0, True), var(b0, True)]
+    dev = [hd.Variable.from_array(cp.asarray(a), need_grad=True) for a in (w0, b0)]
+    comm.bcast_parameters(host)
+    comm.bcast_parameters(dev)
+    comm.backward(loss(*host, var(x)), host)
+    comm.backward(loss(*dev, hd.Variable.from_array(cp.asarray(x))), dev)
+    arrays = [cp.asarray(w0), cp.asarray(x)]
+    comm.all_reduce(arrays, op="sum")
+    gathered = WORLD.allgather((w0, x))
+    for h, d in zip(host, dev, strict=True):
+        assert isinstance(d.g, cp.ndarray)
+        np.testing.assert_allclose(cp.asnumpy(d.d), h.d, rtol=0, atol=0)
+        np.testing.assert_allclose(cp.asnumpy(d.g), h.g, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(cp.asnumpy(arrays[0]), gathered[0][0] + gathered[1][0])
+    np.testing.assert_allclose(cp.asnumpy(arrays[1]), gathered[0][1] + gathered[1][1])
+
+
 def main() -> int:
     if WORLD.Get_size() != 2:
         print("run with: mpiexec -n 2 python -m mpi4py tests/mpi/checks.py", file=sys.stderr)
@@ -281,6 +317,8 @@ def main() -> int:
             continue
         try:
             f(comm)
+        except Skip as e:
+            print(f"SKIP {f.__name__} (rank {comm.rank}): {e}", flush=True)
         except AssertionError as e:
             failed += 1
             first = (str(e) or traceback.format_exc()).strip().splitlines()
