@@ -415,10 +415,20 @@ class Communicator:
                 with open(path, "rb") as f:
                     blob = f.read()
             blob = self._comm.bcast(blob, root=root)
+            error = None
             if self.rank != root:
                 with open(path, "wb") as f:
                     f.write(blob)
-                solver.load_states(path)
+                try:
+                    solver.load_states(path)
+                except (ValueError, TypeError, KeyError) as e:
+                    error = f"{type(e).__name__}: {e}"
+        errors = self._comm.allgather(error)  # every rank raises, none is left waiting
+        for r, e in enumerate(errors):
+            if e is not None:
+                raise ValueError(
+                    f"bcast_solver_states: rank {r} cannot take rank {root}'s states: {e}"
+                )
 
     def check_parameters(self, params: Any, root: int = 0, atol: float = 0.0) -> None:
         """Debug check: raises RuntimeError on every rank if some parameter differs from root's.
