@@ -47,3 +47,23 @@ __all__ = [
     "set_default_context",
     *transforms.__all__,
 ]
+
+from hodiff.parameter import (
+    clear_parameters,
+    get_parameter_or_create,
+    get_parameters,
+    load_parameters,
+    parameter_scope,
+    save_parameters,
+)
+from hodiff.random import seed
+
+__all__ += [
+    "clear_parameters",
+    "get_parameter_or_create",
+    "get_parameters",
+    "load_parameters",
+    "parameter_scope",
+    "save_parameters",
+    "seed",
+]

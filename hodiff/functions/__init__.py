@@ -14,6 +14,7 @@ from hodiff.functions import (
     nn,
     normalization,
     pooling,
+    random,
     recurrent,
     reduction,
 )
@@ -27,12 +28,14 @@ from hodiff.functions.math import *  # noqa: F403
 from hodiff.functions.nn import *  # noqa: F403
 from hodiff.functions.normalization import *  # noqa: F403
 from hodiff.functions.pooling import *  # noqa: F403
+from hodiff.functions.random import *  # noqa: F403
 from hodiff.functions.recurrent import *  # noqa: F403
 from hodiff.functions.reduction import *  # noqa: F403
 
 FAMILIES = (
     arithmetic, math, activation, reduction, array, linalg,
     conv, pooling, loss, normalization, nn, recurrent,
+    random,
 )
 
 __all__ = [name for module in FAMILIES for name in module.__all__]

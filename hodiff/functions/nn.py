@@ -17,6 +17,7 @@ import numpy as np
 from hodiff.context import array_module
 from hodiff.function import Function, Slot, float_dtype
 from hodiff.functions import arithmetic as _arith
+from hodiff.random import node_generator
 from hodiff.variable import Variable
 
 __all__ = ["dropout", "embed"]
@@ -41,9 +42,10 @@ class DropoutMask(Function):
     """``mask = (u >= p) / (1 - p)`` with ``u`` uniform in [0, 1), shaped like ``x``.
 
     Not differentiable (it cuts the graph). The node owns a numpy ``Generator``
-    seeded once from ``seed`` (-1: fresh entropy); every forward draws the next
-    mask from it, so a seeded graph replays the same sequence of masks. The mask
-    is drawn on the host, so numpy and cupy give the same masks for one seed.
+    seeded once from ``seed`` (-1: from hodiff's global generator, see
+    :func:`hodiff.seed`); every forward draws the next mask from it, so a seeded
+    graph replays the same sequence of masks. The mask is drawn on the host, so
+    numpy and cupy give the same masks for one seed.
     """
 
     differentiable = False
@@ -56,7 +58,7 @@ class DropoutMask(Function):
             raise TypeError(f"dropout: seed must be an int, got {type(seed).__name__}")
         self.p = p
         self.seed = int(seed)
-        self.rng = np.random.default_rng(None if self.seed < 0 else self.seed)
+        self.rng = node_generator(self.seed)
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         x = inputs[0]
@@ -113,7 +115,8 @@ def dropout(x: Any, p: float = 0.5, seed: int = -1) -> Variable:
     The mask is drawn once in the forward pass and kept as a node of the graph,
     so the plain backward and every higher-order derivative use the same mask;
     re-running a static graph draws a new one. ``seed >= 0`` makes the sequence
-    of masks reproducible (as NNabla's ``seed``); -1 draws fresh entropy.
+    of masks reproducible (as NNabla's ``seed``); -1 draws from hodiff's global
+    generator (reproducible after ``hd.seed(n)``).
 
     Args:
         x: input, any shape.

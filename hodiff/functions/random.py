@@ -1,0 +1,190 @@
+"""Random numbers as graph nodes: ``rand``, ``randn``, ``randint`` (NNabla's signatures).
+
+Each call makes a node with no inputs and no gradient. The node owns a numpy
+generator (``default_rng(seed)`` for ``seed >= 0``, otherwise seeded from
+hodiff's global generator, see :func:`hodiff.seed`); every forward of the node
+draws the next numbers from it. So in a static graph each ``.forward()`` draws
+anew (a WGAN-GP interpolation weight is fresh on every step), while every
+derivative of one forward reads the stored draw: the nodes are never re-run by
+a reverse pass. The streams are documented so that they can be replayed:
+``low + (high - low) * rng.random(shape)``, ``mu + sigma * rng.standard_normal(shape)``
+and ``rng.integers(low, high, shape)`` with ``rng = numpy.random.default_rng(seed)``,
+cast to the context's float dtype (``int32`` for ``randint``). Numbers are drawn on
+the host, so numpy and cupy give the same ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from hodiff.context import get_default_context
+from hodiff.function import Function
+from hodiff.functions.arithmetic import check_scalar
+from hodiff.random import node_generator
+from hodiff.variable import Variable
+
+__all__ = ["rand", "randint", "randn"]
+
+Spec = list[tuple[tuple[int, ...], Any]]
+
+
+def _shape(name: str, shape: Any) -> tuple[int, ...]:
+    if isinstance(shape, int | np.integer) and not isinstance(shape, bool):
+        shape = (shape,)
+    try:
+        out = tuple(shape)
+    except TypeError:
+        raise TypeError(
+            f"{name}: shape must be a tuple of ints, got {type(shape).__name__}"
+        ) from None
+    for s in out:
+        if isinstance(s, bool) or not isinstance(s, int | np.integer) or s < 0:
+            raise ValueError(f"{name}: shape must hold non-negative ints, got {shape!r}")
+    return tuple(int(s) for s in out)
+
+
+def _seed(name: str, seed: Any) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
+        raise TypeError(f"{name}: seed must be an int, got {type(seed).__name__}")
+    return int(seed)
+
+
+class _Random(Function, register=False):
+    """A node with no inputs whose every forward draws the next numbers of its generator."""
+
+    differentiable = False
+    need_inputs = False
+
+    def __init__(self, *, shape: tuple[int, ...], seed: int) -> None:
+        ctx = get_default_context()
+        self.shape = shape
+        self.seed = seed
+        self.backend = ctx.backend
+        self.dtype = ctx.dtype
+        self.rng = node_generator(seed)
+
+    def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
+        return [(self.shape, self.dtype)]
+
+    def draw(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        y = self.draw()
+        if self.backend == "numpy":
+            outputs[0] = y
+        else:  # drawn on the host: numpy and cupy give the same numbers for one seed
+            outputs[0] = get_default_context().xp.asarray(y)
+
+
+class Rand(_Random):
+    def __init__(self, *, low: float, high: float, shape: tuple[int, ...], seed: int) -> None:
+        super().__init__(shape=shape, seed=seed)
+        self.low, self.high = low, high
+
+    def draw(self) -> np.ndarray:
+        u = self.rng.random(self.shape)
+        return (self.low + (self.high - self.low) * u).astype(self.dtype, copy=False)
+
+
+class Randn(_Random):
+    def __init__(self, *, mu: float, sigma: float, shape: tuple[int, ...], seed: int) -> None:
+        super().__init__(shape=shape, seed=seed)
+        self.mu, self.sigma = mu, sigma
+
+    def draw(self) -> np.ndarray:
+        z = self.rng.standard_normal(self.shape)
+        return (self.mu + self.sigma * z).astype(self.dtype, copy=False)
+
+
+class Randint(_Random):
+    def __init__(self, *, low: int, high: int, shape: tuple[int, ...], seed: int) -> None:
+        super().__init__(shape=shape, seed=seed)
+        self.low, self.high = low, high
+        self.dtype = np.dtype(np.int32)
+
+    def draw(self) -> np.ndarray:
+        return self.rng.integers(self.low, self.high, self.shape, dtype=np.int32)
+
+
+def rand(low: float = 0, high: float = 1, shape: Any = (), seed: int = -1) -> Variable:
+    """Uniform samples: ``y = low + (high - low) * u`` with ``u ~ U[0, 1)``, of shape ``shape``.
+
+    No inputs and no gradient. In a static graph every ``.forward()`` draws anew;
+    every derivative of one forward sees that forward's draw.
+
+    Args:
+        low: lower bound (included).
+        high: upper bound (excluded), ``high >= low``.
+        shape: output shape.
+        seed: ``>= 0``: the node's own stream ``default_rng(seed)``; -1: seeded from
+            hodiff's global generator (reproducible after ``hd.seed(n)``).
+
+    Returns:
+        A Variable of shape ``shape`` in the context's float dtype.
+
+    >>> import hodiff.functions as F
+    >>> y = F.rand(-1.0, 1.0, shape=(2, 3), seed=0)
+    >>> y.shape, bool(((y.d >= -1) & (y.d < 1)).all())
+    ((2, 3), True)
+    """
+    lo = check_scalar("rand", "low", low)
+    hi = check_scalar("rand", "high", high)
+    if not lo <= hi:
+        raise ValueError(f"rand: low must not exceed high, got low={low}, high={high}")
+    return Rand(low=lo, high=hi, shape=_shape("rand", shape), seed=_seed("rand", seed))()
+
+
+def randn(mu: float = 0, sigma: float = 1, shape: Any = (), seed: int = -1) -> Variable:
+    """Gaussian samples: ``y = mu + sigma * z`` with ``z ~ N(0, 1)``, of shape ``shape``.
+
+    No inputs and no gradient; redrawn by every forward of a static graph.
+
+    Args:
+        mu: mean.
+        sigma: standard deviation, ``>= 0``.
+        shape: output shape.
+        seed: ``>= 0`` for the node's own stream, -1 for hodiff's global generator.
+
+    Returns:
+        A Variable of shape ``shape`` in the context's float dtype.
+
+    >>> import hodiff.functions as F
+    >>> F.randn(1.0, 0.0, shape=(2,)).d
+    array([1., 1.], dtype=float32)
+    """
+    m = check_scalar("randn", "mu", mu)
+    s = check_scalar("randn", "sigma", sigma)
+    if not s >= 0:
+        raise ValueError(f"randn: sigma must be non-negative, got {sigma}")
+    return Randn(mu=m, sigma=s, shape=_shape("randn", shape), seed=_seed("randn", seed))()
+
+
+def randint(low: int = 0, high: int = 1, shape: Any = (), seed: int = -1) -> Variable:
+    """Uniform integers ``y = rng.integers(low, high)`` in ``[low, high)`` (int32).
+
+    No inputs and no gradient; redrawn by every forward of a static graph.
+
+    Args:
+        low: smallest value (included).
+        high: bound (excluded), ``high > low``.
+        shape: output shape.
+        seed: ``>= 0`` for the node's own stream, -1 for hodiff's global generator.
+
+    >>> import hodiff.functions as F
+    >>> y = F.randint(0, 3, shape=(100,), seed=0)
+    >>> y.dtype, sorted(set(y.d.tolist()))
+    (dtype('int32'), [0, 1, 2])
+    """
+    for arg, v in (("low", low), ("high", high)):
+        if isinstance(v, bool) or not isinstance(v, int | np.integer):
+            raise TypeError(f"randint: {arg} must be an int, got {type(v).__name__}")
+    if not low < high:
+        raise ValueError(f"randint: low must be below high, got low={low}, high={high}")
+    if low < -(2**31) or high > 2**31:
+        raise ValueError(f"randint: [low, high) = [{low}, {high}) does not fit int32")
+    return Randint(low=int(low), high=int(high), shape=_shape("randint", shape),
+                   seed=_seed("randint", seed))()
