@@ -9,7 +9,9 @@ one rank cannot leave the other waiting; any other exception aborts both ranks.
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 import traceback
 from collections.abc import Callable
 
@@ -267,6 +269,107 @@ def wgan_gp_parity_with_one_bucket_per_parameter(comm: Communicator) -> None:
 def wgan_gp_parity_with_synchronized_batch_statistics(comm: Communicator) -> None:
     """F.all_reduce inside the critic: the penalty differentiates through it twice."""
     _parity(comm, sync_bn=True, bucket_size=64)
+
+
+@check
+def pf_critic_with_adam_two_ranks_equals_one_process(comm: Communicator) -> None:
+    """The example's path: PF layers, hd.get_parameters, S.Adam, in float64."""
+    import hodiff.parametric as PF
+    import hodiff.solvers as S
+
+    n, steps = 8, 3
+    rng = np.random.default_rng(80)
+    data = [(rng.standard_normal((n, 2)) + 1.0, rng.standard_normal((n, 2)),
+             rng.uniform(size=(n, 1))) for _ in range(steps)]
+
+    def critic(x):
+        return PF.affine(F.tanh(PF.affine(x, 6, name="l1")), 1, name="out")
+
+    def loss(scope, real, fake, eps):
+        with hd.parameter_scope(scope):
+            x_hat = hd.Variable.from_array(eps * real + (1 - eps) * fake, need_grad=True)
+            (g,) = hd.grad(F.sum(critic(x_hat)), x_hat)
+            penalty = F.mean((F.sqrt(F.sum(g * g, axis=1)) - 1.0) ** 2)
+            return F.mean(critic(fake)) - F.mean(critic(real)) + 10.0 * penalty
+
+    def train(scope, step, bcast=False):
+        params = {k: v for k, v in hd.get_parameters().items() if k.startswith(scope + "/")}
+        if bcast:
+            comm.bcast_parameters(params)
+        solver = S.Adam(lr=0.05)
+        solver.set_parameters(params)
+        for real, fake, eps in data:
+            solver.zero_grad()
+            step(params, real, fake, eps)
+            solver.update()
+        return params
+
+    m = n // comm.size
+    shard = slice(comm.rank * m, (comm.rank + 1) * m)
+    with hd.context_scope(hd.Context(dtype="float64")):
+        hd.seed(5)
+        loss("ref", *data[0])  # creates ref/... as rank 0 will create dist/...
+        hd.seed(5 + comm.rank)  # different on each rank until the broadcast
+        loss("dist", *data[0])
+        ref = train("ref", lambda p, r, f, e: loss("ref", r, f, e).backward())
+        dist = train("dist", lambda p, r, f, e: comm.backward(
+            loss("dist", r[shard], f[shard], e[shard]), p), bcast=True)
+    assert sorted(ref) == ["ref/l1/W", "ref/l1/b", "ref/out/W", "ref/out/b"], sorted(ref)
+    for k, v in ref.items():
+        np.testing.assert_allclose(dist["dist" + k[3:]].d, v.d, rtol=1e-10, atol=1e-12, err_msg=k)
+
+
+def _states(solver) -> dict[str, np.ndarray]:
+    with tempfile.TemporaryDirectory() as tmp:
+        solver.save_states(os.path.join(tmp, "s.npz"))
+        with np.load(os.path.join(tmp, "s.npz")) as data:
+            return {k: data[k] for k in data.files}
+
+
+@check
+def loaded_parameters_and_solver_states_reach_every_rank(comm: Communicator) -> None:
+    """Rank 0 has trained (as after loading a checkpoint there); the others start fresh."""
+    import hodiff.solvers as S
+
+    rng = np.random.default_rng(70 + comm.rank)
+    p = {"w": var(rng.standard_normal(3), True), "b": var(rng.standard_normal(()), True)}
+    solver = S.Adam(lr=0.1)
+    solver.set_parameters(p)
+    if comm.rank == 0:
+        for _ in range(2):
+            solver.zero_grad()
+            F.sum(p["w"] ** 2 * p["b"]).backward()
+            solver.update()
+    comm.bcast_parameters(p)
+    comm.bcast_solver_states(solver)
+    after_bcast = WORLD.allgather(_states(solver))
+    solver.zero_grad()
+    comm.backward(F.sum(p["w"] ** 2 * p["b"]), p)  # the same loss on both ranks
+    solver.update()
+    values = WORLD.allgather({k: v.d.copy() for k, v in p.items()})
+    final = WORLD.allgather(_states(solver))
+    other = S.Adam(lr=0.1)  # parameter names that differ between the ranks
+    other.set_parameters({"w" if comm.rank == 0 else "v": var(np.ones(2), True)})
+    if comm.rank == 0:
+        other.get_parameters()["w"].g = np.ones(2)
+        other.update()
+    try:
+        comm.bcast_solver_states(other)
+    except ValueError as e:
+        msg = str(e)
+    else:
+        msg = ""
+    assert sorted(after_bcast[0]) == sorted(after_bcast[1])
+    for k in after_bcast[0]:
+        np.testing.assert_array_equal(after_bcast[0][k], after_bcast[1][k], err_msg=k)
+    assert int(after_bcast[1]["w::t"]) == 2
+    assert int(final[1]["w::t"]) == 3
+    for k in values[0]:
+        np.testing.assert_array_equal(values[0][k], values[1][k], err_msg=k)
+    for k in final[0]:
+        np.testing.assert_array_equal(final[0][k], final[1][k], err_msg=k)
+    assert "bcast_solver_states: rank 1" in msg, msg
+    assert "'w'" in msg, msg
 
 
 class Skip(Exception):  # noqa: N818 - a check that cannot run here
