@@ -499,6 +499,7 @@ class Communicator:
             self.check_parameters(params)
         wanted = [v for _, v in items if v.need_grad]
         if self.size == 1:
+            _check_distinct(items)
             for _ in iter_grads(loss, wanted):
                 pass
             for v in wanted:
@@ -506,6 +507,7 @@ class Communicator:
             return
         plan = self._plan
         if plan is None or not plan.matches(wanted):
+            _check_distinct(items)
             plan = self._plan = _Plan(wanted, self.bucket_size, self.cuda_aware)
         buckets = plan.buckets
         where = plan.where
@@ -579,6 +581,14 @@ class Communicator:
                         f"rank {r} has {b[k][0]!r} of shape {b[k][1]} {b[k][2]}"
                     )
                 raise ValueError(f"{where}: the ranks disagree: {detail}")
+
+
+def _check_distinct(items: list[tuple[str, Variable]]) -> None:
+    seen: set[Variable] = set()
+    for name, v in items:
+        if v in seen:
+            raise ValueError(f"backward: params[{name!r}] is a Variable listed twice")
+        seen.add(v)
 
 
 def _meta(arrays: list[Any]) -> list[tuple[str, tuple[int, ...], Any]]:

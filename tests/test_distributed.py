@@ -159,6 +159,9 @@ def test_misuse_raises_clear_errors() -> None:
         comm.bcast_parameters({"w": np.ones(2)})
     with pytest.raises(TypeError, match="params must be a dict"):
         comm.backward(hd.Variable.from_array(np.ones(())), 3)
+    w = hd.Variable.from_array(np.ones(2), need_grad=True)
+    with pytest.raises(ValueError, match=r"params\['1'\] is a Variable listed twice"):
+        comm.backward(F.sum(w), [w, w])
     with pytest.raises(TypeError, match=r"loss must be a hodiff\.Variable"):
         comm.backward(np.ones(()), [])
     with pytest.raises(ValueError, match="root must be a rank"):

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from hodiff.context import array_module
 from hodiff.function import Function, Slot, float_dtype
 from hodiff.variable import Variable
 
@@ -31,7 +32,8 @@ class AllReduce(Function):
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         x = inputs[0]
-        y = x.astype(float_dtype(x.dtype), order="C", copy=True)  # reduced in place: our own
+        # our own C-contiguous array (also from a numpy scalar), reduced in place
+        y = array_module(x).array(x, dtype=float_dtype(x.dtype), order="C", copy=True)
         self.comm._sum_over_ranks(y, "all_reduce")
         outputs[0] = y
 

@@ -148,6 +148,20 @@ def all_reduce_function_derivatives_to_order_3(comm: Communicator) -> None:
 
 
 @check
+def all_reduce_function_of_a_scalar(comm: Communicator) -> None:
+    """0-d values (numpy gives scalars for them) through the forward and both backward paths."""
+    x = var(np.arange(3.0) + comm.rank, True)
+    s = F.all_reduce(F.sum(x * x), comm)  # sum over ranks and elements of x^2
+    (g,) = hd.grad(s * s, x)  # d/dx_r sum_q s^2 = 2 * 2 s * 2 x_r
+    (s * s).backward()
+    xs = WORLD.allgather(x.d.copy())
+    total = sum(float(np.sum(a * a)) for a in xs)
+    np.testing.assert_allclose(float(s.d), total, rtol=1e-15)
+    np.testing.assert_allclose(g.d, 8 * total * x.d, rtol=1e-14)
+    np.testing.assert_allclose(x.g, 8 * total * x.d, rtol=1e-14)
+
+
+@check
 def all_reduce_function_in_a_static_graph(comm: Communicator) -> None:
     with hd.auto_forward(False):
         x = hd.Variable((3,), need_grad=True, dtype=np.float64)
