@@ -231,6 +231,8 @@ class Communicator:
         #: launches, progress calls, the final wait), and of those, waiting at the end
         self.comm_time = 0.0
         self.wait_time = 0.0
+        #: buckets of the last :meth:`backward` launched before its last gradient was final
+        self.overlapped_buckets = 0
 
     @classmethod
     def single_process(cls) -> Communicator:
@@ -248,6 +250,7 @@ class Communicator:
         self.debug = False
         self._plan = None
         self.comm_time = self.wait_time = 0.0
+        self.overlapped_buckets = 0
         return self
 
     def __repr__(self) -> str:
@@ -518,8 +521,10 @@ class Communicator:
         mpi = self._MPI
         clock = time.perf_counter
         spent = 0.0  # seconds in communication work (copies, launches, progress, the wait)
+        before_last = 0  # buckets launched before the last gradient arrived
         for v, g in iter_grads(loss, wanted):
             t = clock()
+            before_last = launched
             b, i = where[v]
             buckets[b].put(i, g)
             seen.add(v)
@@ -531,6 +536,7 @@ class Communicator:
                 mpi.Request.Testall(active)  # lets MPI progress the messages in flight
             spent += clock() - t
         t = clock()
+        self.overlapped_buckets = before_last
         for b in range(launched, len(buckets)):  # parameters this pass did not reach
             bucket = buckets[b]
             for i, v in enumerate(bucket.members):

@@ -255,18 +255,31 @@ def _parity(comm: Communicator, sync_bn: bool, bucket_size: int) -> None:
         ref, r, f, e, one if sync_bn else None, n).backward())
 
     dist = Communicator(bucket_size=bucket_size)
+    overlapped = []
     p = _critic_params(100 + comm.rank, d, h)  # different on each rank until the broadcast
     dist.bcast_parameters(p)
     np.testing.assert_array_equal(p["l1/W"].d, _critic_params(100, d, h)["l1/W"].d)
     m = n // comm.size
     shard = slice(comm.rank * m, (comm.rank + 1) * m)
-    _train(p, batches, lambda r, f, e: dist.backward(_wgan_gp_loss(
-        p, r[shard], f[shard], e[shard], dist if sync_bn else None, n), p))
+
+    def step(r, f, e):
+        loss = _wgan_gp_loss(p, r[shard], f[shard], e[shard], dist if sync_bn else None, n)
+        dist.backward(loss, p)
+        overlapped.append(dist.overlapped_buckets)
+
+    _train(p, batches, step)
     dist.check_parameters(p)  # every rank holds the same parameters
     for k in p:
         np.testing.assert_allclose(p[k].d, ref[k].d, rtol=1e-10, atol=1e-12, err_msg=k)
     moved = max(np.abs(ref[k].d - _critic_params(100, d, h)[k].d).max() for k in ref)
     assert moved > 1e-2, moved  # training did change the parameters
+    n_buckets = len(dist._plan.buckets)
+    if bucket_size >= 1 << 20:
+        assert (n_buckets, overlapped) == (1, [0] * steps), (n_buckets, overlapped)
+    else:  # all buckets but the first layer's (W and b are final together, last) overlap
+        assert n_buckets >= 5, n_buckets
+        assert overlapped == [overlapped[0]] * steps, overlapped
+        assert overlapped[0] >= n_buckets - 2, (overlapped, n_buckets)
 
 
 @check
