@@ -53,7 +53,7 @@ from hodiff.variable import Variable
 __all__ = ["Communicator"]
 
 #: default size of a gradient bucket, in bytes
-BUCKET_SIZE = 1 << 20
+BUCKET_SIZE = 1 << 18
 
 
 def _mpi() -> Any:
