@@ -166,10 +166,10 @@ class _Plan:
         for a, b in zip(params, self.params, strict=True):
             if a is not b:
                 return False
-        for b in self.buckets:
-            for i, v in enumerate(b.members):
-                if v.size != b.offsets[i + 1] - b.offsets[i] or (
-                    v._data is not None and _is_cupy(v._data) != b.on_device
+        for bucket in self.buckets:
+            for i, v in enumerate(bucket.members):
+                if v.size != bucket.offsets[i + 1] - bucket.offsets[i] or (
+                    v._data is not None and _is_cupy(v._data) != bucket.on_device
                 ):
                     return False
         return True
@@ -427,10 +427,10 @@ class Communicator:
                 except (ValueError, TypeError, KeyError) as e:
                     error = f"{type(e).__name__}: {e}"
         errors = self._comm.allgather(error)  # every rank raises, none is left waiting
-        for r, e in enumerate(errors):
-            if e is not None:
+        for r, message in enumerate(errors):
+            if message is not None:
                 raise ValueError(
-                    f"bcast_solver_states: rank {r} cannot take rank {root}'s states: {e}"
+                    f"bcast_solver_states: rank {r} cannot take rank {root}'s states: {message}"
                 )
 
     def check_parameters(self, params: Any, root: int = 0, atol: float = 0.0) -> None:

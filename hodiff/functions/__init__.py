@@ -44,5 +44,5 @@ __all__ = [name for module in FAMILIES for name in module.__all__]
 from hodiff.functions import distributed  # noqa: E402
 from hodiff.functions.distributed import *  # noqa: E402, F403
 
-FAMILIES = (*FAMILIES, distributed)
+FAMILIES = (*FAMILIES, distributed)  # type: ignore[assignment]
 __all__ += distributed.__all__
