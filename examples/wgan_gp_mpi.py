@@ -9,8 +9,10 @@ the critic loss with its gradient penalty locally (``hd.grad`` of the critic wit
 to its input, inside the loss), and ``comm.backward`` averages the gradients over the
 ranks while the reverse pass runs: the same step as one process on the whole batch, up to
 rounding. Each rank initializes its parameters from its own seed; ``bcast_parameters``
-makes them rank 0's. With ``--check`` the ranks verify at the end that their parameters
-agree. Also runs as a single process (``python examples/wgan_gp_mpi.py``).
+makes them rank 0's. ``--save`` writes a checkpoint (parameters and both solvers' states)
+from rank 0; ``--load`` reads one on rank 0 and broadcasts it, so every rank continues
+exactly as rank 0 would. With ``--check`` the ranks verify at the end that their
+parameters agree. Also runs as a single process (``python examples/wgan_gp_mpi.py``).
 """
 
 from __future__ import annotations
@@ -69,6 +71,8 @@ def main(
     seed: int = 0,
     check: bool = False,
     plot: str | None = None,
+    save: str | None = None,
+    load: str | None = None,
     verbose: bool = True,
     comm: Communicator | None = None,
 ) -> dict[str, Any]:
@@ -94,6 +98,14 @@ def main(
     solver_c = S.Adam(lr=1e-3, beta1=0.5, beta2=0.9)
     solver_g.set_parameters(gen)
     solver_c.set_parameters(crit)
+    if load is not None:  # a checkpoint read by rank 0 only, then sent to every rank
+        if comm.rank == 0:
+            hd.load_parameters(f"{load}.params.npz")
+            solver_g.load_states(f"{load}.gen.npz")
+            solver_c.load_states(f"{load}.critic.npz")
+        comm.bcast_parameters(params)
+        comm.bcast_solver_states(solver_g)
+        comm.bcast_solver_states(solver_c)
 
     history = []
     t0 = time.perf_counter()
@@ -117,6 +129,10 @@ def main(
         if verbose and comm.rank == 0 and (step % max(1, steps // 10) == 0 or step == steps - 1):
             print(f"step {step:5d}  Wasserstein estimate {w:8.4f}  "
                   f"({time.perf_counter() - t0:.1f} s, {comm.size} ranks)", flush=True)
+    if save is not None and comm.rank == 0:  # every rank holds the same: rank 0 writes
+        hd.save_parameters(f"{save}.params.npz")
+        solver_g.save_states(f"{save}.gen.npz")
+        solver_c.save_states(f"{save}.critic.npz")
     if check:
         comm.check_parameters(params)
         if comm.rank == 0:
@@ -158,6 +174,8 @@ if __name__ == "__main__":
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--check", action="store_true", help="check that the ranks agree at the end")
     p.add_argument("--plot", default=None, help="save a picture of the samples and the estimate")
+    p.add_argument("--save", default=None, help="checkpoint prefix written at the end (rank 0)")
+    p.add_argument("--load", default=None, help="checkpoint prefix read at the start (rank 0)")
     a = p.parse_args()
     main(steps=a.steps, batch=a.batch, n_critic=a.n_critic, seed=a.seed, check=a.check,
-         plot=a.plot)
+         plot=a.plot, save=a.save, load=a.load)
