@@ -48,6 +48,7 @@ __all__ = [
     *transforms.__all__,
 ]
 
+from hodiff import initializers, parametric, solvers
 from hodiff.parameter import (
     clear_parameters,
     get_parameter_or_create,
@@ -60,6 +61,9 @@ from hodiff.random import seed
 
 __all__ += [
     "clear_parameters",
+    "initializers",
+    "parametric",
+    "solvers",
     "get_parameter_or_create",
     "get_parameters",
     "load_parameters",

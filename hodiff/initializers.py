@@ -9,7 +9,7 @@ and moves it to the context's device.
 >>> import hodiff.initializers as I
 >>> lo, hi = I.calc_uniform_lim_glorot(3, 5)
 >>> round(hi, 4), I.ConstantInitializer(2.0)((2,))
-(1.0607, array([2., 2.]))
+(0.866, array([2., 2.]))
 """
 
 from __future__ import annotations
@@ -85,8 +85,9 @@ class NormalInitializer(BaseInitializer):
     """Samples of ``N(0, sigma^2)``.
 
     >>> import hodiff.initializers as I
-    >>> I.NormalInitializer(0.0)((2,))
-    array([0., 0.])
+    >>> w = I.NormalInitializer(0.5)((10000,))
+    >>> bool(abs(w.std() - 0.5) < 0.02)
+    True
     """
 
     def __init__(self, sigma: float = 1.0, rng: Any = None) -> None:

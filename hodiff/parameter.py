@@ -129,9 +129,9 @@ def get_parameter_or_create(
     where = "get_parameter_or_create"
     name = _check_name(where, name)
     full = _scope.get() + name
+    if isinstance(shape, int | np.integer):
+        shape = (int(shape),)
     if shape is not None:
-        if isinstance(shape, int | np.integer):
-            shape = (shape,)
         shape = tuple(int(s) for s in shape)
     with _lock:
         p = _params.get(full)
@@ -195,7 +195,7 @@ def save_parameters(path: str | os.PathLike[str]) -> None:
     current scope); see the module docstring for the layout. ``path`` is used as
     given (no suffix is added).
     """
-    arrays = {k: _host(v.d) for k, v in get_parameters(grad_only=False).items()}
+    arrays: dict[str, Any] = {k: _host(v.d) for k, v in get_parameters(grad_only=False).items()}
     with open(path, "wb") as f:
         np.savez(f, **arrays)
 

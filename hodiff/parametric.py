@@ -106,7 +106,10 @@ def affine(
     """
     shape = _shape_of("affine", x)
     base_axis = _axis("affine", "base_axis", base_axis, len(shape))
-    outs = [int(n_outmaps)] if np.ndim(n_outmaps) == 0 else [int(n) for n in n_outmaps]
+    if isinstance(n_outmaps, int | np.integer):
+        outs = [int(n_outmaps)]
+    else:
+        outs = [int(n) for n in n_outmaps]
     inmaps = int(np.prod(shape[base_axis:]))
     with parameter_scope(name):
         w = get_parameter_or_create(

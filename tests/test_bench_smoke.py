@@ -120,3 +120,13 @@ def test_report_ratios_targets_and_files(tmp_path):
         json.dumps(s)
     )
     assert all(p.exists() for p in paths)
+
+
+def test_solver_step_benchmark_runs(capsys):
+    from bench import solver
+
+    results = solver.main(["--size", "tiny", "--repeats", "2", "--dtypes", "float64"])
+    times = results["float64"]
+    assert {"W1", "Adam", "AdamW", "Momentum", "Sgd"} <= set(times)
+    assert all(t > 0 for t in times.values())
+    assert "% of W1" in capsys.readouterr().out

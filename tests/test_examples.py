@@ -49,3 +49,33 @@ def test_third_derivative(capsys):
     assert errors["mlp"] < 1e-5
     assert errors["tensor"] < 1e-12
     assert "T(x) u" in capsys.readouterr().out
+
+
+def test_wgan_gp_2d(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "wgan.png"
+    result = load("wgan_gp_2d").main(iterations=60, batch=64, width=32, out=png, verbose=True)
+    history = result["history"]
+    assert all(len(v) == 60 for v in history.values())
+    assert all(np.all(np.isfinite(v)) for v in history.values())
+    assert history["grad_norm"][0] < 0.5  # the initial critic is flat; the penalty lifts it
+    assert 0.5 < result["grad_norm"] < 2.0
+    assert result["fake"].shape == (1000, 2)
+    assert png.stat().st_size > 10_000
+    assert "interpolates" in capsys.readouterr().out
+
+
+def test_double_backprop_digits(tmp_path, capsys):
+    pytest.importorskip("sklearn")
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "digits.png"
+    result = load("double_backprop_digits").main(epochs=10, out=png, verbose=True)
+    plain, penalty = result["plain"], result["penalty"]
+    assert plain["accuracy"] > 0.85
+    assert penalty["accuracy"] > 0.8
+    # the penalty shrinks the input gradients it penalises, and the attack hurts it less
+    assert penalty["mean_grad_norm"] < plain["mean_grad_norm"]
+    assert plain["fgsm"][0] == plain["accuracy"]
+    assert penalty["fgsm"][2] > plain["fgsm"][2]
+    assert png.stat().st_size > 10_000
+    assert "penalty" in capsys.readouterr().out

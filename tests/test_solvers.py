@@ -307,3 +307,26 @@ def test_cupy_parameters_are_updated_on_the_device() -> None:
     for k in params:
         assert isinstance(params[k].d, cp.ndarray)
         np.testing.assert_allclose(cp.asnumpy(params[k].d), ref_params[k].d, rtol=1e-10)
+
+
+@pytest.mark.parametrize("kind", ["Sgd", "Momentum", "Nesterov", "Adagrad", "RMSprop", "Adam",
+                                  "AdamW"])
+def test_a_step_allocates_no_arrays(kind) -> None:
+    import tracemalloc
+
+    w = hd.Variable.from_array(np.ones(100_000), need_grad=True)
+    w.g = np.full(100_000, 0.5)
+    solver = getattr(S, kind)(0.01)
+    solver.set_parameters({"w": w})
+    solver.weight_decay(0.1)
+    solver.clip_grad_by_norm(1.0)
+    solver.update()  # the first step makes the state and scratch arrays
+    tracemalloc.start()
+    try:
+        solver.update()
+        solver.weight_decay(0.1)
+        solver.clip_grad_by_norm(1.0)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 0.05 * w.d.nbytes, peak  # far below one parameter-sized array (800 kB)
