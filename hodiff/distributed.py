@@ -227,6 +227,7 @@ class Communicator:
         self.cuda_aware = bool(cuda_aware)
         self.debug = bool(debug)
         self._plan: _Plan | None = None
+        self._broken = ""  # why backward can no longer be used, after a pass that raised
         #: seconds the last :meth:`backward` spent in communication work (bucket copies,
         #: launches, progress calls, the final wait), and of those, waiting at the end
         self.comm_time = 0.0
@@ -249,6 +250,7 @@ class Communicator:
         self.cuda_aware = False
         self.debug = False
         self._plan = None
+        self._broken = ""
         self.comm_time = self.wait_time = 0.0
         self.overlapped_buckets = 0
         return self
@@ -498,6 +500,8 @@ class Communicator:
         if not isinstance(loss, Variable):
             raise TypeError(f"backward: loss must be a hodiff.Variable, got {type(loss).__name__}")
         items = _named(params, "backward")
+        if self._broken:
+            raise RuntimeError(self._broken)
         if self.debug:
             self.check_parameters(params)
         wanted = [v for _, v in items if v.need_grad]
@@ -522,19 +526,31 @@ class Communicator:
         clock = time.perf_counter
         spent = 0.0  # seconds in communication work (copies, launches, progress, the wait)
         before_last = 0  # buckets launched before the last gradient arrived
-        for v, g in iter_grads(loss, wanted):
-            t = clock()
-            before_last = launched
-            b, i = where[v]
-            buckets[b].put(i, g)
-            seen.add(v)
-            left[b] -= 1
-            while launched < len(buckets) and left[launched] == 0:
-                active.append(self._launch(buckets[launched]))
-                launched += 1
-            if active:
-                mpi.Request.Testall(active)  # lets MPI progress the messages in flight
-            spent += clock() - t
+        try:
+            for v, g in iter_grads(loss, wanted):
+                t = clock()
+                before_last = launched
+                b, i = where[v]
+                buckets[b].put(i, g)
+                seen.add(v)
+                left[b] -= 1
+                while launched < len(buckets) and left[launched] == 0:
+                    active.append(self._launch(buckets[launched]))
+                    launched += 1
+                if active:
+                    mpi.Request.Testall(active)  # lets MPI progress the messages in flight
+                spent += clock() - t
+        except BaseException:
+            # Other ranks may have launched more buckets, or fewer: the gradient reductions may
+            # be out of step, and another pass could silently mix gradients of different steps.
+            self._broken = (
+                f"backward: an earlier backward raised after launching {launched} of "
+                f"{len(buckets)} gradient buckets; the ranks' gradient reductions may be out of "
+                "step, so this communicator refuses to run backward again (restart the job; "
+                "python -m mpi4py stops every rank when one raises)"
+            )
+            self._plan = None  # requests in flight keep their buffers alive
+            raise
         t = clock()
         self.overlapped_buckets = before_last
         for b in range(launched, len(buckets)):  # parameters this pass did not reach

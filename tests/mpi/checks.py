@@ -195,6 +195,33 @@ def unused_parameters_are_zero_filled(comm: Communicator) -> None:
     np.testing.assert_array_equal(never.g, np.zeros(2))
 
 
+class _Fails(hd.Function):
+    """The identity, whose backward raises: a pass that breaks half-way."""
+
+    def forward_impl(self, inputs, outputs):
+        outputs[0] = inputs[0].copy()
+
+    def backward_impl(self, inputs, outputs, prop_down, accum):
+        raise FloatingPointError("planted failure")
+
+
+@check
+def backward_refuses_to_run_after_a_pass_that_raised(comm: Communicator) -> None:
+    dist = Communicator(bucket_size=8)
+    w1, w2 = var(np.ones(3), True), var(np.ones(3), True)
+    loss = F.sum(_Fails()(w1) * w2)  # w2's gradient is final (and sent) before _Fails runs
+    errors = []
+    for _ in range(2):
+        try:
+            dist.backward(loss, [w1, w2])
+        except (FloatingPointError, RuntimeError) as e:
+            errors.append(str(e))
+    dist._grads.Barrier()  # the bucket of w2 launched by the first pass completes on both
+    assert errors[0] == "planted failure", errors
+    assert "raised after launching 1 of 2 gradient buckets" in errors[1], errors
+    assert "refuses to run backward again" in errors[1], errors
+
+
 def _critic_params(seed: int, d: int, h: int) -> dict[str, hd.Variable]:
     rng = np.random.default_rng(seed)
     return {
