@@ -10,12 +10,16 @@ process pinned to its own CPU with one BLAS thread. Runs of 1 and N ranks altern
 (``--repeats`` times) so that both see the same background load; within a run, rounds
 of ``--steps`` steps are timed on rank 0 between barriers and the median is kept.
 
-Reported: global samples per second, the ratio N ranks / 1 rank (the issue's target is
->= 1.6 on 2 cores) from the median rounds and from the fastest ones (on a shared machine
-the fastest round is the one least disturbed by other processes), the spread of the
-rounds (max - min over the median), and the share of the step spent in communication work (bucket
-copies, launches, progress calls and the final wait: ``Communicator.comm_time``) and in
-the final wait alone (the communication the reverse pass did not hide).
+Also timed: the same N processes doing the same local work without exchanging gradients
+(plain ``backward``), the ideal that data-parallel training can approach on this machine
+at this moment. Reported: global samples per second; the ratio N ranks / 1 rank (the
+issue's target is >= 1.6 on 2 cores) from the median rounds and from the fastest ones
+(on a shared machine the fastest round is the one least disturbed by other processes);
+the spread of the rounds (max - min over the median); the share of the step spent in
+communication work (bucket copies, launches, progress calls and the final wait:
+``Communicator.comm_time``), in the final wait alone (what the reverse pass did not hide,
+and waiting for the slower rank), and in an all-reduce of all gradients timed alone with
+both ranks ready (what the communication itself costs).
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--json", default=None, help="also write the results here")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--dtype", default="float32", help=argparse.SUPPRESS)
+    p.add_argument("--no-comm", action="store_true", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
@@ -94,6 +99,9 @@ def worker(args: argparse.Namespace) -> None:
         (g,) = hd.grad(F.sum(critic(x_hat)), x_hat)
         penalty = F.mean((F.sqrt(F.sum(g * g, axis=1)) - 1.0) ** 2)
         loss = F.mean(critic(x_fake)) - F.mean(critic(x_real)) + W3.LAMBDA * penalty
+        if args.no_comm:  # the same local work, no gradient exchange: the ideal to compare with
+            loss.backward()
+            return
         comm.backward(loss, params)
         comm_s[0] += comm.comm_time
         wait_s[0] += comm.wait_time
@@ -123,7 +131,8 @@ def worker(args: argparse.Namespace) -> None:
         comm.all_reduce(grads)
         reduce_times.append(time.perf_counter() - t0)
     shares = world.gather((statistics.median(comm_shares), statistics.median(wait_shares)))
-    comm.check_parameters(params)
+    if not args.no_comm:
+        comm.check_parameters(params)
     if rank == 0:
         assert shares is not None
         result = {
@@ -147,7 +156,7 @@ def mpiexec() -> str:
     return str(local) if local.exists() else "mpiexec"
 
 
-def launch(args: argparse.Namespace, ranks: int, dtype: str) -> dict[str, Any]:
+def launch(args: argparse.Namespace, ranks: int, dtype: str, no_comm: bool) -> dict[str, Any]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     for var in THREAD_VARS:
@@ -159,6 +168,8 @@ def launch(args: argparse.Namespace, ranks: int, dtype: str) -> dict[str, Any]:
     ]
     if args.bucket_size is not None:
         cmd += ["--bucket-size", str(args.bucket_size)]
+    if no_comm:
+        cmd.append("--no-comm")
     r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
                        check=False)
     for line in r.stdout.splitlines():
@@ -173,22 +184,27 @@ def main(argv: list[str]) -> int:
         worker(args)
         return 0
     load_start = os.getloadavg()
-    runs: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    # (ranks, exchange gradients): N ranks without the exchange are the ideal to compare with
+    configs = [(n, True) for n in args.ranks] + [(n, False) for n in args.ranks if n > 1]
+    runs: dict[tuple[str, int, bool], list[dict[str, Any]]] = {}
     for dtype in args.dtypes:
         for _ in range(args.repeats):
-            for n in args.ranks:
-                runs.setdefault((dtype, n), []).append(launch(args, n, dtype))
+            for n, exchange in configs:
+                runs.setdefault((dtype, n, exchange), []).append(
+                    launch(args, n, dtype, not exchange))
     load_end = os.getloadavg()
     rows = []
     for dtype in args.dtypes:
-        base = statistics.median(r["step_s"] for r in runs[(dtype, args.ranks[0])])
-        base_best = min(r["step_s_min"] for r in runs[(dtype, args.ranks[0])])
-        for n in args.ranks:
-            rs = runs[(dtype, n)]
+        first = runs[(dtype, args.ranks[0], True)]
+        base = statistics.median(r["step_s"] for r in first)
+        base_best = min(r["step_s_min"] for r in first)
+        for n, exchange in configs:
+            rs = runs[(dtype, n, exchange)]
             t = statistics.median(r["step_s"] for r in rs)
             best = min(r["step_s_min"] for r in rs)
             rows.append({
-                "dtype": dtype, "ranks": n, "step_ms": 1e3 * t, "best_ms": 1e3 * best,
+                "dtype": dtype, "ranks": n if exchange else f"{n}, no exchange",
+                "step_ms": 1e3 * t, "best_ms": 1e3 * best,
                 "samples_per_s": args.batch / t,
                 "speedup": base / t, "speedup_best": base_best / best,
                 "spread": (max(r["step_s_max"] for r in rs) - min(r["step_s_min"] for r in rs)) / t,
@@ -208,7 +224,7 @@ def main(argv: list[str]) -> int:
               f"{100 * r['wait_share']:.1f}% | {100 * r['reduce_share']:.1f}% |")
     if args.json:
         Path(args.json).write_text(json.dumps(
-            {"rows": rows, "runs": {f"{k[0]}/{k[1]}": v for k, v in runs.items()},
+            {"rows": rows, "runs": {f"{k[0]}/{k[1]}/{k[2]}": v for k, v in runs.items()},
              "load": [load_start, load_end], "batch": args.batch}, indent=1))
     return 0
 

@@ -175,3 +175,16 @@ def test_misuse_raises_clear_errors() -> None:
         comm.bcast_parameters([], root=1)
     with pytest.raises(TypeError, match=r"comm must be a hodiff\.distributed\.Communicator"):
         F.all_reduce(np.ones(2), "world")
+
+
+def test_bench_distributed_smoke() -> None:
+    """bench/distributed.py runs (1 and 2 ranks, with and without the exchange); no timing."""
+    mpiexec()  # skips (or fails under HODIFF_REQUIRE_MPI) without MPI
+    r = subprocess.run(
+        [sys.executable, "-m", "bench.distributed", "--repeats", "1", "--rounds", "1",
+         "--steps", "1", "--batch", "8", "--dtypes", "float64"],
+        cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT, check=False,
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    for row in ("| float64 | 1 |", "| float64 | 2 |", "| float64 | 2, no exchange |"):
+        assert row in r.stdout, r.stdout
