@@ -217,6 +217,7 @@ class Communicator:
         if int(bucket_size) <= 0:
             raise ValueError(f"Communicator: bucket_size must be positive, got {bucket_size}")
         self._MPI = mpi
+        self._parent = comm
         self.rank: int = comm.Get_rank()
         self.size: int = comm.Get_size()
         self._comm = comm.Dup()  # blocking collectives (all_reduce, bcast, F.all_reduce)
@@ -236,6 +237,18 @@ class Communicator:
         self.overlapped_buckets = 0
 
     @classmethod
+    def of(cls, comm: Any) -> Communicator:
+        """The Communicator of an mpi4py communicator, made on first use and then reused.
+
+        Collective the first time (every rank must call it then).
+        """
+        key = comm.py2f()  # the handle: one per communicator while it exists
+        found = _OF.get(key)
+        if found is None or found._parent != comm:
+            found = _OF[key] = cls(comm)
+        return found
+
+    @classmethod
     def single_process(cls) -> Communicator:
         """A communicator of one process (rank 0, size 1) that needs no MPI.
 
@@ -244,6 +257,7 @@ class Communicator:
         """
         self = cls.__new__(cls)
         self._MPI = None
+        self._parent = None
         self.rank, self.size = 0, 1
         self._comm = self._grads = None
         self.bucket_size = BUCKET_SIZE
@@ -603,6 +617,9 @@ class Communicator:
                         f"rank {r} has {b[k][0]!r} of shape {b[k][1]} {b[k][2]}"
                     )
                 raise ValueError(f"{where}: the ranks disagree: {detail}")
+
+
+_OF: dict[int, Communicator] = {}
 
 
 def _check_distinct(items: list[tuple[str, Variable]]) -> None:

@@ -63,7 +63,8 @@ def all_reduce(x: Any, comm: Any) -> Variable:
 
     Args:
         x: a Variable or array of any shape; integer inputs give float64.
-        comm: a :class:`hodiff.distributed.Communicator`.
+        comm: a :class:`hodiff.distributed.Communicator`, or an mpi4py
+            communicator (wrapped once, on first use, by every rank).
 
     Returns:
         A Variable of ``x``'s shape.
@@ -77,7 +78,10 @@ def all_reduce(x: Any, comm: Any) -> Variable:
     from hodiff.distributed import Communicator
 
     if not isinstance(comm, Communicator):
-        raise TypeError(
-            f"all_reduce: comm must be a hodiff.distributed.Communicator, got {type(comm).__name__}"
-        )
+        if type(comm).__module__ != "mpi4py.MPI":
+            raise TypeError(
+                "all_reduce: comm must be a hodiff.distributed.Communicator or an mpi4py "
+                f"communicator, got {type(comm).__name__}"
+            )
+        comm = Communicator.of(comm)
     return AllReduce(comm=comm)(x)

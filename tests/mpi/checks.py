@@ -133,7 +133,8 @@ def all_reduce_function_derivatives_to_order_3(comm: Communicator) -> None:
     x0, c, v, w = (rng.uniform(0.5, 1.5, 4) for _ in range(4))
     X, C, V, W = (np.sum(WORLD.allgather(a), axis=0) for a in (x0, c, v, w))
     x = var(x0, True)
-    y = F.all_reduce(x, comm)
+    y = F.all_reduce(x, WORLD)  # a bare mpi4py communicator: wrapped once
+    assert y.parent.comm is Communicator.of(WORLD)
     loss = F.sum(var(c) * y**3)
     (g1,) = hd.grad(loss, x)  # d/dx_r sum_s sum(c_s y^3) = 3 C y^2
     (g2,) = hd.grad(F.sum(g1 * var(v)), x)  # d/dx_r sum_s sum(v_s g1_s) = 6 C V y
