@@ -8,7 +8,7 @@
 array([ 3., 12.])
 """
 
-from hodiff import functions, transforms
+from hodiff import curvature, functions, transforms
 from hodiff.autograd import grad, iter_grads
 from hodiff.check import GradcheckError, GradcheckReport, gradcheck, gradgradcheck
 from hodiff.context import (
@@ -22,6 +22,7 @@ from hodiff.context import (
     set_default_context,
 )
 from hodiff.function import Function
+from hodiff.graphio import load_graph, save_graph, to_dot
 from hodiff.transforms import *  # noqa: F403
 from hodiff.variable import Variable
 
@@ -35,6 +36,7 @@ __all__ = [
     "Variable",
     "auto_forward",
     "context_scope",
+    "curvature",
     "functions",
     "get_auto_forward",
     "get_default_context",
@@ -46,6 +48,9 @@ __all__ = [
     "set_auto_forward",
     "set_default_context",
     *transforms.__all__,
+    "load_graph",
+    "save_graph",
+    "to_dot",
 ]
 
 from hodiff import initializers, parametric, solvers

@@ -7,19 +7,23 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hodiff", description=__doc__)
+    from hodiff.cli_check import add_parser, list_functions, run_check
+
+    parser = argparse.ArgumentParser(
+        prog="python -m hodiff",
+        description="hodiff command line: a demo, and checking every function's derivatives.",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="gradient, HVP and third derivative of a small model")
-    check = sub.add_parser("check", help="verify every function against finite differences")
-    check.add_argument("--order", type=int, default=3, help="highest order to check (default 3)")
-    check.add_argument("--functions", nargs="*", metavar="NAME", help="only these functions")
+    add_parser(sub)
     args = parser.parse_args(argv)
     if args.command == "demo":
         from hodiff.demo import run_demo
 
         return run_demo()
-    from hodiff.cli_check import run_check
-
+    if args.list:
+        print(list_functions())
+        return 0
     return run_check(order=args.order, functions=args.functions)
 
 

@@ -6,8 +6,9 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from hodiff import graph
-from hodiff.context import array_module
-from hodiff.variable import Variable
+from hodiff.context import array_module, get_auto_forward, get_default_context, is_recording
+from hodiff.function import GradientShapeError
+from hodiff.variable import Variable, is_scalar
 
 __all__ = ["grad", "iter_grads"]
 
@@ -23,21 +24,44 @@ def _variables(name: str, value: Any) -> list[Variable]:
 
 
 def _seed(i: int, y: Variable, g: Any) -> Variable:
-    xp = array_module(y._data)
+    """The seed of output ``i``: ones of its shape by default (any shape, as ``.backward()``);
+    a scalar broadcasts to the output's shape; an array or Variable must have its shape.
+    """
+    xp = array_module(y._data) if y._data is not None else get_default_context().xp
     dtype = y._grad_dtype()
     if g is None:
-        if y.size != 1:
-            raise ValueError(
-                f"grad: outputs[{i}] has shape {y.shape}; pass grad_outputs for a non-scalar output"
-            )
         return Variable.from_array(xp.ones(y.shape, dtype=dtype))
+    if is_scalar(g):
+        return Variable.from_array(xp.full(y.shape, g, dtype=dtype))
     if not isinstance(g, Variable):
-        g = Variable.from_array(xp.asarray(g, dtype=dtype))
+        try:
+            a = xp.asarray(g, dtype=dtype)
+        except (TypeError, ValueError) as e:
+            raise TypeError(
+                f"grad: grad_outputs[{i}] must be an array, a Variable or a scalar, "
+                f"got {type(g).__name__}"
+            ) from e
+        if a.ndim == 0 and y.ndim:  # a 0-d array broadcasts like a scalar (as in .backward())
+            a = xp.full(y.shape, a, dtype=dtype)
+        g = Variable.from_array(a, copy=a is g)
     if g.shape != y.shape:
         raise ValueError(
             f"grad: grad_outputs[{i}] has shape {g.shape} but outputs[{i}] has shape {y.shape}"
         )
     return g
+
+
+def _why_unused(outs: list[Variable], ins: list[Variable]) -> str:
+    """A hint when recording was off (``hd.no_grad()``) where the outputs were made."""
+    if not is_recording():
+        return " (recording is off: hd.grad was called inside hd.no_grad())"
+    for k, y in enumerate(outs):
+        if y.parent is None and not y.need_grad and y not in ins:
+            return (
+                f" (outputs[{k}] has no graph: was it computed under hd.no_grad(), or from "
+                "leaves with need_grad=False?)"
+            )
+    return ""
 
 
 def grad(
@@ -57,8 +81,10 @@ def grad(
     Args:
         outputs: a Variable or a list of them.
         inputs: a Variable or a list of them (leaves or intermediate variables).
-        grad_outputs: one array/Variable per output; defaults to ones, which
-            requires scalar (size-1) outputs.
+        grad_outputs: one array, Variable or scalar per output (a list; a single
+            one for a single output). ``None`` (or a ``None`` entry) means ones
+            of that output's shape, for any shape, as ``.backward()`` and
+            NNabla's ``nn.grad``; a scalar broadcasts to the output's shape.
         allow_unused: give zeros for an input the outputs do not depend on,
             instead of raising ValueError.
 
@@ -86,12 +112,19 @@ def grad(
     if unused and not allow_unused:
         i = unused[0]
         raise ValueError(
-            f"grad: the outputs do not depend on inputs[{i}] (shape {ins[i].shape}); "
-            "pass allow_unused=True to get zeros"
+            f"grad: the outputs do not depend on inputs[{i}] (shape {ins[i].shape})"
+            f"{_why_unused(outs, ins)}; pass allow_unused=True to get zeros"
         )
+    if get_auto_forward():  # a static graph's .forward() recomputes freed values
+        graph.check_values(plan, "grad")
     results = graph.grad_graph(outs, ins, seeds, plan)
     out = []
-    for x, g in zip(ins, results, strict=True):
+    for i, (x, g) in enumerate(zip(ins, results, strict=True)):
+        if g is not None and g._shape != x._shape:
+            raise GradientShapeError(
+                f"grad: the gradient of inputs[{i}] (shape {x.shape}) came out with shape "
+                f"{g.shape}: a backward rule stored a gradient of another shape than its input"
+            )
         if g is None:
             xp = array_module(x._data)
             g = Variable.from_array(xp.zeros(x.shape, dtype=x._grad_dtype()))

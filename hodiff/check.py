@@ -60,7 +60,20 @@ class GradcheckReport:
         return abs_err, rel_err
 
     def table(self, only_failures: bool = True, limit: int = 20) -> str:
+        """The rows (by default only the failures) as a text table.
+
+        With nothing to list (every element passed), one readable line instead.
+        """
         rows = self.failures() if only_failures else self.rows
+        if not rows:
+            if not self.rows:
+                return "nothing was checked"
+            orders = sorted({r[1] for r in self.rows})
+            worst = max(r[5] for r in self.rows)
+            span = f"order {orders[0]}" if len(orders) == 1 else f"orders {orders[0]}-{orders[-1]}"
+            return (
+                f"all {len(self.rows)} elements passed ({span}, largest error {worst:.2e})"
+            )
         head = (
             f"{'input':>5} {'order':>5} {'element':>12} {'analytic':>14} {'numeric':>14}"
             f" {'error':>10}"
@@ -94,6 +107,7 @@ def gradcheck(
     rtol: float | None = None,
     raise_exception: bool = True,
     seed: int = 0,
+    fast: bool = False,
 ) -> GradcheckReport:
     """Checks the derivatives of ``f`` of every order 1..``order`` against finite differences.
 
@@ -109,6 +123,10 @@ def gradcheck(
         raise_exception: raise :class:`GradcheckError` with the table on failure;
             otherwise return the report.
         seed: of the random projection directions.
+        fast: first compare one random directional derivative per order (two
+            calls of ``f``'s k-th derivative scalar per order, see
+            ``hodiff.check_fast``); if that passes, return its report (one row
+            per order, input -1); otherwise fall back to the full check.
 
     Returns:
         A :class:`GradcheckReport`, truthy when every element passed.
@@ -122,6 +140,12 @@ def gradcheck(
     eps = 1e-6 if eps is None else eps
     atol = 1e-6 if atol is None else atol
     rtol = 1e-5 if rtol is None else rtol
+    if fast:
+        from hodiff.check_fast import fast_gradcheck
+
+        quick = fast_gradcheck(f, inputs, order, eps, atol, rtol, seed)
+        if quick.passed:
+            return quick
     raw = list(inputs) if isinstance(inputs, tuple | list) else [inputs]
     xs: list[Any] = []
     for a in raw:
@@ -132,6 +156,12 @@ def gradcheck(
     diff = [i for i, a in enumerate(xs) if a.dtype.kind == "f"]
     if not diff:
         raise TypeError("gradcheck: no float input to differentiate")
+    for i in diff:
+        if xs[i].size == 0:
+            raise ValueError(
+                f"gradcheck: input {i} has no elements (shape {xs[i].shape}): nothing would be "
+                "checked"
+            )
     rng = np.random.default_rng(seed)
     report = GradcheckReport(atol=atol, rtol=rtol)
 
@@ -139,6 +169,11 @@ def gradcheck(
         y0 = f(*[Variable.from_array(a) for a in xs])
         if not isinstance(y0, Variable):
             raise TypeError(f"gradcheck: f must return a Variable, got {type(y0).__name__}")
+        if y0.size == 0:
+            raise ValueError(
+                f"gradcheck: f returned an empty output (shape {y0.shape}): nothing would be "
+                "checked"
+            )
         xp = array_module(y0.d)
         u = xp.asarray(rng.standard_normal(y0.shape))
         directions = [

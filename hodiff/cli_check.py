@@ -12,21 +12,33 @@ derivatives run the backward of its backward. The command prints one line per
 
 from __future__ import annotations
 
+import argparse
+import difflib
 import sys
+import textwrap
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-import hodiff.functions as F
 from hodiff.check import GradcheckReport, gradcheck
 from hodiff.testing import Spec, all_specs, spec_ids
+from hodiff.testing.harness import outputs_of, scalarized
 from hodiff.variable import Variable
 
-__all__ = ["Row", "check_spec", "run_check"]
+__all__ = ["Row", "add_parser", "check_spec", "list_functions", "run_check"]
+
+DESCRIPTION = """\
+Checks every function of hodiff (its spec table) against central finite
+differences in float64, at derivative orders 1 to --order, exactly as the
+test suite does: each function's outputs are turned into a scalar with fixed
+random weights; a function linear in its inputs is checked at orders >= 2 on
+the cube of its outputs, so that the backward of its backward runs. Prints one
+line per (function, order) and a summary; exits with status 1 if a check
+failed and 2 for bad arguments."""
 
 
 @dataclass(frozen=True)
@@ -39,24 +51,6 @@ class Row:
     rel_err: float
     passed: bool
     details: str = ""
-
-
-def _outputs(y: Any) -> list[Variable]:
-    return list(y) if isinstance(y, tuple | list) else [y]
-
-
-def _scalarized(spec: Spec, ws: Sequence[np.ndarray], power: int) -> Callable[..., Variable]:
-    """``x -> sum_k sum(w_k * y_k**power)`` (as tests/harness.py ``scalarized``)."""
-
-    def f(*xs: Variable) -> Variable:
-        total = None
-        for o, w in zip(_outputs(spec.fn(*xs, **spec.kwargs)), ws, strict=True):
-            term = F.sum(o**power * w) if power != 1 else F.sum(o * w)
-            total = term if total is None else total + term
-        assert total is not None
-        return total
-
-    return f
 
 
 def _order_rows(name: str, report: GradcheckReport, orders: Iterable[int]) -> list[Row]:
@@ -80,10 +74,10 @@ def check_spec(spec: Spec, order: int, name: str | None = None) -> list[Row]:
         xs = spec.sample()
         y = spec.fn(*[Variable.from_array(a) for a in xs], **spec.kwargs)
         rng = np.random.default_rng(1)
-        ws = [rng.standard_normal(o.shape) for o in _outputs(y)]
+        ws = [rng.standard_normal(o.shape) for o in outputs_of(y)]
 
         def check(power: int, k: int) -> GradcheckReport:
-            return gradcheck(_scalarized(spec, ws, power), xs, order=k, atol=spec.atol,
+            return gradcheck(scalarized(spec, ws, power), xs, order=k, atol=spec.atol,
                              rtol=spec.rtol, raise_exception=False)
 
         with warnings.catch_warnings():
@@ -115,6 +109,43 @@ def _progress(items: Sequence[Any], names: Sequence[str]) -> Iterator[Any]:
     yield from tqdm(items, desc="hodiff check", unit="spec", file=sys.stderr, leave=False)
 
 
+def _function_names(specs: Sequence[Spec]) -> list[str]:
+    """Function names of the table, in its order, each once."""
+    return list(dict.fromkeys(s.fn.__name__ for s in specs))
+
+
+def list_functions(specs: Sequence[Spec] | None = None) -> str:
+    """One line per spec: its name (``fn[variant]``) and the orders it is checked at."""
+    specs = all_specs() if specs is None else specs
+    names = spec_ids(specs)
+    width = max([len(n) for n in names] + [8])
+    lines = []
+    for s, n in zip(specs, names, strict=True):
+        orders = f"orders 1..{s.order}" if s.order >= 1 else "not differentiable"
+        lines.append(f"{n:<{width}}  {orders}")
+    return "\n".join(lines)
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """The ``check`` subcommand on an ``argparse`` subparsers object."""
+    names = ", ".join(_function_names(all_specs()))
+    epilog = "functions:\n" + textwrap.fill(
+        names, width=78, initial_indent="  ", subsequent_indent="  "
+    ) + "\n\nexamples:\n  python -m hodiff check --order 2 --functions exp tanh\n" \
+        "  python -m hodiff check --list"
+    check = sub.add_parser(
+        "check", help="verify every function against finite differences",
+        description=DESCRIPTION, epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    check.add_argument("--order", type=int, default=3, help="highest order to check (default 3)")
+    check.add_argument("--functions", nargs="*", metavar="NAME",
+                       help="only these functions (a name, or a variant such as add2[broadcast])")
+    check.add_argument("--list", action="store_true",
+                       help="list the functions (spec variants) and their orders, then exit")
+    return check
+
+
 def _fmt(x: float) -> str:
     return f"{x:12.2e}" if np.isfinite(x) else f"{'-':>12}"
 
@@ -141,12 +172,24 @@ def run_check(order: int = 3, functions: Sequence[str] | None = None) -> int:
         known = {s.fn.__name__ for s in specs} | {s.name for s in specs}
         unknown = sorted(wanted - known)
         if unknown:
-            print(f"hodiff check: no spec for {', '.join(unknown)}", file=sys.stderr)
+            for u in unknown:
+                close = difflib.get_close_matches(u, sorted(known), n=3, cutoff=0.6)
+                hint = f"; did you mean {', '.join(close)}?" if close else ""
+                print(f"hodiff check: no spec for {u}{hint}", file=sys.stderr)
+            print("hodiff check: --list shows every function", file=sys.stderr)
             return 2
         picked = [(s, n) for s, n in zip(specs, names, strict=True)
                   if s.fn.__name__ in wanted or s.name in wanted]
     else:
         picked = list(zip(specs, names, strict=True))
+    top = max([s.order for s, _ in picked] + [0])
+    if top >= 1 and order > top:
+        print(
+            f"hodiff check: --order {order} is above what the specs support: the selected "
+            f"functions are checked up to order {top}",
+            file=sys.stderr,
+        )
+        return 2
     skipped = [n for s, n in picked if s.order < 1]
     todo = [(s, n) for s, n in picked if s.order >= 1]
 

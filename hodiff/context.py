@@ -119,7 +119,7 @@ def get_auto_forward() -> bool:
 
 def set_auto_forward(enabled: bool) -> None:
     """Sets define-by-run (True, the default) or define-then-run (False) for this thread."""
-    _auto_forward.set(bool(enabled))
+    _auto_forward.set(_check_bool("set_auto_forward", enabled))
 
 
 @contextlib.contextmanager
@@ -131,11 +131,18 @@ def auto_forward(enabled: bool = True) -> Iterator[None]:
     ...     hd.get_auto_forward()
     False
     """
-    token = _auto_forward.set(bool(enabled))
+    token = _auto_forward.set(_check_bool("auto_forward", enabled))
     try:
         yield
     finally:
         _auto_forward.reset(token)
+
+
+def _check_bool(name: str, value: Any) -> bool:
+    """``value`` as a bool; a TypeError for anything but a bool (``"no"`` is truthy)."""
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    raise TypeError(f"{name}: enabled must be a bool, got {type(value).__name__} {value!r}")
 
 
 @contextlib.contextmanager

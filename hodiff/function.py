@@ -68,6 +68,9 @@ outputs (an instance may set it in ``__init__``).
 
 Static arguments are keyword-only ``__init__`` parameters, stored once and never
 mutated. An instance may be called more than once: each call links a new node.
+The base class records what the constructor received as ``static_arguments``
+(``(args, kwargs)``): ``hd.to_dot`` shows them and ``hd.save_graph`` stores them, so
+``type(f)(*args, **kwargs)`` must rebuild an equivalent primitive.
 Subclasses defined inside the ``hodiff`` package are registered in
 :data:`REGISTRY` (keyed by class); user subclasses work the same way without
 being registered.
@@ -76,6 +79,7 @@ being registered.
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import re
 import weakref
@@ -87,7 +91,7 @@ import numpy as np
 from hodiff.context import _auto_forward, _raw, _recording, _trusted, array_module
 from hodiff.variable import Variable, as_variable
 
-__all__ = ["REGISTRY", "Function", "Slot", "float_dtype"]
+__all__ = ["REGISTRY", "Function", "GradientShapeError", "Slot", "float_dtype"]
 
 #: every primitive defined in the hodiff package, in definition order
 REGISTRY: dict[type[Function], str] = {}
@@ -108,6 +112,10 @@ def float_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
     if dtype.kind == "f":
         return dtype
     return _FLOAT64
+
+
+class GradientShapeError(ValueError):
+    """A backward rule stored a gradient whose shape cannot be summed to its input's shape."""
 
 
 class Slot:
@@ -135,7 +143,9 @@ class Slot:
     def store(self, gx: Any, accum: bool) -> None:
         """Writes (``accum`` false) or adds (``accum`` true) ``gx`` as this input's gradient.
 
-        A ``gx`` of a broadcast shape is summed back to this slot's shape.
+        A ``gx`` of a broadcast shape is summed back to this slot's shape; any
+        other shape raises :class:`GradientShapeError` (the engine adds the
+        function's name).
         """
         if gx.shape != self.shape:
             gx = _sum_to(gx, self.shape)
@@ -158,8 +168,13 @@ class Function:
     _ydata: list[Any] | None
     _out_meta: list[tuple[tuple[int, ...], Any]]
 
+    #: the constructor's ``(args, kwargs)``, recorded by :func:`_recorded` (None: no arguments)
+    static_arguments: tuple[tuple[Any, ...], dict[str, Any]] | None = None
+
     def __init_subclass__(cls, register: bool = True, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__:
+            cls.__init__ = _recorded(cls.__dict__["__init__"])  # type: ignore[method-assign]
         if "name" not in cls.__dict__:
             cls.name = _snake(cls.__name__)
         if register and cls.__module__.startswith("hodiff."):
@@ -174,6 +189,7 @@ class Function:
         return [(x.shape, float_dtype(x.dtype))]
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        """Sets ``outputs[i]`` to each output array from the input arrays (see the module)."""
         raise NotImplementedError(f"{self.name}: forward_impl is not implemented")
 
     def backward_impl(
@@ -183,6 +199,7 @@ class Function:
         prop_down: Sequence[bool],
         accum: Sequence[bool],
     ) -> None:
+        """Stores each wanted input gradient: ``inputs[i].store(gx, accum[i])`` (see the module)."""
         wanted = [i for i, p in enumerate(prop_down) if p]
         raise NotImplementedError(
             f"{self.name}: no backward rule (gradient asked for input {wanted[0] if wanted else 0})"
@@ -209,8 +226,11 @@ class Function:
             # inside hd.grad's reverse pass the rules' calls are trusted: shapes come from ys
             specs = None if _trusted.get() else self.setup_impl(inputs)
             if unfilled:  # an unfilled leaf reads as zeros
-                xs = [x.d for x in inputs]
+                xs = self._filled(inputs)
             self.forward_impl(xs, ys)
+            # numpy computes float16 from int8/bool where setup_impl declares float64
+            if specs is not None and (len(ys) > 1 or ys[0].dtype is not specs[0][1]):
+                ys = _as_declared(self, xs, ys, [s[1] for s in specs])
         else:
             specs = self.setup_impl(inputs)
         recording = _recording.get()
@@ -239,6 +259,15 @@ class Function:
                 node._out_meta = [(v._shape, v._dtype) for v in outputs]
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
+    def _filled(self, inputs: Sequence[Variable]) -> list[Any]:
+        """The input arrays; an unfilled leaf reads as zeros, a function's output must have one."""
+        for i, x in enumerate(inputs):
+            if x._data is None and x.parent is not None:
+                from hodiff.variable import _no_value
+
+                raise RuntimeError(f"{self.name}: input {i} is {_no_value(x)}")
+        return [x.d for x in inputs]
+
     def _wrap(self, i: int, value: Any, args: Sequence[Any]) -> Variable:
         try:
             return _wrap(value, args)
@@ -261,7 +290,17 @@ class Function:
             v.parent = self
             v.need_grad = True
             self._outputs[i] = weakref.ref(v)
+        elif v._data is None and self._ydata is not None:  # freed by clear_buffer, but retained
+            v._data = self._ydata[i]
         return v
+
+    def output_shape(self, i: int) -> tuple[int, ...]:
+        """Shape of output ``i`` (for messages), whether or not the output is alive."""
+        v = self._outputs[i]()
+        if v is not None:
+            return v._shape
+        meta = getattr(self, "_out_meta", None)
+        return meta[i][0] if meta else ()
 
     def needs_input(self, i: int) -> bool:
         """Whether backward_impl reads the value of input ``i``."""
@@ -270,6 +309,23 @@ class Function:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__}>"
+
+
+def _recorded(init: Any) -> Any:
+    """Wraps a primitive's ``__init__`` so that the instance keeps its constructor arguments.
+
+    They are the node's static arguments as the caller gave them: what ``hd.to_dot`` shows
+    and ``hd.save_graph`` stores, so that ``type(node)(*args, **kwargs)`` rebuilds the node
+    (for every primitive, including those defined later, with no per-function code). The
+    most derived ``__init__`` returns last, so its arguments are the ones kept.
+    """
+
+    @functools.wraps(init)
+    def init_and_record(self: Function, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        self.static_arguments = (args, kwargs)
+
+    return init_and_record
 
 
 def _output(spec: tuple[tuple[int, ...], Any] | None, y: Any) -> Variable:
@@ -301,11 +357,45 @@ def _wrap(value: Any, args: Sequence[Any]) -> Variable:
     return as_variable(value)
 
 
+def _as_declared(f: Function, xs: Sequence[Any], ys: list[Any], dtypes: Sequence[Any]) -> list[Any]:
+    """``f``'s outputs in their declared dtypes: one float dtype in both modes.
+
+    numpy computes float16 (or float32) from small integer and bool arrays where
+    ``setup_impl`` declares float64; ``f`` is then run again on float inputs.
+    """
+    dtypes = [np.dtype(d) for d in dtypes]
+    low = False
+    for y, d in zip(ys, dtypes, strict=True):
+        if y is not None and d.kind == "f" and y.dtype != d:
+            low = True
+            break
+    if not low:
+        return ys
+    if any(getattr(x, "dtype", _FLOAT64).kind in "biu" for x in xs):
+        wanted = next(d for d in dtypes if d.kind == "f")
+        cast = [x.astype(wanted) if getattr(x, "dtype", _FLOAT64).kind in "biu" else x for x in xs]
+        ys = [None] * len(ys)
+        f.forward_impl(cast, ys)
+    out = []
+    for y, d in zip(ys, dtypes, strict=True):
+        if y is not None and y.dtype != d and d.kind == "f":
+            y = y.astype(d)
+        out.append(y)
+    return out
+
+
 _SUM_TO: Any = None
 
 
 def _sum_to(gx: Any, shape: tuple[int, ...]) -> Any:
     global _SUM_TO
+    have = gx.shape
+    lead = len(have) - len(shape)
+    if lead < 0 or any(s != 1 and s != t for s, t in zip(shape, have[lead:], strict=True)):
+        raise GradientShapeError(
+            f"a gradient of shape {tuple(have)} was stored for an input of shape {shape} "
+            "(it must have the input's shape, or a shape that broadcasting made from it)"
+        )
     if _SUM_TO is None:  # imported on first use: it imports this module
         from hodiff.grad_functions.arithmetic import sum_to
 

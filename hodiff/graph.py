@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from hodiff.context import _raw, _trusted, array_module, get_default_context
-from hodiff.function import Function, Slot
-from hodiff.variable import Variable
+from hodiff.function import Function, GradientShapeError, Slot, _as_declared, _seq
+from hodiff.variable import Variable, _no_value
 
 __all__ = [
     "Pullback", "backward", "forward", "grad_graph", "plan", "topological_order", "unused_inputs",
@@ -59,6 +59,45 @@ def _as_array(y: Any) -> Any:
     return np.asarray(y) if type(y) is not np.ndarray and array_module(y) is np else y
 
 
+# Counts the passes that freed values (clear_buffer=True): a cached plan is checked again for
+# freed values only when this changed since its last check, so the hot path pays nothing.
+_frees = [0]
+# A node number (Function.seq) taken at the last free: nodes created later hold all their values.
+_last_free = [-1]
+
+
+def _freed() -> None:
+    _frees[0] += 1
+    _last_free[0] = next(_seq)
+
+
+def check_values(plan: _Plan, where: str) -> None:
+    """Raises RuntimeError if a value some step's backward rule reads was freed (or never computed).
+
+    Run before a reverse pass, so that a failing one touches no gradient. A plan
+    whose nodes were all created after the last free is not looked at.
+    """
+    if not plan.steps or plan.steps[0][0].seq > _last_free[0]:
+        return
+    for f, _, _ in plan.steps:
+        need = f.need_inputs
+        if need is not False:
+            for i, x in enumerate(f.inputs):
+                if x._data is None and x.parent is not None and (need is True or i in need):
+                    raise RuntimeError(
+                        f"{where}: {f.name} needs its input {i}, {_no_value(x)}"
+                    )
+        if f.need_outputs and f._ydata is None:
+            for i, r in enumerate(f._outputs):
+                o = r()
+                if o is None or o._data is None:
+                    raise RuntimeError(
+                        f"{where}: {f.name} needs its output {i} (shape {f.output_shape(i)}), "
+                        "which has no value: its static graph was not run yet, or "
+                        "clear_buffer=True freed it; call .forward() on the result first"
+                    )
+
+
 # The nodes a variable depends on never change once it exists (inputs are fixed at link time).
 _ORDERS: weakref.WeakKeyDictionary[Variable, list[Function]] = weakref.WeakKeyDictionary()
 
@@ -78,6 +117,7 @@ def forward(roots: Sequence[Variable], clear_buffer: bool = False) -> None:
     keep = {id(v) for v in roots}
     uses: dict[int, int] = {}
     if clear_buffer:
+        _freed()
         needed: set[int] = set()
         for f in nodes:
             for i, x in enumerate(f.inputs):
@@ -88,8 +128,14 @@ def forward(roots: Sequence[Variable], clear_buffer: bool = False) -> None:
         keep |= needed
     for f in nodes:
         ys: list[Any] = [None] * f.n_outputs
-        f.forward_impl([x.d for x in f.inputs], ys)
+        xs = [x.d for x in f.inputs]
+        f.forward_impl(xs, ys)
         ys = [_as_array(y) for y in ys]
+        for ref, y in zip(f._outputs, ys, strict=True):
+            v = ref()
+            if v is not None and y.dtype != v._dtype:  # float16 from int8 as in dynamic mode
+                ys = [_as_array(y) for y in _as_declared(f, xs, ys, _declared(f))]
+                break
         for ref, y in zip(f._outputs, ys, strict=True):
             v = ref()
             if v is not None:
@@ -105,6 +151,10 @@ def forward(roots: Sequence[Variable], clear_buffer: bool = False) -> None:
                     uses[k] -= 1
                     if uses[k] == 0 and k not in keep:
                         x._data = None
+    if len(roots) == 1:  # this root's plan reads only values this forward computed and kept
+        cached = _PLANS.get(roots[0])
+        if cached is not None:
+            _PLANS[roots[0]] = (cached[0], cached[1], _frees[0])
 
 
 class _Plan:
@@ -191,7 +241,7 @@ def _in_slots(
 # Plans of plain passes, per root: a static graph run many times is planned once. The
 # ancestors of a variable never change, so a plan stays valid while its leaves' need_grad
 # flags do.
-_PLANS: weakref.WeakKeyDictionary[Variable, tuple[tuple[bool, ...], _Plan]] = (
+_PLANS: weakref.WeakKeyDictionary[Variable, tuple[tuple[bool, ...], _Plan, int]] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -199,11 +249,15 @@ _PLANS: weakref.WeakKeyDictionary[Variable, tuple[tuple[bool, ...], _Plan]] = (
 def _plain_plan(root: Variable) -> _Plan:
     cached = _PLANS.get(root)
     if cached is not None:
-        flags, plan = cached
+        flags, plan, checked = cached
         if flags == tuple([x.need_grad for x in plan.leaves]):
+            if checked != _frees[0]:
+                check_values(plan, "backward")
+                _PLANS[root] = (flags, plan, _frees[0])
             return plan
     plan = _Plan([root], None)
-    _PLANS[root] = (tuple([x.need_grad for x in plan.leaves]), plan)
+    check_values(plan, "backward")
+    _PLANS[root] = (tuple([x.need_grad for x in plan.leaves]), plan, _frees[0])
     return plan
 
 
@@ -231,6 +285,13 @@ def backward(root: Variable, grad: Any = None, clear_buffer: bool = False) -> It
     not kept with ``clear_buffer``). A generator: it yields each leaf as soon
     as its gradient is final (all its consumers have run), for ``iter_grads``.
     """
+    if root.parent is None and not root.need_grad:
+        raise RuntimeError(
+            f"backward: this Variable (shape {root.shape}) has no graph and need_grad=False, so "
+            "nothing can be differentiated (was it computed under hd.no_grad()?)"
+        )
+    if root._data is None and root.parent is not None:
+        raise RuntimeError(f"backward: {_no_value(root)}")
     seed = _check_seed(root, grad, "backward")
     plan = _plain_plan(root)
     grads: dict[Variable, Any] = {root: seed}
@@ -246,6 +307,8 @@ def backward(root: Variable, grad: Any = None, clear_buffer: bool = False) -> It
     keep = not clear_buffer
     if keep:
         root._grad = seed
+    else:
+        _freed()
     yield from _array_pass(plan, grads, handed, root, keep, clear_buffer, _NOTHING)
 
 
@@ -362,9 +425,19 @@ def _array_pass(
                     token = None
                     yield from done
                     token = _raw.set(True)
+    except GradientShapeError as e:
+        raise GradientShapeError(f"{f.name}: backward_impl: {e}") from None
     finally:
         if token is not None:
             _raw.reset(token)
+
+
+def _declared(f: Function) -> list[Any]:
+    """The dtypes ``f``'s outputs were set up with."""
+    meta = getattr(f, "_out_meta", None)
+    if meta is not None:
+        return [m[1] for m in meta]
+    return [r()._dtype for r in f._outputs]  # type: ignore[union-attr]
 
 
 def _zeros_like_output(f: Function, i: int) -> Any:
@@ -377,6 +450,11 @@ def _zeros_like_output(f: Function, i: int) -> Any:
 
 def _commit(leaf: Variable, g: Any, handed: set[int]) -> None:
     """Adds ``g`` into ``leaf.g``; the first write takes ``g`` itself when nobody else holds it."""
+    if g.shape != leaf._shape:
+        raise GradientShapeError(
+            f"backward: the gradient of a leaf of shape {leaf._shape} came out with shape "
+            f"{g.shape}: a backward rule stored a gradient of another shape than its input"
+        )
     buf = leaf._grad
     if buf is None:
         dtype = leaf._grad_dtype()
@@ -427,6 +505,26 @@ def _record_pass(
     x_slots: list[Slot],
     y_slots: list[Slot],
 ) -> None:
+    try:
+        _record_steps(plan, grads, wanted, x_slot, y_slot, x_slots, y_slots)
+    except GradientShapeError as e:
+        tb, name = e.__traceback__, "a function"
+        while tb is not None:  # the step that failed (looked up only on failure)
+            if tb.tb_frame.f_code is _record_steps.__code__:
+                name = tb.tb_frame.f_locals["f"].name
+            tb = tb.tb_next
+        raise GradientShapeError(f"{name}: backward_impl: {e}") from None
+
+
+def _record_steps(
+    plan: _Plan,
+    grads: dict[Variable, Variable],
+    wanted: set[Variable],
+    x_slot: Slot,
+    y_slot: Slot,
+    x_slots: list[Slot],
+    y_slots: list[Slot],
+) -> None:
     for f, prop, _ in reversed(plan.steps):
         refs = f._outputs
         inputs_f = f.inputs
@@ -439,6 +537,8 @@ def _record_pass(
                 continue
             x = inputs_f[0]
             g = grads.get(x)
+            if o._data is None and f._ydata is not None:  # freed by clear_buffer, but retained
+                o._data = f._ydata[0]
             y_slot.data, y_slot.grad, y_slot.shape = o, gy, gy.shape
             x_slot.data, x_slot.grad, x_slot.shape = x, g, x._shape
             f.backward_impl(x_slots, y_slots, prop, _ACCUM[g is not None])
@@ -496,10 +596,14 @@ class Pullback:
         self.roots = list(roots)
         self.wrt = list(wrt)
         self.plan = _Plan(self.roots, self.wrt)
+        self._checked = -1  # the value of _frees when the plan's values were last checked
         self._wanted = set(self.wrt)
 
     def __call__(self, seeds: Sequence[Any]) -> list[Any]:
         """One reverse pass; a seed of None means ones."""
+        if self._checked != _frees[0]:
+            check_values(self.plan, "pullback")
+            self._checked = _frees[0]
         grads: dict[Variable, Any] = {}
         seeds = [_check_seed(r, s, "pullback") for r, s in zip(self.roots, seeds, strict=True)]
         for r, s in zip(self.roots, seeds, strict=True):

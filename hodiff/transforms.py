@@ -59,7 +59,10 @@ def _label(i: int, multi: bool, what: str = "inputs") -> str:
 
 def _inputs(name: str, inputs: Any) -> tuple[list[Variable], bool]:
     """Fresh float leaves (need_grad) holding ``inputs``' values; and whether it was a tuple."""
-    multi = isinstance(inputs, tuple)
+    # a list of arrays/Variables is several inputs, as a tuple; a list of numbers is one array
+    multi = isinstance(inputs, tuple) or (
+        isinstance(inputs, list) and bool(inputs) and all(hasattr(a, "shape") for a in inputs)
+    )
     items = list(inputs) if multi else [inputs]
     if not items:
         raise ValueError(f"{name}: inputs is an empty tuple")

@@ -57,7 +57,7 @@ class Variable:
     def __init__(
         self, shape: tuple[int, ...] | int = (), need_grad: bool = False, dtype: Any = None
     ) -> None:
-        self._shape = (shape,) if isinstance(shape, int) else tuple(int(s) for s in shape)
+        self._shape = _check_shape(shape)
         self._dtype = np.dtype(dtype) if dtype is not None else get_default_context().dtype
         self._data: Any = None
         self._grad: Any = None
@@ -65,9 +65,13 @@ class Variable:
         self.parent: Function | None = None
 
     @classmethod
-    def from_array(cls, array: Any, need_grad: bool = False) -> Variable:
-        """Wraps a numpy/cupy array (kept as is, no copy) or a Python scalar.
+    def from_array(cls, array: Any, need_grad: bool = False, copy: bool = True) -> Variable:
+        """A leaf holding a COPY of a numpy/cupy array (or a Python scalar).
 
+        As NNabla and ``torch.tensor``, later changes to the caller's array do
+        not reach the Variable (nor a gradient computed from it). The copy
+        costs one pass over the array; ``copy=False`` shares the caller's array
+        instead (then the caller must not modify it while a graph uses it).
         Float and integer arrays keep their dtype; Python scalars take the
         context's float dtype.
         """
@@ -78,11 +82,13 @@ class Variable:
             array = ctx.xp.asarray(array, dtype=ctx.dtype)
         elif array_module(array) is np:
             try:
-                array = np.asarray(array)
+                array = np.array(array, copy=True) if copy else np.asarray(array)
             except (TypeError, ValueError) as e:
                 raise TypeError(
                     f"Variable.from_array: cannot make an array of {type(array).__name__}"
                 ) from e
+        elif copy:  # cupy
+            array = array.copy()
         if array.dtype.kind not in "fiub":
             raise TypeError(
                 f"Variable.from_array: unsupported dtype {array.dtype} (real floats, ints, bools)"
@@ -99,22 +105,49 @@ class Variable:
     # ------------------------------------------------------------------ value
     @property
     def d(self) -> Any:
-        """The value (numpy/cupy ndarray). Unfilled variables read as zeros."""
+        """The value (numpy/cupy ndarray). An unfilled leaf reads as zeros.
+
+        Raises:
+            RuntimeError: for a function's output that has no value: its static
+                graph was not run yet, or ``clear_buffer=True`` freed it.
+        """
         if self._data is None:
+            if self.parent is not None:
+                raise RuntimeError(f"Variable.d: {_no_value(self)}")
             self._data = get_default_context().xp.zeros(self._shape, dtype=self._dtype)
         return self._data
 
     @d.setter
     def d(self, value: Any) -> None:
+        """Sets the value to a copy of ``value`` (cast to this Variable's dtype).
+
+        A scalar fills every element. The shape is fixed: a graph built on this
+        Variable was set up for it (a mean divides by it), so a value of
+        another shape raises ValueError instead of giving stale results.
+        """
         if isinstance(value, Variable):
             value = value.d
+        if value is None:
+            raise TypeError(
+                f"Variable.d: cannot set None on a Variable of shape {self._shape} "
+                "(set an array, or .zero_grad() for the gradient)"
+            )
         xp = array_module(value)
-        if xp is np and not isinstance(value, np.ndarray):
-            value = np.asarray(value, dtype=self._dtype)
-        elif value.dtype != self._dtype:
-            value = value.astype(self._dtype)
+        try:
+            value = xp.array(value, dtype=self._dtype, copy=True)
+        except (TypeError, ValueError) as e:
+            raise TypeError(
+                f"Variable.d: cannot make a {self._dtype} array of {type(value).__name__}"
+            ) from e
+        if value.shape != self._shape:
+            if value.ndim != 0:
+                raise ValueError(
+                    f"Variable.d: a value of shape {value.shape} for a Variable of shape "
+                    f"{self._shape}; the shape of a Variable is fixed (graphs built on it were "
+                    "set up for it): make a new Variable (and graph) for the new shape"
+                )
+            value = xp.full(self._shape, value, dtype=self._dtype)
         self._data = value
-        self._shape = tuple(value.shape)
 
     data = d
 
@@ -136,7 +169,12 @@ class Variable:
         xp = array_module(self._data) if self._data is not None else array_module(value)
         value = xp.array(value, dtype=self._grad_dtype(), copy=True)  # we add into it in place
         if value.shape != self.shape:
-            value = xp.broadcast_to(value, self.shape).copy()
+            if value.ndim != 0:
+                raise ValueError(
+                    f"Variable.g: a gradient of shape {value.shape} for a Variable of shape "
+                    f"{self._shape} (a scalar fills it; an array must have the same shape)"
+                )
+            value = xp.full(self.shape, value, dtype=self._grad_dtype())
         self._grad = value
 
     grad = g
@@ -166,6 +204,37 @@ class Variable:
     def dtype(self) -> Any:
         """numpy dtype of the value."""
         return self._dtype
+
+    def __bool__(self) -> bool:
+        """As numpy: the truth of the value for a single element, ValueError for more."""
+        if self.size != 1:
+            raise ValueError(
+                f"The truth value of a Variable of shape {self._shape} is ambiguous "
+                "(use F.sum, or .d.any() / .d.all())"
+            )
+        return bool(self.d)
+
+    def __copy__(self) -> Variable:
+        if self.parent is not None:
+            raise TypeError(_NO_COPY.format(how="copy.copy", name=self.parent.name))
+        return self.unlinked()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Variable:
+        """An independent leaf with copies of the value and gradient (leaves only).
+
+        Raises:
+            TypeError: for a function's output: a copied graph would not lead to
+                the original leaves, so its gradients would silently be lost.
+        """
+        if self.parent is not None:
+            raise TypeError(_NO_COPY.format(how="copy.deepcopy", name=self.parent.name))
+        v = self.unlinked()
+        if v._data is not None:
+            v._data = v._data.copy()
+        if self._grad is not None:
+            v._grad = self._grad.copy()
+        memo[id(self)] = v
+        return v
 
     def __len__(self) -> int:
         if not self._shape:
@@ -204,7 +273,13 @@ class Variable:
             grad: gradient of some scalar with respect to this variable; defaults
                 to ones of this variable's shape (any shape).
             clear_buffer: free intermediate gradients and values as soon as they
-                are no longer needed (the graph cannot be run backward again).
+                are no longer needed (another backward or ``hd.grad`` through the
+                graph then raises RuntimeError until ``forward()`` recomputes them).
+
+        Raises:
+            RuntimeError: the graph was never run (static mode: call ``forward()``),
+                a value it needs was freed, or this Variable has no graph and
+                ``need_grad=False`` (e.g. it was computed under ``hd.no_grad()``).
         """
         from hodiff import graph
 
@@ -271,6 +346,8 @@ class Variable:
 
     def __truediv__(self, other: Any) -> Variable:
         if is_scalar(other):
+            if other == 0:  # numpy's x / 0: inf, -inf or nan (not ZeroDivisionError)
+                return _A.div2(self, other)
             return _A.mul_scalar(self, 1.0 / other)
         return _A.div2(self, other)
 
@@ -322,6 +399,52 @@ class Variable:
         from hodiff.functions import array
 
         return array.greater(self, other)
+
+    def __le__(self, other: Any) -> Variable:
+        from hodiff.functions import array
+
+        return array.less_equal(self, other)
+
+    def __ge__(self, other: Any) -> Variable:
+        from hodiff.functions import array
+
+        return array.greater_equal(self, other)
+
+    # == stays object identity (not defined here): Variables are dict keys and set members
+
+
+_NO_COPY = (
+    "{how}: this Variable is the output of {name}; a copy of its graph would not lead to the "
+    "original leaves (their gradients would silently stay zero). Copy leaves, use .unlinked() "
+    "for the value, or build the graph again"
+)
+
+
+def _no_value(v: Variable) -> str:
+    """Why a function's output has no value (for error messages)."""
+    name = v.parent.name if v.parent is not None else "a leaf"
+    return (
+        f"the output of {name} (shape {v._shape}) has no value: its static graph was not run "
+        "yet, or clear_buffer=True freed it; call .forward() on the result first"
+    )
+
+
+def _check_shape(shape: Any) -> tuple[int, ...]:
+    """``shape`` as a tuple of non-negative ints, or a TypeError/ValueError saying why not."""
+    if isinstance(shape, int | np.integer):
+        shape = (shape,)
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        raise TypeError(
+            f"Variable: shape must be an int or a sequence of ints, got {type(shape).__name__}"
+        ) from None
+    for s in dims:
+        if isinstance(s, bool) or not isinstance(s, int | np.integer):
+            raise TypeError(f"Variable: shape {dims} must hold ints, got {type(s).__name__}")
+        if s < 0:
+            raise ValueError(f"Variable: shape {dims} has a negative size")
+    return tuple(int(s) for s in dims)
 
 
 def as_variable(value: Any) -> Variable:

@@ -1,73 +1,12 @@
-"""Helpers shared by the function tests: calling specs and backward_impl directly."""
+"""Helpers shared by the function tests (they live in ``hodiff.testing.harness``)."""
 
-from __future__ import annotations
+from hodiff.testing.harness import (
+    call,
+    is_float,
+    outputs_of,
+    run_backward_impl,
+    scalarized,
+    weights,
+)
 
-from collections.abc import Sequence
-from typing import Any
-
-import numpy as np
-
-import hodiff as hd
-import hodiff.functions as F
-from hodiff.context import _raw
-from hodiff.function import Function, Slot
-from hodiff.testing.spec import Spec
-
-
-def is_float(a: np.ndarray) -> bool:
-    return np.asarray(a).dtype.kind == "f"
-
-
-def outputs_of(y: Any) -> list[hd.Variable]:
-    return list(y) if isinstance(y, tuple | list) else [y]
-
-
-def call(
-    spec: Spec, arrays: Sequence[Any], need_grad: bool = False
-) -> tuple[list[hd.Variable], Any]:
-    """The spec's function applied to Variables wrapping ``arrays``: (inputs, output)."""
-    vs = [hd.Variable.from_array(a, need_grad=need_grad and is_float(a)) for a in arrays]
-    return vs, spec.fn(*vs, **spec.kwargs)
-
-
-def weights(spec: Spec, seed: int = 1) -> list[np.ndarray]:
-    """Fixed random weights, one per output, to turn any output into a scalar."""
-    _, y = call(spec, spec.sample())
-    rng = np.random.default_rng(seed)
-    return [rng.standard_normal(o.shape) for o in outputs_of(y)]
-
-
-def scalarized(spec: Spec, ws: Sequence[np.ndarray], power: int = 1) -> Any:
-    """``x -> sum_k sum(w_k * y_k**power)``: a scalar function of the spec's inputs."""
-
-    def f(*xs: hd.Variable) -> hd.Variable:
-        total = None
-        for o, w in zip(outputs_of(spec.fn(*xs, **spec.kwargs)), ws, strict=True):
-            term = F.sum(o**power * w) if power != 1 else F.sum(o * w)
-            total = term if total is None else total + term
-        return total
-
-    return f
-
-
-def run_backward_impl(
-    node: Function,
-    gys: Sequence[Any],
-    prop_down: Sequence[bool],
-    accum: Sequence[bool],
-    previous: Sequence[Any],
-) -> list[Any]:
-    """Calls ``node.backward_impl`` on bare arrays (as a plain backward does)."""
-    token = _raw.set(True)
-    try:
-        ydata = node._ydata
-        outs = []
-        for i, gy in enumerate(gys):
-            o = node._outputs[i]()
-            y = ydata[i] if ydata is not None else (o._data if o is not None else None)
-            outs.append(Slot(y, gy, gy.shape))
-        ins = [Slot(x._data, p, x.shape) for x, p in zip(node.inputs, previous, strict=True)]
-        node.backward_impl(ins, outs, list(prop_down), list(accum))
-        return [s.grad for s in ins]
-    finally:
-        _raw.reset(token)
+__all__ = ["call", "is_float", "outputs_of", "run_backward_impl", "scalarized", "weights"]

@@ -157,12 +157,56 @@ def test_unused_input_raises_unless_allowed() -> None:
     np.testing.assert_array_equal(gx.d, [2.0])
 
 
-def test_grad_rejects_non_scalar_output_without_grad_outputs() -> None:
+def test_grad_outputs_default_to_ones_of_any_shape() -> None:
+    # the NNabla WGAN-GP idiom: hd.grad([critic(x_hat)], [x_hat]) with a (N, 1) critic output
+    x = hd.Variable.from_array(np.array([[1.0], [2.0], [-3.0]]), need_grad=True)
+    (g,) = hd.grad([x * x], [x])  # d/dx sum(x^2) = 2x
+    np.testing.assert_array_equal(g.d, 2 * x.d)
+    (h,) = hd.grad(F.sum(g * g), x)  # d/dx sum(4 x^2) = 8x: the seed is differentiable through
+    np.testing.assert_array_equal(h.d, 8 * x.d)
+    # one None entry among given seeds is ones too; the same as .backward() with no grad
+    a, b = var([1.0, 2.0]), var([3.0])
+    ga, gb = hd.grad([a * b, b * b], [a, b], grad_outputs=[None, np.array([2.0])])
+    np.testing.assert_array_equal(ga.d, [3.0, 3.0])
+    np.testing.assert_array_equal(gb.d, [1.0 + 2.0 + 2 * 2 * 3.0])
+    (a * b).backward()
+    np.testing.assert_array_equal(a.g, ga.d)
+
+
+def test_grad_outputs_scalar_broadcasts() -> None:
+    x = var([1.0, 2.0, 4.0])
+    (g,) = hd.grad(x * x, x, grad_outputs=[0.5])  # 0.5 * 2x
+    np.testing.assert_array_equal(g.d, x.d)
+    (g,) = hd.grad(x * x, x, grad_outputs=3.0)  # a bare scalar for a single output
+    np.testing.assert_array_equal(g.d, 6 * x.d)
+    (g,) = hd.grad(x * x, x, grad_outputs=np.array([1.0, 0.0, 2.0]))  # a bare array
+    np.testing.assert_array_equal(g.d, [2.0, 0.0, 16.0])
+    (g,) = hd.grad(x * x, x, grad_outputs=[np.array(2.0)])  # 0-d, as in .backward()
+    np.testing.assert_array_equal(g.d, 4 * x.d)
+    u = np.array([1.0, 1.0, 1.0])
+    (g,) = hd.grad(x * x, x, grad_outputs=[u])
+    u[:] = 0.0  # the seed was copied (or used at once): the result is unchanged
+    np.testing.assert_array_equal(g.d, 2 * x.d)
+
+
+def test_grad_outputs_default_in_static_mode() -> None:
+    with hd.auto_forward(False):
+        x = hd.Variable((3, 1), need_grad=True)
+        y = F.exp(x)
+        (g,) = hd.grad(y, x)
+        x.d = np.array([[0.0], [1.0], [2.0]])
+        g.forward()
+    np.testing.assert_allclose(g.d, np.exp(x.d), rtol=1e-6)
+
+
+def test_grad_rejects_grad_outputs_of_another_shape() -> None:
     x = var([1.0, 2.0])
-    with pytest.raises(ValueError, match=r"outputs\[0\] has shape \(2,\).*grad_outputs"):
-        hd.grad(x * x, x)
     with pytest.raises(ValueError, match=r"grad_outputs\[0\] has shape \(3,\)"):
         hd.grad(x * x, x, grad_outputs=[np.ones(3)])
+    with pytest.raises(ValueError, match=r"grad_outputs\[0\] has shape \(2, 1\)"):
+        hd.grad(x * x, x, grad_outputs=[var([[1.0], [2.0]])])
+    with pytest.raises(ValueError, match="2 grad_outputs for 1 outputs"):
+        hd.grad(x * x, x, grad_outputs=[1.0, 2.0])
     with pytest.raises(TypeError, match="inputs"):
         hd.grad(F.sum(x), np.ones(2))
 
@@ -452,3 +496,30 @@ def test_a_function_instance_called_twice_makes_two_nodes() -> None:
     np.testing.assert_allclose(z.g, 3 * z.d**2)
     (g,) = hd.grad(F.sum(a), x)
     np.testing.assert_allclose(g.d, 3 * x.d**2)
+
+
+def test_grad_after_forward_with_clear_buffer_reads_retained_outputs() -> None:
+    # sigmoid keeps its output for its rule; forward(clear_buffer=True) freed the output
+    # Variable's own value (nothing downstream needs it), and hd.grad used to read it as zeros
+    x = var([0.3, -1.0])
+    y = F.sum(F.sigmoid(x) * 1.0)
+    y.forward(clear_buffer=True)
+    (g,) = hd.grad(y, x)
+    s = 1 / (1 + np.exp(-x.d))
+    np.testing.assert_allclose(g.d, s * (1 - s), rtol=1e-12)
+    (h,) = hd.grad(F.sum(g), x)
+    np.testing.assert_allclose(h.d, s * (1 - s) * (1 - 2 * s), rtol=1e-12)
+
+
+def test_static_graph_with_cleared_buffers_recomputes_for_grad() -> None:
+    with hd.auto_forward(False):
+        x = hd.Variable((2,), need_grad=True)
+        y = F.sum(F.exp(F.sin(x) * 2.0))
+        x.d = np.array([0.2, 0.7])
+        y.forward(clear_buffer=True)
+        y.backward(clear_buffer=True)
+        (g,) = hd.grad(y, x)
+        g.forward()  # recomputes every value it depends on, freed ones included
+    expected = np.exp(2 * np.sin(x.d)) * 2 * np.cos(x.d)
+    np.testing.assert_allclose(x.g, expected, rtol=1e-6)
+    np.testing.assert_allclose(g.d, expected, rtol=1e-6)

@@ -51,6 +51,27 @@ def test_third_derivative(capsys):
     assert "T(x) u" in capsys.readouterr().out
 
 
+def test_hessian_spectrum_density(tmp_path, capsys):
+    try:
+        import matplotlib  # noqa: F401
+
+        out = tmp_path / "density.png"
+    except ImportError:
+        out = None
+    r = load("hessian_spectrum_density").main(n_per_class=20, steps=60, k=2, n_probes=3, n_steps=30,
+                                                   out=out)
+    assert r["loss"][-1] < r["loss"][0]
+    assert r["n_params"] == 2 * 16 + 16 + 2 * 16 + 16 * 16 + 16 + 16 * 3 + 3
+    assert r["top_error"] < 1e-8
+    assert r["bottom_error"] < 1e-8
+    assert abs(r["trace"] - r["exact_trace"]) < 4 * r["trace"].stderr
+    assert abs(r["mass"] - 1) < 1e-10
+    assert r["mass_near_exact"] > 0.99
+    if out is not None:
+        assert out.read_bytes()[:4] == b"\x89PNG"
+    assert "trace" in capsys.readouterr().out
+
+
 def test_wgan_gp_2d(tmp_path, capsys):
     pytest.importorskip("matplotlib")
     png = tmp_path / "wgan.png"

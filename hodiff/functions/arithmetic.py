@@ -149,13 +149,19 @@ class Pow2(_Binary):
         outputs[0] = inputs[0] ** inputs[1]
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
-        # d(x0 ** x1) = x1 x0^(x1-1) dx0 + x0^x1 log(x0) dx1
+        # d(x0 ** x1) = x1 x0^(x1-1) dx0 + x0^x1 log(x0) dx1, where the limits at x0 = 0 are
+        # 0 (0 * inf at x0 = x1 = 0; 0 * log 0 for x1 > 0). The double where keeps the
+        # masked-out branch finite, so every higher order is right too.
         gy = outputs[0].grad
         x0, x1 = inputs[0].data, inputs[1].data
         if prop_down[0]:
-            inputs[0].store(gy * x1 * x0 ** (x1 - 1.0), accum[0])
+            some = _array.greater(_abs(x0) + _abs(x1), 0.0)  # not both zero
+            dx0 = x1 * _array.where(some, x0, 1.0) ** (x1 - 1.0)
+            inputs[0].store(gy * _array.where(some, dx0, 0.0), accum[0])
         if prop_down[1]:
-            inputs[1].store(gy * outputs[0].data * _math.log(x0), accum[1])
+            nonzero = _array.greater(_abs(x0), 0.0)
+            dx1 = outputs[0].data * _math.log(_array.where(nonzero, x0, 1.0))
+            inputs[1].store(gy * _array.where(nonzero, dx1, 0.0), accum[1])
 
 
 class AddScalar(_Scalar):
@@ -195,7 +201,9 @@ class PowScalar(_Scalar):
         if not prop_down[0]:
             return
         gy, x, c = outputs[0].grad, inputs[0].data, self.val
-        if c == 1.0:
+        if c == 0.0:  # x^0 = 1 everywhere (0^0 = 1 too): the derivative is 0, not 0 * 0^-1
+            gx = gy * 0.0
+        elif c == 1.0:
             gx = gy
         elif c == 2.0:
             gx = gy * (2.0 * x)
@@ -235,9 +243,18 @@ class RPowScalar(_Scalar):
         outputs[0] = array_module(inputs[0]).power(self.val, inputs[0])
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
-        # d(c^x) = c^x log(c) dx
+        # d(c^x) = c^x log(c) dx; for c = 0, 0^x is constant (0 for x > 0): the derivative is 0
         if prop_down[0]:
-            inputs[0].store(outputs[0].grad * outputs[0].data * math.log(self.val), accum[0])
+            c = self.val
+            if c == 0.0:
+                inputs[0].store(outputs[0].grad * 0.0, accum[0])
+                return
+            log_c = math.log(c) if c > 0.0 else math.nan  # numpy's log of a negative number
+            inputs[0].store(outputs[0].grad * outputs[0].data * log_c, accum[0])
+
+
+def _abs(x: Any) -> Any:
+    return Abs()(x)
 
 
 class Minimum2(_Binary):
@@ -311,6 +328,9 @@ class Sign(Function):
 
 class Identity(Function):
     need_inputs = False
+
+    def setup_impl(self, inputs: Sequence[Variable]) -> list[tuple[tuple[int, ...], Any]]:
+        return [(inputs[0].shape, inputs[0].dtype)]  # y = x, dtype included (labels stay ints)
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = inputs[0]

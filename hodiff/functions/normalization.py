@@ -275,6 +275,8 @@ def batch_normalization(
             if not batch_stat and arg in ("mean", "variance"):
                 raise ValueError(f"{name}: {arg} must be given when batch_stat is False")
             v = Variable.from_array(xp.full(p_shape, fill, dtype=x.dtype))
+        elif arg in ("mean", "variance") and not isinstance(v, Variable) and hasattr(v, "shape"):
+            v = Variable.from_array(v, copy=False)  # the caller's array is updated in place
         params.append(v)
     if batch_stat:
         for arg, v in zip(("mean", "variance"), params[2:], strict=True):

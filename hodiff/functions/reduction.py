@@ -36,9 +36,16 @@ def normalize_axes(name: str, axis: Any, ndim: int) -> tuple[int, ...]:
     """``axis`` (None, int or sequence) as a sorted tuple of non-negative axes."""
     if axis is None:
         return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, int | np.integer) else tuple(axis)
+    try:
+        axes = (axis,) if isinstance(axis, int | np.integer) else tuple(axis)
+    except TypeError:
+        axes = (axis,)
     out = []
     for a in axes:
+        if isinstance(a, bool) or not isinstance(a, int | np.integer):
+            raise TypeError(
+                f"{name}: axis must be None, an int or a sequence of ints, got {axis!r}"
+            )
         if not isinstance(a, int | np.integer) or not -ndim <= a < builtins.max(ndim, 1):
             raise ValueError(f"{name}: axis {axis} is out of range for an input of {ndim} dims")
         out.append(int(a) % ndim if ndim else 0)

@@ -29,8 +29,10 @@ class Spec:
             (0: not differentiable, forward only).
         linear: the function is linear in its float inputs, so orders >= 2 are
             checked on ``y**3`` (the cube exercises the backward of the backward).
-        atol, rtol: tolerances of the derivative checks.
-        ref_atol, ref_rtol: tolerances of the forward check.
+        atol: absolute tolerance of the derivative checks.
+        rtol: relative tolerance of the derivative checks.
+        ref_atol: absolute tolerance of the forward check.
+        ref_rtol: relative tolerance of the forward check.
         float32: also check that float32 inputs give float32 outputs.
         id: test id suffix for variants of one function.
     """
@@ -65,12 +67,18 @@ class Spec:
             if callable(a):
                 out.append(np.asarray(a(rng)))
                 continue
-            x: Any = rng.uniform(lo, hi, size=a)
-            for k in self.kinks:
-                near = np.abs(x - k) < self.gap
-                x = np.where(near, k + np.where(x >= k, self.gap, -self.gap) * 1.5, x)
+            x = avoid_kinks(rng.uniform(lo, hi, size=a), self.kinks, self.gap)
             out.append(np.asarray(x, dtype=np.float64))
         return out
+
+
+def avoid_kinks(x: Any, kinks: tuple[float, ...], gap: float) -> np.ndarray:
+    """``x`` with every element closer than ``gap`` to a kink moved to ``kink +- 1.5 gap``."""
+    x = np.asarray(x, dtype=np.float64)
+    for k in kinks:
+        near = np.abs(x - k) < gap
+        x = np.where(near, k + np.where(x >= k, gap, -gap) * 1.5, x)
+    return x
 
 
 def labels(shape: tuple[int, ...], n: int) -> Callable[[np.random.Generator], np.ndarray]:

@@ -4,7 +4,7 @@ import numpy as np
 
 import hodiff.functions as F
 from hodiff.grad_functions.arithmetic import sum_to
-from hodiff.testing.spec import Spec, positive
+from hodiff.testing.spec import Spec, fixed, positive
 
 SPECS = [
     Spec(F.add2, ((2, 3), (2, 3)), np.add, linear=True),
@@ -38,4 +38,19 @@ SPECS = [
     Spec(F.identity, ((2, 3),), lambda x: x, linear=True),
     Spec(sum_to, ((2, 3, 4),), lambda x, shape: x.sum(axis=(0, 2), keepdims=True)[0],
          kwargs={"shape": (3, 1)}, linear=True),
+]
+
+# Edge rows: powers at zero (found by running another library's tests). x ** 0 is 1 everywhere,
+# 0 ** y is 0 for y > 0: every derivative is 0 there, not 0 * inf = NaN or a math domain error.
+# The exponent rows hold integer constants so that finite differences stay real at x0 = 0.
+SPECS += [
+    Spec(F.pow_scalar, (fixed([0.0, 1.5, -2.0]),), lambda x, val: x**val, kwargs={"val": 0.0},
+         id="zero_exponent"),
+    Spec(F.r_pow_scalar, (positive((2, 3)),), lambda x, val: val**x, kwargs={"val": 0.0},
+         id="zero_base"),
+    Spec(F.pow2, (fixed([0.0, 0.0, 0.0, 1.3, -0.7]), fixed(np.array([0, 1, 2, 0, 3]))),
+         np.power, float32=False, id="x0_at_zero"),
+    Spec(F.pow2, (fixed(np.array([0, 0, 2])), positive((3,))), np.power, float32=False,
+         id="zero_base"),
+    Spec(F.pow2, (positive((3,)), fixed([0.0, 0.0, 2.0])), np.power, id="zero_exponent"),
 ]

@@ -1,0 +1,441 @@
+"""The site's nav and API reference pages, generated from ``__all__`` (no name listed by hand).
+
+Everything here is plain Python: it imports hodiff (never mkdocs), so the fast test
+``tests/test_docs_site.py`` checks the generated Markdown without the ``docs`` extra, and
+``docsgen/hooks.py`` hands the same pages to ``mkdocs build``.
+
+- ``hodiff`` (``hd.*``): every name of ``hodiff.__all__``, grouped by the module that defines it.
+- ``hodiff.functions``: one page per family (each module of ``F.FAMILIES``, by its ``__all__``),
+  a table of each function's formula (rendered as mathematics) and the derivative order its
+  spec rows check (``hodiff/testing/specs``), then each function's docstring.
+- Toolkit modules (``TOOLKIT_MODULES``): one page each, for every module that exists.
+  A module being written elsewhere appears as soon as it lands, with no edit here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import importlib
+import importlib.util
+import inspect
+import re
+import types
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+# The nav, in reading order. A page listed here but absent from docs/ is skipped; a page in
+# docs/ listed nowhere is appended to the tutorials, so a new page never needs an edit here to
+# be published (tests/test_docs_site.py checks that every page of docs/ is in the nav).
+HOME = "index.md"
+TUTORIALS: tuple[str, ...] = (
+    "quickstart.md",
+    "engine.md",
+    "hvp.md",
+    "gradient_penalty.md",
+    "training.md",
+    "curvature.md",
+    "scipy.md",
+    "vmap.md",
+    "graphs.md",
+    "distributed.md",
+    "checking.md",
+    "custom_functions.md",
+    "conv.md",
+    "recurrent.md",
+    "porting_layers.md",
+    "pitfalls.md",
+)
+REFERENCE: tuple[str, ...] = ("functions.md", "performance.md")
+PROJECT: tuple[str, ...] = ("contributing.md",)
+
+# Toolkit modules, each with a reference page when it exists (importable, or at least present
+# as source: griffe reads source statically, so a module whose optional dependency is missing,
+# e.g. mpi4py for hodiff.distributed, is still documented).
+TOOLKIT_MODULES: tuple[str, ...] = (
+    "hodiff.parametric",
+    "hodiff.initializers",
+    "hodiff.solvers",
+    "hodiff.curvature",
+    "hodiff.scipy",
+    "hodiff.testing",
+    "hodiff.distributed",
+)
+
+API_DIR = "api"
+
+_OPTIONS = """    options:
+      heading_level: {level}
+      show_root_heading: true
+      show_root_full_path: false
+"""
+
+
+# ---------------------------------------------------------------------------------------------
+# Formulas: docstrings write them as ``y = f(x)`` (plain text, readable in help()); the site
+# renders them as mathematics with MathJax's AsciiMath input, which reads that notation.
+# ---------------------------------------------------------------------------------------------
+
+_RELATION = re.compile(r" (=|<=|>=|<|>|!=) ")
+_NOT_MATH = re.compile(
+    r"""["':;]|==|->|\bTrue\b|\bFalse\b|\bNone\b|\blambda\b|\bimport\b"""
+    r"|[A-Za-z_)\]]\.[A-Za-z_]"  # attribute access: x.shape, F.sum, numpy.einsum
+    r"|[A-Za-z]_[a-z]{2,}"  # a Python identifier such as decay_rate or batch_dims
+    r"|\w=\w"  # a keyword argument
+    r"| of | over |\.\.\.|\*x|\*h|\*xs"  # prose or argument lists, not a formula
+)
+# Names MathJax's AsciiMath knows (functions set upright, Greek letters, symbols); any other
+# name of two letters or more is set upright as text, so that sigmoid(x) does not read as
+# s*i*g*m*o*i*d and digamma as d*i*gamma.
+_ASCIIMATH_NAMES = frozenset({
+    "sin", "cos", "tan", "sec", "csc", "cot", "sinh", "cosh", "tanh", "arcsin", "arccos",
+    "arctan", "exp", "log", "ln", "det", "dim", "lim", "mod", "gcd", "lcm", "min", "max", "sqrt",
+    "root", "sum", "prod", "int", "oint", "del", "grad", "abs", "floor", "ceil", "norm", "cdot",
+    "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa",
+    "lambda", "mu", "nu", "xi", "pi", "rho", "sigma", "tau", "upsilon", "phi", "chi", "psi",
+    "omega", "Gamma", "Delta", "Theta", "Lambda", "Xi", "Pi", "Sigma", "Phi", "Psi", "Omega",
+})
+_RENAME = {"eps": "epsilon", "inf": "oo", "infty": "oo"}
+_NAME = re.compile(r"(?<![A-Za-z0-9])([A-Za-z][A-Za-z0-9]+)(?![A-Za-z0-9])")
+
+
+def is_formula(span: str) -> bool:
+    """True for a double-backtick span of a docstring that is mathematics, not code."""
+    return bool(_RELATION.search(f" {span} ")) and not _NOT_MATH.search(span)
+
+
+def to_asciimath(span: str) -> str:
+    """The AsciiMath source for a docstring formula (``**`` is a power, ``integral`` an int)."""
+    s = " ".join(span.split())
+    s = re.sub(r"\s*\*\*\s*(\w+|\([^()]*\))", r"^(\1)", s)  # x ** val -> x^(val)
+    s = re.sub(r"\^-(\w+)", r"^(-\1)", s)  # e^-x -> e^(-x)
+    s = s.replace("integral", "int")
+    s = re.sub(r"\b([A-Za-z])(\d+)\b", r"\1_\2", s)  # x0 -> x_0 (so x0 / x1 is a fraction)
+    s = s.replace(" * ", " cdot ")
+
+    def upright(m: re.Match[str]) -> str:
+        name = m.group(1)
+        name = _RENAME.get(name, name)
+        return name if name in _ASCIIMATH_NAMES else f'"{name}"'
+
+    return _NAME.sub(upright, s)
+
+
+def math_html(span: str) -> str:
+    """Inline HTML that MathJax typesets; safe inside Markdown paragraphs and tables."""
+    special = set("*_`\\[]|{}#+-!")
+    escaped = "".join(f"&#{ord(c)};" if c in special else html.escape(c, quote=False)
+                      for c in to_asciimath(span))
+    return f'<span class="arithmatex">&#96;{escaped}&#96;</span>'
+
+
+_SPAN = re.compile(r"``(.+?)``", re.S)
+_ROLE = re.compile(r":(?:class|func|meth|attr|mod|data|obj|exc):`~?([^`]+)`")
+_DOCTEST = re.compile(r"^(\s*)>>> ")
+
+
+def transform_docstring(text: str) -> str:
+    """A docstring as the site shows it: formula spans as math, doctest blocks fenced.
+
+    Only the rendering changes: ``help()`` and doctests read the docstring as written.
+    """
+    out: list[str] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        m = _DOCTEST.match(line)
+        if m:
+            indent = m.group(1)
+            if out and out[-1].strip():
+                out.append("")
+            out.append(f"{indent}```pycon")
+            while i < len(lines) and lines[i].strip():
+                out.append(lines[i])
+                i += 1
+            out.append(f"{indent}```")
+            continue
+        out.append(line)
+        i += 1
+    joined = "\n".join(out)
+    joined = _ROLE.sub(r"``\1``", joined)  # reST roles read as code
+    joined = re.sub(r"(\S)::$", r"\1:", joined, flags=re.M)  # reST "::" before a code block
+    parts = re.split(r"(```pycon.*?```)", joined, flags=re.S)
+    for k in range(0, len(parts), 2):
+        parts[k] = _SPAN.sub(lambda m: math_html(m.group(1)) if is_formula(m.group(1))
+                             else m.group(0), parts[k])
+    return "".join(parts)
+
+
+def formula(obj: Any) -> str | None:
+    """The first formula of an object's docstring (its definition), or None."""
+    for span in _SPAN.findall(inspect.getdoc(obj) or ""):
+        if is_formula(span):
+            return span
+    return None
+
+
+def summary(obj: Any) -> str:
+    doc = inspect.getdoc(obj) or ""
+    return _ROLE.sub(r"``\1``", doc.split("\n\n")[0].replace("\n", " ").strip())
+
+
+# ---------------------------------------------------------------------------------------------
+# The pages.
+# ---------------------------------------------------------------------------------------------
+
+
+def canonical(obj: Any, fallback: str) -> str:
+    """The dotted path where an object is defined (what mkdocstrings documents)."""
+    if isinstance(obj, types.ModuleType):
+        return obj.__name__
+    module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    if module and qualname and "<" not in qualname:
+        return f"{module}.{qualname}"
+    return fallback
+
+
+def _block(path: str, level: int) -> str:
+    return f"::: {path}\n{_OPTIONS.format(level=level)}"
+
+
+def checked_orders() -> dict[str, int]:
+    """Function name -> the highest derivative order its spec rows check (0: none)."""
+    from hodiff.testing import all_specs
+
+    best: dict[str, int] = {}
+    for s in all_specs():
+        best[s.fn.__name__] = max(best.get(s.fn.__name__, 0), s.order)
+    return best
+
+
+def toolkit_modules() -> list[str]:
+    """The modules of ``TOOLKIT_MODULES`` present in this checkout."""
+    present = []
+    for name in TOOLKIT_MODULES:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except ImportError:
+            found = False
+        if found:
+            present.append(name)
+    return present
+
+
+def _exports(module_name: str) -> list[str] | None:
+    """A module's ``__all__``, or None when it cannot be imported (optional extra missing)."""
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        return None
+    return list(getattr(module, "__all__", []))
+
+
+def _page_name(module_name: str) -> str:
+    return module_name.removeprefix("hodiff.")
+
+
+def _link(text: str, target: str) -> str:
+    return f"[{text}][{target}]"
+
+
+def _module_doc(module_name: str, level: int) -> str:
+    """A module's docstring, without its members (they get blocks of their own)."""
+    return (_block(module_name, level).replace("show_root_heading: true",
+                                               "show_root_heading: false")
+            + "      members: false\n")
+
+
+def hodiff_page() -> str:
+    """``hd.*``: every name of ``hodiff.__all__``, grouped by its defining module."""
+    import hodiff as hd
+
+    groups: dict[str, list[tuple[str, Any]]] = {}
+    submodules: list[str] = []
+    for name in hd.__all__:
+        obj = getattr(hd, name)
+        if isinstance(obj, types.ModuleType):
+            submodules.append(name)
+            continue
+        defined = canonical(obj, "") and obj.__module__
+        groups.setdefault(defined or "hodiff", []).append((name, obj))
+    lines = [
+        "# `hodiff` (`hd`)",
+        "",
+        "`import hodiff as hd`. Every name of `hodiff.__all__`, grouped by the module that "
+        "defines it.",
+        "",
+    ]
+    for name in submodules:
+        target = "functions/index.md" if name == "functions" else f"{_page_name(name)}.md"
+        lines += [f"- `hd.{name}`: see [hodiff.{name}]({target}).", ""]
+    for module_name, members in groups.items():
+        lines += [f"## `{module_name}`", "", _module_doc(module_name, 3), ""]
+        for name, obj in members:
+            lines += [_block(canonical(obj, f"hodiff.{name}"), 3), ""]
+    return "\n".join(lines)
+
+
+# Page titles of the function families (a family missing here is titled by its module name).
+FAMILY_TITLES: dict[str, str] = {
+    "activation": "Activations",
+    "reduction": "Reductions",
+    "linalg": "Linear algebra",
+    "conv": "Convolutions",
+    "loss": "Softmax and losses",
+    "nn": "Dropout and embedding",
+    "recurrent": "Recurrent layers",
+    "special": "Special functions",
+    "decomposition": "Linear algebra II",
+    "sampling": "Spatial sampling",
+}
+
+
+def _family_title(module: types.ModuleType) -> str:
+    slug = module.__name__.rsplit(".", 1)[1]
+    return FAMILY_TITLES.get(slug, slug.replace("_", " ").capitalize())
+
+
+def _families() -> list[tuple[str, types.ModuleType | None, list[str]]]:
+    """(slug, module, names) per family of ``F.FAMILIES``, and 'other' for the rest of
+    ``F.__all__`` (names a module appends to ``F.__all__`` without being a family).
+    """
+    import hodiff.functions as F
+
+    out: list[tuple[str, types.ModuleType | None, list[str]]] = []
+    seen: set[str] = set()
+    for module in F.FAMILIES:
+        names = [n for n in module.__all__ if n in F.__all__]
+        seen.update(names)
+        out.append((module.__name__.rsplit(".", 1)[1], module, names))
+    rest = [n for n in F.__all__ if n not in seen]
+    if rest:
+        out.append(("other", None, rest))
+    return out
+
+
+def _order_cell(orders: dict[str, int], name: str) -> str:
+    return str(orders[name]) if name in orders else "no spec"
+
+
+def function_pages() -> dict[str, str]:
+    """``functions/index.md`` (every family) and one page per family."""
+    import hodiff.functions as F
+
+    orders = checked_orders()
+    pages: dict[str, str] = {}
+    index = [
+        "# `hodiff.functions` (`F`)",
+        "",
+        "`import hodiff.functions as F`. Every function is differentiable to any order "
+        "(its backward is written in hodiff functions). **order** is the highest derivative "
+        "order its spec rows in `hodiff/testing/specs/` check against finite differences in "
+        "float64 (`python -m hodiff check` re-runs them; 0: not differentiable, it cuts the "
+        "graph).",
+        "",
+        "| family | functions |",
+        "|---|---|",
+    ]
+    for slug, module, names in _families():
+        title = _family_title(module) if module else "Other"
+        index.append(f"| [{title}]({slug}.md) | " + ", ".join(f"`{n}`" for n in names) + " |")
+        lines = [f"# {title}", ""]
+        if module is not None:
+            lines += [
+                f"`{module.__name__}`: the functions of this family are exported as `F.name`.",
+                "",
+                _module_doc(module.__name__, 2),
+                "",
+            ]
+        lines += ["| function | definition | order |", "|---|---|---:|"]
+        blocks = []
+        for name in names:
+            obj = getattr(F, name)
+            path = canonical(obj, f"hodiff.functions.{name}")
+            span = formula(obj)
+            definition = math_html(span) if span else summary(obj).replace("|", "&#124;")
+            lines.append(f"| {_link(f'`{name}`', path)} | {definition} | "
+                         f"{_order_cell(orders, name)} |")
+            blocks += [
+                _block(path, 2),
+                f"Derivatives checked against finite differences to order "
+                f"**{_order_cell(orders, name)}** (spec table `hodiff/testing/specs/`).",
+                "",
+            ]
+        pages[f"functions/{slug}.md"] = "\n".join([*lines, "", *blocks])
+    pages["functions/index.md"] = "\n".join(index) + "\n"
+    return pages
+
+
+def toolkit_page(module_name: str) -> str:
+    """One toolkit module: its docstring, then each name of its ``__all__``."""
+    names = _exports(module_name)
+    lines = [f"# `{module_name}`", ""]
+    if names is None:
+        # Not importable here (an optional dependency is missing): griffe still reads the
+        # source, and mkdocstrings shows the members of its __all__.
+        return "\n".join([*lines, _block(module_name, 1).replace(
+            "show_root_heading: true", "show_root_heading: false")])
+    module = importlib.import_module(module_name)
+    lines += [_module_doc(module_name, 2), ""]
+    for name in names:
+        obj = getattr(module, name)
+        if isinstance(obj, types.ModuleType):
+            continue
+        lines += [_block(canonical(obj, f"{module_name}.{name}"), 2), ""]
+    return "\n".join(lines)
+
+
+def index_page(modules: Iterable[str]) -> str:
+    lines = [
+        "# API reference",
+        "",
+        "Generated from the docstrings of every public name (each module's `__all__`).",
+        "",
+        "- [`hodiff`](hodiff.md) (`import hodiff as hd`): variables, modes, `hd.grad` and "
+        "the transforms.",
+        "- [`hodiff.functions`](functions/index.md) (`import hodiff.functions as F`): every "
+        "differentiable function, by family, with its formula and checked derivative order.",
+    ]
+    for name in modules:
+        module_summary = ""
+        with contextlib.suppress(ImportError):
+            module_summary = ": " + summary(importlib.import_module(name))
+        lines.append(f"- [`{name}`]({_page_name(name)}.md){module_summary}")
+    return "\n".join(lines) + "\n"
+
+
+def reference_pages() -> dict[str, str]:
+    """Path under ``api/`` -> Markdown source, for every reference page."""
+    modules = toolkit_modules()
+    pages = {"index.md": index_page(modules), "hodiff.md": hodiff_page()}
+    pages.update(function_pages())
+    for name in modules:
+        pages[f"{_page_name(name)}.md"] = toolkit_page(name)
+    return {f"{API_DIR}/{path}": text for path, text in pages.items()}
+
+
+def nav(docs_dir: str | Path, reference: Iterable[str]) -> list[dict[str, Any]]:
+    """The site's nav: listed pages in order, unlisted ones appended to the tutorials."""
+    docs = Path(docs_dir)
+    present = sorted(p.relative_to(docs).as_posix() for p in docs.rglob("*.md"))
+    listed = {HOME, *TUTORIALS, *REFERENCE, *PROJECT}
+    tutorials = [p for p in TUTORIALS if p in present]
+    tutorials += [p for p in present if p not in listed and not p.startswith(f"{API_DIR}/")]
+    reference = list(reference)
+    functions = [p for p in reference if p.startswith(f"{API_DIR}/functions/")
+                 and not p.endswith("index.md")]
+    api: list[Any] = [f"{API_DIR}/index.md", f"{API_DIR}/hodiff.md",
+                      {"hodiff.functions": [f"{API_DIR}/functions/index.md", *functions]}]
+    api += [p for p in reference if p not in api and not p.startswith(f"{API_DIR}/functions/")]
+    out: list[dict[str, Any]] = []
+    if HOME in present:
+        out.append({"Home": HOME})
+    out.append({"Tutorials": tutorials})
+    out.append({"API reference": api})
+    out.append({"Tables": [p for p in REFERENCE if p in present]})
+    project = [p for p in PROJECT if p in present]
+    if project:
+        out.append({"Project": project})
+    return out
