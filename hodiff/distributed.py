@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Iterable, Mapping
@@ -218,6 +219,8 @@ class Communicator:
             raise ValueError(f"Communicator: bucket_size must be positive, got {bucket_size}")
         self._MPI = mpi
         self._parent = comm
+        #: whether this is MPI.COMM_WORLD (or a single process): what a saved graph refers to
+        self.is_world = comm == mpi.COMM_WORLD
         self.rank: int = comm.Get_rank()
         self.size: int = comm.Get_size()
         self._comm = comm.Dup()  # blocking collectives (all_reduce, bcast, F.all_reduce)
@@ -235,6 +238,20 @@ class Communicator:
         self.wait_time = 0.0
         #: buckets of the last :meth:`backward` launched before its last gradient was final
         self.overlapped_buckets = 0
+
+    @classmethod
+    def default(cls) -> Communicator:
+        """The world: ``Communicator.of(MPI.COMM_WORLD)`` when MPI is in use (mpi4py imported,
+        or the process started by mpiexec), else :meth:`single_process`.
+        """
+        global _SINGLE
+        started = any(k in os.environ for k in ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE",
+                                                "PMIX_RANK"))
+        if "mpi4py.MPI" in sys.modules or started:
+            return cls.of(_mpi().COMM_WORLD)
+        if _SINGLE is None:
+            _SINGLE = cls.single_process()
+        return _SINGLE
 
     @classmethod
     def of(cls, comm: Any) -> Communicator:
@@ -258,6 +275,7 @@ class Communicator:
         self = cls.__new__(cls)
         self._MPI = None
         self._parent = None
+        self.is_world = True
         self.rank, self.size = 0, 1
         self._comm = self._grads = None
         self.bucket_size = BUCKET_SIZE
@@ -620,6 +638,7 @@ class Communicator:
 
 
 _OF: dict[int, Communicator] = {}
+_SINGLE: Communicator | None = None
 
 
 def _check_distinct(items: list[tuple[str, Variable]]) -> None:

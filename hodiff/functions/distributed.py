@@ -23,8 +23,29 @@ __all__ = ["all_reduce"]
 class AllReduce(Function):
     need_inputs = False
 
-    def __init__(self, *, comm: Any) -> None:
-        self.comm = comm
+    def __init__(self, *, comm: Any = None) -> None:
+        # None: the default communicator, found when the node first runs (a loaded graph)
+        self._comm = comm
+
+    @property
+    def comm(self) -> Any:
+        if self._comm is None:
+            from hodiff.distributed import Communicator
+
+            self._comm = Communicator.default()
+        return self._comm
+
+    @property  # type: ignore[override]
+    def static_arguments(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """``comm=None`` for the world communicator: a saved graph reduces over the world of
+        the program that loads it; any other communicator cannot be stored in a file.
+        """
+        comm = self._comm
+        return (), {"comm": None if comm is None or comm.is_world else comm}
+
+    @static_arguments.setter
+    def static_arguments(self, value: Any) -> None:
+        pass  # derived from the communicator above
 
     def setup_impl(self, inputs: Sequence[Variable]) -> list[tuple[tuple[int, ...], Any]]:
         x = inputs[0]

@@ -180,6 +180,31 @@ def all_reduce_function_in_a_static_graph(comm: Communicator) -> None:
         np.testing.assert_allclose(g, 2 * 2 * s)  # both ranks' losses depend on x_r
 
 
+@check
+def saved_graph_reduces_over_the_loading_world(comm: Communicator) -> None:
+    """A graph with F.all_reduce saved and loaded on each rank reduces over COMM_WORLD."""
+    x = var(np.arange(3.0) + comm.rank, True)
+    y = F.all_reduce(x * x, comm)
+    sub = Communicator(WORLD.Split(comm.rank, 0))  # one rank each: not the world
+    z = F.all_reduce(x, sub)
+    with tempfile.TemporaryDirectory() as tmp:
+        hd.save_graph(os.path.join(tmp, "g"), y, x)
+        f = hd.load_graph(os.path.join(tmp, "g"))
+        x2 = var(np.arange(3.0) + 10 * comm.rank, True)
+        y2 = f(x2)
+        (g,) = hd.grad(F.sum(y2), x2)
+        try:
+            hd.save_graph(os.path.join(tmp, "h"), z, x)
+        except TypeError as e:
+            msg = str(e)
+        else:
+            msg = ""
+    xs = [np.arange(3.0) + 10 * r for r in range(2)]
+    np.testing.assert_allclose(y2.d, xs[0] ** 2 + xs[1] ** 2)
+    np.testing.assert_allclose(g.d, 2 * 2 * xs[comm.rank])  # both ranks' sums depend on x_r
+    assert "Communicator" in msg, msg
+
+
 # ---------------------------------------------------------------- comm.backward
 @check
 def unused_parameters_are_zero_filled(comm: Communicator) -> None:
