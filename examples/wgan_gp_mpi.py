@@ -2,7 +2,7 @@
 
     OMP_NUM_THREADS=1 mpiexec -n 2 python -m mpi4py examples/wgan_gp_mpi.py
     OMP_NUM_THREADS=1 mpiexec -n 2 python -m mpi4py examples/wgan_gp_mpi.py --steps 2000 \
-        --plot docs/wgan_gp_mpi.png
+        --plot docs/img/wgan_gp_mpi.png
 
 Every rank draws its own share of each batch (``--batch`` is the global batch), computes
 the critic loss with its gradient penalty locally (``hd.grad`` of the critic with respect
