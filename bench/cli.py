@@ -16,7 +16,7 @@ THREAD_VARS = (
     "NUMEXPR_NUM_THREADS",
 )
 LIBS = ("hodiff", "torch", "jax", "autograd", "numpy")
-GROUPS = ("mlp", "critic", "chain", "hessian", "cnn")
+GROUPS = ("mlp", "critic", "chain", "hessian", "cnn", "per_example")
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -31,7 +31,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                    help="problem sizes: the issue's (full) or a smoke-test size (tiny)")
     p.add_argument("--workloads", nargs="+", choices=GROUPS, default=list(GROUPS),
                    help="workload groups: mlp (W1, W2), critic (W3), chain (W4), "
-                   "hessian (W5), cnn (W6)")
+                   "hessian (W5), cnn (W6), per_example (W7)")
     p.add_argument("--libs", nargs="+", choices=LIBS, default=list(LIBS),
                    help="libraries (those not installed are skipped); numpy = the hand floor")
     p.add_argument("--dtypes", nargs="+", choices=("float32", "float64"), default=None,

@@ -23,6 +23,8 @@ TARGETS = (
     ("W5b", "torch", 1.0, "W5 3rd derivative: hodiff / torch <= 1.0"),
     ("W6a", "torch", 1.0, "W6 gradient: hodiff / torch <= 1.0"),
     ("W6b", "torch", 1.0, "W6 HVP: hodiff / torch <= 1.0"),
+    ("W7a", "torch", 1.0, "W7 per-example gradients: hodiff / torch.func <= 1.0"),
+    ("W7a", "hvp/grad", 3.0, "W7: hodiff per-example / batch gradient <= 3"),
 )
 NOTES_HEADING = "## Notes"
 
@@ -48,7 +50,7 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
     """hodiff / peer ratios, HVP / gradient ratios and the issue's targets."""
     table = _table(result)
     grad_of = {r["task"]: r for r in result["results"]}
-    hvp_pairs = {"W2": "W1", "W6b": "W6a"}
+    hvp_pairs = {"W2": "W1", "W6b": "W6a", "W7a": "W7b"}
     ratios, hvp, targets = [], [], []
     for (task, dtype), rows in table.items():
         hd = _median(rows, "hodiff")
@@ -263,6 +265,9 @@ METHOD = """\
 - W5b: the third derivative of `sum(tanh(x)**2)`, `x` of size 1000.
 - W6a, W6b: gradient and HVP of a CNN: 3x3 convolution 1->16 channels on 28x28 (no
   padding), tanh, linear to 10, batch 32.
+- W7a, W7b: per-example gradients (64 of them) of a 32-64-64-10 tanh MLP with softmax
+  cross-entropy, batch 64 (`hd.vmap` of `hd.grad`, `torch.func.vmap(torch.func.grad)`,
+  `jax.vmap(jax.grad)`), and one gradient of the summed loss (W7b).
 - numpy floor: W1 and W2 written by hand in numpy, no autodiff (the backward pass, and
   Pearlmutter's R-operator for the HVP): the least time a numpy-based library can take.
 

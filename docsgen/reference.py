@@ -47,7 +47,7 @@ TUTORIALS: tuple[str, ...] = (
     "porting_layers.md",
     "pitfalls.md",
 )
-REFERENCE: tuple[str, ...] = ("functions.md", "performance.md")
+REFERENCE: tuple[str, ...] = ("functions.md", "more_functions.md", "performance.md")
 PROJECT: tuple[str, ...] = ("contributing.md",)
 
 # Toolkit modules, each with a reference page when it exists (importable, or at least present

@@ -25,6 +25,7 @@ from hodiff.function import Function
 from hodiff.graphio import load_graph, save_graph, to_dot
 from hodiff.transforms import *  # noqa: F403
 from hodiff.variable import Variable
+from hodiff.vmap import vmap
 
 __version__ = "0.1.0"
 
@@ -47,6 +48,7 @@ __all__ = [
     "no_grad",
     "set_auto_forward",
     "set_default_context",
+    "vmap",
     *transforms.__all__,
     "load_graph",
     "save_graph",

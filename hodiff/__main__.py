@@ -1,4 +1,4 @@
-"""``python -m hodiff demo`` and ``python -m hodiff check``."""
+"""``python -m hodiff demo``, ``python -m hodiff check`` and ``python -m hodiff docs``."""
 
 from __future__ import annotations
 
@@ -16,7 +16,13 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="gradient, HVP and third derivative of a small model")
     add_parser(sub)
+    sub.add_parser("docs", help="regenerate docs/functions.md from the specs and docstrings")
     args = parser.parse_args(argv)
+    if args.command == "docs":
+        from hodiff.docgen import PATH, write_function_reference
+
+        print(f"{PATH}: {'updated' if write_function_reference() else 'up to date'}")
+        return 0
     if args.command == "demo":
         from hodiff.demo import run_demo
 

@@ -88,16 +88,22 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from hodiff import batching as _batching
 from hodiff.context import _auto_forward, _raw, _recording, _trusted, array_module
 from hodiff.variable import Variable, as_variable
 
-__all__ = ["REGISTRY", "Function", "GradientShapeError", "Slot", "float_dtype"]
+__all__ = [
+    "REGISTRY", "Elementwise", "Flags", "Function", "GradientShapeError", "Slot", "Slots",
+    "float_dtype",
+]
 
 #: every primitive defined in the hodiff package, in definition order
 REGISTRY: dict[type[Function], str] = {}
 _seq = itertools.count()
 _ref = weakref.ref
 _new_variable = object.__new__
+#: set by hodiff.vmap: called with (function, inputs) when an input has no value
+_BATCH_HOOK: Any = None
 
 
 def _snake(name: str) -> str:
@@ -221,6 +227,10 @@ class Function:
             d = a._data
             unfilled = unfilled or d is None
             xs.append(d)
+        if unfilled and _BATCH_HOOK is not None:  # hd.vmap: a batched input (hodiff/vmap.py)
+            out = _BATCH_HOOK(self, inputs)
+            if out is not None:
+                return out
         ys = [None] * self.n_outputs
         if _auto_forward.get():
             # inside hd.grad's reverse pass the rules' calls are trusted: shapes come from ys
@@ -326,6 +336,47 @@ def _recorded(init: Any) -> Any:
         self.static_arguments = (args, kwargs)
 
     return init_and_record
+
+
+Slots = Sequence[Slot]
+Flags = Sequence[bool]
+
+
+class Elementwise(Function, register=False):
+    """A unary elementwise primitive whose rule is one line of mathematics, ``dydx(x, y)``.
+
+    ``dydx`` returns the derivative ``dy/dx`` elementwise, written in hodiff functions
+    from the input ``x`` and/or the output ``y`` (``None`` unless ``need_inputs`` /
+    ``need_outputs`` declares it); the backward is ``gx = gy * dydx(x, y)``::
+
+        class Sin(Elementwise):
+            def forward_impl(self, inputs, outputs):
+                outputs[0] = array_module(inputs[0]).sin(inputs[0])
+
+            def dydx(self, x, y):
+                return F.cos(x)  # d sin(x) = cos(x) dx
+
+    ``ufunc`` may name the numpy/cupy function instead of a ``forward_impl``.
+    """
+
+    ufunc: ClassVar[str] = ""
+    batch_rule = _batching.elementwise  # hd.vmap: broadcasting carries the batch axis
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        if not self.ufunc:
+            raise NotImplementedError(f"{self.name}: forward_impl is not implemented")
+        outputs[0] = getattr(array_module(inputs[0]), self.ufunc)(inputs[0])
+
+    def dydx(self, x: Any, y: Any) -> Any:
+        """``dy/dx`` elementwise, in hodiff functions (``x``/``y`` as declared)."""
+        raise NotImplementedError(f"{self.name}: no derivative rule dydx (gradient asked for x)")
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # gx = gy * dy/dx
+        if prop_down[0]:
+            x = inputs[0].data if self.need_inputs else None
+            y = outputs[0].data if self.need_outputs else None
+            inputs[0].store(outputs[0].grad * self.dydx(x, y), accum[0])
 
 
 def _output(spec: tuple[tuple[int, ...], Any] | None, y: Any) -> Variable:

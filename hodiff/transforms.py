@@ -57,9 +57,13 @@ def _label(i: int, multi: bool, what: str = "inputs") -> str:
     return f"{what}[{i}]" if multi else what
 
 
-def _inputs(name: str, inputs: Any) -> tuple[list[Variable], bool]:
-    """Fresh float leaves (need_grad) holding ``inputs``' values; and whether it was a tuple."""
-    # a list of arrays/Variables is several inputs, as a tuple; a list of numbers is one array
+def _inputs(name: str, inputs: Any, keep: bool = False) -> tuple[list[Variable], bool]:
+    """Fresh float leaves (need_grad) holding ``inputs``' values; and whether it was a tuple.
+
+    A list of arrays/Variables is several inputs, as a tuple; a list of numbers is one array.
+    With ``keep`` (``create_graph=True``) Variables are used as they are, so that the results
+    stay connected to the caller's graph.
+    """
     multi = isinstance(inputs, tuple) or (
         isinstance(inputs, list) and bool(inputs) and all(hasattr(a, "shape") for a in inputs)
     )
@@ -68,7 +72,9 @@ def _inputs(name: str, inputs: Any) -> tuple[list[Variable], bool]:
         raise ValueError(f"{name}: inputs is an empty tuple")
     xs = []
     for i, a in enumerate(items):
-        if isinstance(a, Variable):
+        if isinstance(a, Variable) and keep:
+            x = a
+        elif isinstance(a, Variable):
             x = a.unlinked(need_grad=True)
             if x._data is None:
                 x._data = a.d
@@ -102,10 +108,27 @@ def _xp(xs: Sequence[Variable]) -> Any:
     return array_module(xs[0]._data)
 
 
+def _n_directions(v: Any, like: Sequence[Variable], multi: bool) -> int | None:
+    """``k`` when ``v`` is a batch of ``k`` directions (one more leading axis), else None."""
+    items = list(v) if multi and isinstance(v, tuple | list) else [v]
+    if len(items) != len(like):
+        return None
+    ks = set()
+    for a, x in zip(items, like, strict=True):
+        shape = tuple(getattr(a, "shape", ()))
+        if len(shape) != x.ndim + 1 or shape[1:] != x.shape:
+            return None
+        ks.add(shape[0])
+    return ks.pop() if len(ks) == 1 else None
+
+
 def _directions(
-    name: str, v: Any, like: Sequence[Variable], multi: bool, what: str = "inputs"
+    name: str, v: Any, like: Sequence[Variable], multi: bool, what: str = "inputs",
+    batch: int | None = None,
 ) -> list[Any]:
-    """``v`` as one array per Variable of ``like`` (same shape, gradient dtype)."""
+    """``v`` as one array per Variable of ``like`` (same shape, gradient dtype; with ``batch``
+    one more leading axis of that size).
+    """
     if multi:
         if not isinstance(v, tuple | list) or len(v) != len(like):
             got = f"{len(v)} arrays" if isinstance(v, tuple | list) else type(v).__name__
@@ -124,7 +147,7 @@ def _directions(
             a = xp.asarray(a, dtype=x._grad_dtype())
         except (TypeError, ValueError) as e:
             raise TypeError(f"{name}: {_label(i, multi, 'v')} is not an array: {e}") from None
-        if a.shape != x.shape:
+        if a.shape != x.shape and (batch is None or a.shape != (batch, *x.shape)):
             raise ValueError(
                 f"{name}: {_label(i, multi, 'v')} of shape {a.shape} does not match "
                 f"{_label(i, multi, what)} of shape {x.shape}"
@@ -228,14 +251,16 @@ def hvp(f: Callable[..., Variable], inputs: Any, v: Any, mode: str = "rev-rev") 
     Args:
         f: called as ``f(*inputs)`` with Variables; returns a scalar Variable.
         inputs: an array (or Variable, scalar), or a tuple of them.
-        v: an array of the input's shape, or a tuple matching ``inputs``.
+        v: an array of the input's shape, or a tuple matching ``inputs``; or a batch of
+            ``k`` directions (one more leading axis, ``(k, *x.shape)``), computed in one
+            batched reverse pass (``hd.vmap``).
         mode: ``"rev-rev"`` (default: reverse-over-reverse, a plain reverse pass
             over the recorded gradient graph) or ``"fwd-rev"`` (forward-over-reverse:
             the jvp of the gradient, by the transpose trick); rev-rev is faster.
 
     Returns:
         ``(y, Hv)``: the value of ``f`` and an array of each input's shape (a
-        tuple for a tuple of inputs).
+        tuple for a tuple of inputs), with the leading ``k`` for a batch of directions.
 
     Raises:
         ValueError: ``f`` is not scalar, ``v`` does not match, or ``mode`` is unknown.
@@ -250,37 +275,141 @@ def hvp(f: Callable[..., Variable], inputs: Any, v: Any, mode: str = "rev-rev") 
         raise ValueError(f"hvp: mode must be one of {HVP_MODES}, got {mode!r}")
     with _graph_mode():
         xs, multi = _inputs("hvp", inputs)
-        vs = _directions("hvp", v, xs, multi)
+        k = _n_directions(v, xs, multi)
+        vs = _directions("hvp", v, xs, multi, batch=k)
         y = _call("hvp", f, xs)
         _scalar("hvp", y)
         gs = grad(y, xs, allow_unused=True)
         if mode == "rev-rev":
-            pullback = _Pullback(gs, xs)  # sum_j (d g_j / dx)^T v_j = H v
+            roots, wrt = gs, xs  # sum_j (d g_j / dx)^T v_j = H v
         else:
             xp = _xp(xs)
             us = [_seed_leaf(xp, x) for x in xs]
-            ws = grad(gs, xs, grad_outputs=us, allow_unused=True)  # H^T u, linear in u
-            pullback = _Pullback(ws, us)  # d(H^T u)/du applied to v = H v
-        _evaluate([y, *pullback.roots])
-        hv = pullback(vs)
+            roots = grad(gs, xs, grad_outputs=us, allow_unused=True)  # H^T u, linear in u
+            wrt = us  # d(H^T u)/du applied to v = H v
+        if k is None:
+            pullback = _Pullback(roots, wrt)
+            _evaluate([y, *pullback.roots])
+            hv = pullback(vs)
+        else:  # a batch of directions: one batched reverse pass
+            _evaluate([y, *roots])
+            hv = _batched_pass(roots, wrt, k, lambda a, b: [d[a:b] for d in vs], None, False)
     return y.d, _pack(hv, multi)
 
 
-def hessian(f: Callable[..., Variable], inputs: Any) -> Any:
+
+
+def _unit_rows(xp: Any, n: int, shape: tuple[int, ...], dtype: Any, a: int, b: int) -> Any:
+    """Rows ``a..b`` of the identity of size ``n``, each shaped ``shape``."""
+    e = xp.zeros((b - a, n), dtype=dtype)
+    e[xp.arange(b - a), xp.arange(a, b)] = 1
+    return e.reshape((b - a, *shape))
+
+
+def _chunk(name: str, chunk_size: int | None, n: int) -> int:
+    if chunk_size is None:
+        return max(n, 1)
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ValueError(f"{name}: chunk_size must be a positive int or None, got {chunk_size!r}")
+    return chunk_size
+
+
+def _batched_pass(
+    roots: Sequence[Variable],
+    wrt: Sequence[Variable],
+    n: int,
+    seeds: Callable[[int, int], list[Any]],
+    chunk_size: int | None,
+    create_graph: bool,
+) -> list[Any]:
+    """``[sum_k (d roots[k] / d wrt[j])^T s_k for each seed row s]`` for ``n`` rows of seeds.
+
+    One reverse pass over the recorded graph of ``roots`` per chunk of rows, batched by
+    :func:`hodiff.vmap` (``hd.grad`` with a batch of seeds). ``seeds(a, b)`` gives rows
+    ``a..b``: one array ``(b - a, *root.shape)`` per root. Returns, per ``wrt[j]``, an
+    array ``(n, *wrt[j].shape)``, or a differentiable Variable with ``create_graph``.
+    """
+    from hodiff import functions as F
+    from hodiff.context import auto_forward, no_grad
+    from hodiff.vmap import vmap
+
+    def rows(*es: Variable) -> list[Variable]:
+        return grad(list(roots), list(wrt), grad_outputs=list(es), allow_unused=True)
+
+    mapped = vmap(rows)
+    step = max(1, min(n, chunk_size or _auto_chunk(roots)))
+    parts: list[list[Any]] = []
+    with auto_forward(True):
+        for a in range(0, n, step):
+            b = min(n, a + step)
+            if create_graph:
+                parts.append(list(mapped(*seeds(a, b))))
+            else:
+                with no_grad():
+                    parts.append([r.d for r in mapped(*seeds(a, b))])
+        if not parts:  # no rows (an empty output or input)
+            xp = _xp(list(wrt))
+            empty = [xp.zeros((0, *x.shape), dtype=x._grad_dtype()) for x in wrt]
+            return [Variable.from_array(e) for e in empty] if create_graph else empty
+        if create_graph:
+            return [p[0] if len(parts) == 1 else F.concatenate(*p, axis=0)
+                    for p in zip(*parts, strict=True)]
+        if len(parts) == 1:
+            return parts[0]
+        xp = _xp(list(wrt))
+        return [xp.concatenate(p, axis=0) for p in zip(*parts, strict=True)]
+
+
+#: default memory bound of one batched pass: rows x the graph's intermediate values
+CHUNK_BYTES = 256 * 2**20
+
+
+def _auto_chunk(roots: Sequence[Variable]) -> int:
+    """Rows per batched pass when ``chunk_size`` is None: as many as fit in CHUNK_BYTES,
+    counting every intermediate value of the graph once per row.
+    """
+    per_row = sum(r.size for r in roots)
+    for f in graph.topological_order(list(roots)):
+        for x in f.inputs:
+            if x.parent is not None:
+                per_row += x.size
+    return max(1, CHUNK_BYTES // (8 * max(per_row, 1)))
+
+
+def _reshape(a: Any, shape: tuple[int, ...]) -> Any:
+    if isinstance(a, Variable):
+        from hodiff.functions import array
+
+        return array.reshape(a, shape)
+    return a.reshape(shape)
+
+
+def hessian(
+    f: Callable[..., Variable], inputs: Any, chunk_size: int | None = None,
+    create_graph: bool = False,
+) -> Any:
     """The full Hessian of a scalar ``f`` at ``inputs``.
 
-    The gradient graph is built once; each row is one reverse pass over it.
+    The gradient graph is recorded once; its rows are reverse passes over it with unit
+    seeds, all batched into one pass (``hd.vmap`` of ``hd.grad``), ``chunk_size`` rows at
+    a time when given (bounding the memory to ``chunk_size`` copies of the graph's values).
 
     Args:
         f: called as ``f(*inputs)`` with Variables; returns a scalar Variable.
-        inputs: an array (or Variable, scalar), or a tuple of them.
+        inputs: an array (or Variable, scalar), or a tuple (or list) of them.
+        chunk_size: rows per batched pass (default: as many as keep the pass's intermediate
+            values within about 256 MiB, usually all of them).
+        create_graph: return differentiable Variables (a graph from the inputs, which are
+            used as they are when they are Variables): the Hessian can be differentiated
+            again, e.g. inside another ``hd.jacobian``.
 
     Returns:
         For one input, an array of shape ``x.shape + x.shape``; for a tuple, a
-        tuple of tuples of blocks ``H[i][j]`` of shape ``x_i.shape + x_j.shape``.
+        tuple of tuples of blocks ``H[i][j]`` of shape ``x_i.shape + x_j.shape``
+        (Variables with ``create_graph``).
 
     Raises:
-        ValueError: ``f`` does not return a scalar.
+        ValueError: ``f`` does not return a scalar, or ``chunk_size`` is not positive.
 
     >>> import numpy as np, hodiff as hd, hodiff.functions as F
     >>> hd.hessian(lambda x: F.sum(x ** 3) + F.sum(x) ** 2, np.array([1.0, 2.0]))
@@ -289,43 +418,51 @@ def hessian(f: Callable[..., Variable], inputs: Any) -> Any:
 
     """
     with _graph_mode():
-        xs, multi = _inputs("hessian", inputs)
+        xs, multi = _inputs("hessian", inputs, keep=create_graph)
+        _chunk("hessian", chunk_size, 1)
         y = _call("hessian", f, xs)
         _scalar("hessian", y)
         gs = grad(y, xs, allow_unused=True)
-        pullbacks = [_Pullback([g], xs) for g in gs]
         _evaluate([y, *gs])
         xp = _xp(xs)
-        blocks = [
-            [xp.empty((xi.size, xj.size), dtype=xi._grad_dtype()) for xj in xs] for xi in xs
-        ]
-        for i, (xi, pullback) in enumerate(zip(xs, pullbacks, strict=True)):
+        out = []
+        for xi, g in zip(xs, gs, strict=True):
             dtype = xi._grad_dtype()
-            for r in range(xi.size):  # row r of block row i: d g_i[r] / d x_j
-                rows = pullback([_unit(xp, xi.size, r, xi.shape, dtype)])
-                for j, row in enumerate(rows):
-                    blocks[i][j][r] = row.reshape(-1)
-    out = [
-        tuple(b.reshape(xi.shape + xj.shape) for b, xj in zip(row, xs, strict=True))
-        for row, xi in zip(blocks, xs, strict=True)
-    ]
+
+            def seeds(a: int, b: int, xi: Variable = xi, dtype: Any = dtype) -> list[Any]:
+                return [_unit_rows(xp, xi.size, xi.shape, dtype, a, b)]
+
+            rows = _batched_pass([g], xs, xi.size, seeds, chunk_size, create_graph)
+            out.append(tuple(
+                _reshape(r, xi.shape + xj.shape) for r, xj in zip(rows, xs, strict=True)
+            ))
+        if create_graph and not get_auto_forward():
+            graph.forward([b for row in out for b in row])
     return tuple(out) if multi else out[0][0]
 
 
-def jacobian(f: Callable[..., Variable], inputs: Any) -> Any:
+def jacobian(
+    f: Callable[..., Variable], inputs: Any, chunk_size: int | None = None,
+    create_graph: bool = False,
+) -> Any:
     """The full Jacobian of ``f`` at ``inputs``: ``J[o..., i...] = d f[o...] / d x[i...]``.
 
-    The graph of ``f`` is built once. With fewer outputs than inputs, each row
-    is one reverse pass over it; otherwise each column is one reverse pass over
-    the transposed graph ``u -> J^T u`` (built once too).
+    The graph of ``f`` is recorded once. With fewer outputs than inputs, the rows are
+    reverse passes over it with unit seeds; otherwise the columns are reverse passes over
+    the transposed graph ``u -> J^T u`` (recorded once too). Either way all of them run as
+    one batched pass (``hd.vmap`` of ``hd.grad``), ``chunk_size`` at a time when given.
 
     Args:
         f: called as ``f(*inputs)`` with Variables; returns a Variable.
-        inputs: an array (or Variable, scalar), or a tuple of them.
+        inputs: an array (or Variable, scalar), or a tuple (or list) of them.
+        chunk_size: rows (or columns) per batched pass (default: as many as keep the pass's
+            intermediate values within about 256 MiB, usually all of them).
+        create_graph: return differentiable Variables (see :func:`hessian`), so that a
+            Jacobian of a Jacobian composes.
 
     Returns:
         An array of shape ``y.shape + x.shape``; a tuple of them (one per input)
-        for a tuple of inputs.
+        for a tuple of inputs (Variables with ``create_graph``).
 
     >>> import numpy as np, hodiff as hd
     >>> hd.jacobian(lambda x: x * x, np.array([1.0, 2.0]))
@@ -334,26 +471,39 @@ def jacobian(f: Callable[..., Variable], inputs: Any) -> Any:
 
     """
     with _graph_mode():
-        xs, multi = _inputs("jacobian", inputs)
+        xs, multi = _inputs("jacobian", inputs, keep=create_graph)
+        _chunk("jacobian", chunk_size, 1)
         y = _call("jacobian", f, xs)
         xp = _xp(xs)
         dtype = y._grad_dtype()
-        mats = [xp.empty((y.size, x.size), dtype=dtype) for x in xs]
         if y.size <= sum(x.size for x in xs):
-            pullback = _Pullback([y], xs)
             _evaluate([y])
-            for r in range(y.size):  # row r: d y[r] / d x
-                rows = pullback([_unit(xp, y.size, r, y.shape, dtype)])
-                for m, row in zip(mats, rows, strict=True):
-                    m[r] = row.reshape(-1)
+
+            def seeds(a: int, b: int) -> list[Any]:
+                return [_unit_rows(xp, y.size, y.shape, dtype, a, b)]
+
+            rows = _batched_pass([y], xs, y.size, seeds, chunk_size, create_graph)
+            out = [_reshape(r, y.shape + x.shape) for r, x in zip(rows, xs, strict=True)]
         else:
             u = _seed_leaf(xp, y)
             ws = grad(y, xs, grad_outputs=[u], allow_unused=True)  # J_i^T u, linear in u
-            pullbacks = [_Pullback([w], [u]) for w in ws]
             _evaluate([y, *ws])
-            for m, x, pullback in zip(mats, xs, pullbacks, strict=True):
-                for c in range(x.size):  # column c: J e_c
-                    (col,) = pullback([_unit(xp, x.size, c, x.shape, x._grad_dtype())])
-                    m[:, c] = col.reshape(-1)
-    out = [m.reshape(y.shape + x.shape) for m, x in zip(mats, xs, strict=True)]
+            out = []
+            for x, w in zip(xs, ws, strict=True):
+                xdtype = x._grad_dtype()
+
+                def cseeds(a: int, b: int, x: Variable = x, xdtype: Any = xdtype) -> list[Any]:
+                    return [_unit_rows(xp, x.size, x.shape, xdtype, a, b)]
+
+                (cols,) = _batched_pass([w], [u], x.size, cseeds, chunk_size, create_graph)
+                cols = _reshape(cols, (x.size, y.size))  # column c: J e_c
+                if create_graph:
+                    from hodiff.functions import array
+
+                    m = array.transpose(cols, (1, 0))
+                else:
+                    m = cols.T
+                out.append(_reshape(m, y.shape + x.shape))
+        if create_graph and not get_auto_forward():
+            graph.forward(out)
     return tuple(out) if multi else out[0]

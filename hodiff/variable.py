@@ -412,6 +412,56 @@ class Variable:
 
     # == stays object identity (not defined here): Variables are dict keys and set members
 
+    # ------------------------------------------------------------ numpy-style methods
+    # thin wrappers over hodiff.functions (F), which is imported on first use
+    @property
+    def T(self) -> Variable:  # noqa: N802
+        """The axes reversed: ``F.transpose(self)``."""
+        return _F().transpose(self)
+
+    def reshape(self, *shape: Any) -> Variable:
+        """``F.reshape(self, shape)``; ``shape`` as a tuple or as separate ints."""
+        return _F().reshape(self, shape[0] if len(shape) == 1 and not is_scalar(shape[0])
+                            else shape)
+
+    def transpose(self, *axes: Any) -> Variable:
+        """``F.transpose(self, axes)``; no axes reverse them, as numpy."""
+        if len(axes) == 1 and (axes[0] is None or not is_scalar(axes[0])):
+            axes = axes[0]
+        return _F().transpose(self, axes or None)
+
+    def flatten(self) -> Variable:
+        """``F.reshape(self, (-1,))``: a 1-D copy, as numpy's ``flatten``."""
+        return _F().reshape(self, (-1,))
+
+    def squeeze(self, axis: Any = None) -> Variable:
+        """``F.squeeze(self, axis)``."""
+        return _F().squeeze(self, axis)
+
+    def sum(self, axis: Any = None, keepdims: bool = False) -> Variable:
+        """``F.sum(self, axis, keepdims)``."""
+        return _F().sum(self, axis, keepdims)
+
+    def mean(self, axis: Any = None, keepdims: bool = False) -> Variable:
+        """``F.mean(self, axis, keepdims)``."""
+        return _F().mean(self, axis, keepdims)
+
+    def max(self, axis: Any = None, keepdims: bool = False) -> Variable:
+        """``F.max(self, axis, keepdims)``."""
+        return _F().max(self, axis, keepdims)
+
+    def min(self, axis: Any = None, keepdims: bool = False) -> Variable:
+        """``F.min(self, axis, keepdims)``."""
+        return _F().min(self, axis, keepdims)
+
+    def prod(self, axis: Any = None, keepdims: bool = False) -> Variable:
+        """``F.prod(self, axis, keepdims)``."""
+        return _F().prod(self, axis, keepdims)
+
+    def astype(self, dtype: Any) -> Variable:
+        """``F.astype(self, dtype)``."""
+        return _F().astype(self, dtype)
+
 
 _NO_COPY = (
     "{how}: this Variable is the output of {name}; a copy of its graph would not lead to the "
@@ -465,3 +515,10 @@ class _Arithmetic:
 
 
 _A: Any = _Arithmetic()
+
+
+def _F() -> Any:  # noqa: N802
+    """``hodiff.functions`` (imported on first use: it imports this module)."""
+    import hodiff.functions
+
+    return hodiff.functions

@@ -42,3 +42,10 @@ def test_function_reference_lists_every_function_with_its_checked_order() -> Non
     for name in F.__all__:
         row = f"| `{name}` | {best[name]} |"
         assert row in text, f"docs/functions.md: update the row of {name}"
+
+
+def test_function_reference_is_generated_from_specs_and_docstrings() -> None:
+    from hodiff.docgen import function_reference
+
+    text = (ROOT / "docs" / "functions.md").read_text()
+    assert text == function_reference(), "docs/functions.md is stale: run python -m hodiff docs"

@@ -214,7 +214,6 @@ def test_layers_in_a_static_graph() -> None:
     np.testing.assert_allclose(y.d, h @ p["l2/W"].d + p["l2/b"].d, rtol=1e-12)
 
 
-@pytest.mark.skipif(not hasattr(F, "spectral_norm"), reason="F.spectral_norm not merged yet")
 def test_spectral_norm() -> None:
     w = hd.Variable.from_array(rnd(4, 6), need_grad=True)
     y = PF.spectral_norm(w, itr=50)

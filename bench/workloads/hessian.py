@@ -1,7 +1,7 @@
 """W5: a full Hessian and a third derivative.
 
 W5a: the Hessian of ``f(x) = sum(logsumexp(A @ x))`` with ``A`` 200x100 (100x100 result;
-hodiff and autograd do one reverse pass per row, torch.func and jax vectorize).
+autograd does one reverse pass per row; hodiff, torch.func and jax vectorize).
 W5b: the third derivative of ``sum(tanh(x)**2)`` for ``x`` of size 1000, elementwise:
 ``d/dx sum(d/dx sum(d/dx sum(tanh(x)**2)))``.
 """
@@ -106,7 +106,8 @@ WORKLOAD = Workload(
     make_inputs=make_inputs,
     builders={"hodiff": hodiff_fns, "torch": torch_fns, "jax": jax_fns, "autograd": autograd_fns},
     notes={
-        "hodiff": "hd.hessian (one reverse pass per row); W5b: hd.grad twice, then .backward()",
+        "hodiff": "hd.hessian (all rows in one batched reverse pass, hd.vmap); "
+        "W5b: hd.grad twice, then .backward()",
         "torch": "torch.func.hessian (jacfwd of jacrev, vectorized); W5b: autograd.grad x3",
         "jax": "jax.jit(jax.hessian); W5b: jax.jit(jax.grad x3)",
         "autograd": "autograd.hessian; W5b: autograd.grad x3",

@@ -7,7 +7,9 @@ from hodiff.functions import (
     activation,
     arithmetic,
     array,
+    attention,
     conv,
+    decomposition,
     linalg,
     loss,
     math,
@@ -17,11 +19,18 @@ from hodiff.functions import (
     random,
     recurrent,
     reduction,
+    rounding,
+    sampling,
+    shaping,
+    special,
+    statistics,
 )
 from hodiff.functions.activation import *  # noqa: F403
 from hodiff.functions.arithmetic import *  # noqa: F403
 from hodiff.functions.array import *  # noqa: F403
+from hodiff.functions.attention import *  # noqa: F403
 from hodiff.functions.conv import *  # noqa: F403
+from hodiff.functions.decomposition import *  # noqa: F403
 from hodiff.functions.linalg import *  # noqa: F403
 from hodiff.functions.loss import *  # noqa: F403
 from hodiff.functions.math import *  # noqa: F403
@@ -31,11 +40,17 @@ from hodiff.functions.pooling import *  # noqa: F403
 from hodiff.functions.random import *  # noqa: F403
 from hodiff.functions.recurrent import *  # noqa: F403
 from hodiff.functions.reduction import *  # noqa: F403
+from hodiff.functions.rounding import *  # noqa: F403
+from hodiff.functions.sampling import *  # noqa: F403
+from hodiff.functions.shaping import *  # noqa: F403
+from hodiff.functions.special import *  # noqa: F403
+from hodiff.functions.statistics import *  # noqa: F403
 
 FAMILIES = (
     arithmetic, math, activation, reduction, array, linalg,
     conv, pooling, loss, normalization, nn, recurrent,
     random,
+    rounding, special, statistics, shaping, decomposition, attention, sampling,
 )
 
 __all__ = [name for module in FAMILIES for name in module.__all__]

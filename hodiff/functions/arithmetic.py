@@ -444,3 +444,10 @@ def sign(x: Any) -> Variable:
 def identity(x: Any) -> Variable:
     """``y = x`` as a new node (same shape, dtype and value; the gradient passes through)."""
     return Identity()(x)
+
+
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+from hodiff import batching as _batching  # noqa: E402
+
+for _cls in (_Binary, _Scalar, Abs, Sign, Identity):
+    _cls.batch_rule = _batching.elementwise  # type: ignore[attr-defined]

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from hodiff.context import array_module, get_default_context
-from hodiff.function import Function, Slot
+from hodiff.function import Flags, Function, Slots
 from hodiff.functions.indexing import (
     as_ints,
     gather,
@@ -53,8 +53,6 @@ __all__ = [
     "where",
 ]
 
-Slots = Sequence[Slot]
-Flags = Sequence[bool]
 Spec = list[tuple[tuple[int, ...], Any]]
 _ALL = builtins.slice(None)
 
@@ -611,3 +609,63 @@ def greater_equal(x0: Any, x1: Any) -> Variable:
 def equal(x0: Any, x1: Any) -> Variable:
     """``x0 == x1`` elementwise (bool, not differentiable)."""
     return Equal()(x0, x1)
+
+
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+from hodiff import batching as _batching  # noqa: E402
+
+_Rule = Sequence[int | None]
+
+
+def _batch_reshape(self: Any, inputs: Sequence[Any], axes: _Rule) -> Any:
+    (x,) = inputs
+    return _batching.renew(self, shape=(x.shape[0], *self.shape))(x)
+
+
+def _batch_broadcast(self: Any, inputs: Sequence[Any], axes: _Rule) -> Any:
+    (x,) = inputs
+    x = _batching.align(x, 0, len(self.shape))
+    return _batching.renew(self, shape=(x.shape[0], *self.shape))(x)
+
+
+def _batch_transpose(self: Any, inputs: Sequence[Any], axes: _Rule) -> Any:
+    (x,) = inputs
+    n = x.ndim - 1
+    return _batching.renew(self, axes=(0, *[a % n + 1 for a in self.axes]))(x)
+
+
+def _batch_flip(self: Any, inputs: Sequence[Any], axes: _Rule) -> Any:
+    (x,) = inputs
+    return _batching.renew(self, axes=tuple(_batching.shift_axes(tuple(self.axes), x.ndim - 1)))(x)
+
+
+def _batch_join(self: Any, inputs: Sequence[Any], axes: _Rule) -> Any:
+    # concatenate / stack: every input batched (unbatched ones broadcast), the axis shifted
+    size = _batching.batch_size(inputs, axes)
+    xs = [_batching.batched(x, a, size) for x, a in zip(inputs, axes, strict=True)]
+    n = xs[0].ndim - 1 + (type(self) is Stack)  # stack: the new axis counts
+    axis = None if self.axis is None else _batching.map_axis(self.axis, n)
+    return _batching.renew(self, axis=axis)(*xs)
+
+
+def _batch_split(self: Any, inputs: Sequence[Any], axes: _Rule) -> Any:
+    (x,) = inputs
+    return _batching.renew(self, axis=_batching.map_axis(self.axis, x.ndim - 1))(x)
+
+
+def _batch_pad(self: Any, inputs: Sequence[Any], axes: _Rule) -> Any:
+    # pad_width pairs apply to the last axes: the batch axis in front is left alone
+    return self(inputs[0])
+
+
+Reshape.batch_rule = _batch_reshape  # type: ignore[attr-defined]
+Broadcast.batch_rule = _batch_broadcast  # type: ignore[attr-defined]
+Transpose.batch_rule = _batch_transpose  # type: ignore[attr-defined]
+Flip.batch_rule = _batch_flip  # type: ignore[attr-defined]
+Concatenate.batch_rule = _batch_join  # type: ignore[attr-defined]
+Stack.batch_rule = _batch_join  # type: ignore[attr-defined]
+Split.batch_rule = _batch_split  # type: ignore[attr-defined]
+Pad.batch_rule = _batch_pad  # type: ignore[attr-defined]
+Where.batch_rule = _batching.elementwise  # type: ignore[attr-defined]
+_Compare.batch_rule = _batching.elementwise  # type: ignore[attr-defined]
+Constant.batch_rule = _batching.elementwise  # type: ignore[attr-defined]  # no inputs: never batched

@@ -12,150 +12,33 @@ from __future__ import annotations
 
 import builtins
 import math
-import operator
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from hodiff.context import array_module, get_default_context
-from hodiff.function import Function, Slot
+from hodiff.function import Flags, Function, Slots
+from hodiff.functions._index_kernels import (  # noqa: F401 (re-exported: the array family uses them)
+    IndexOutOfRangeError,
+    as_ints,
+    gather_key,
+    has_arrays,
+    index_key,
+    key_on,
+    normalize_axis,
+    shape_of,
+)
+from hodiff.grad_functions import array as _garray
 from hodiff.variable import Variable
 
 __all__ = ["gather", "getitem", "one_hot", "slice"]
 
-Slots = Sequence[Slot]
-Flags = Sequence[bool]
 Spec = list[tuple[tuple[int, ...], Any]]
 _ALL = builtins.slice(None)
 
 
-# ---------------------------------------------------------------- helpers
-def shape_of(x: Any) -> tuple[int, ...]:
-    """The shape of a Variable, an array or a scalar (without wrapping it)."""
-    shape = getattr(x, "shape", None)
-    return tuple(shape) if shape is not None else np.shape(x)
-
-
-def normalize_axis(name: str, axis: Any, ndim: int, arg: str = "axis") -> int:
-    """One axis in ``[-ndim, ndim)`` as a non-negative int, or a ValueError naming ``name``."""
-    try:
-        a = operator.index(axis)
-    except TypeError:
-        raise TypeError(f"{name}: {arg} must be an int, got {type(axis).__name__}") from None
-    if not -ndim <= a < ndim:
-        raise ValueError(f"{name}: {arg} {axis} is out of range for an input of {ndim} dims")
-    return a % ndim
-
-
-def as_ints(name: str, arg: str, values: Any) -> tuple[int, ...]:
-    try:
-        return tuple(operator.index(v) for v in values)
-    except TypeError:
-        raise TypeError(f"{name}: {arg} must be a sequence of ints, got {values!r}") from None
-
-
-def key_on(xp: Any, key: tuple[Any, ...]) -> tuple[Any, ...]:
-    """``key`` with its index arrays moved to ``xp`` (numpy keys are used as they are)."""
-    if xp is np:
-        return key
-    return tuple(xp.asarray(k) if isinstance(k, np.ndarray) else k for k in key)
-
-
-class IndexOutOfRangeError(IndexError, ValueError):
-    """An index that does not fit the array.
-
-    An IndexError as in numpy (so iteration stops), and a ValueError as every other
-    bad argument in hodiff.
-    """
-
-
-def index_key(key: Any, shape: tuple[int, ...]) -> tuple[tuple[Any, ...], tuple[int, ...]]:
-    """A numpy index as a tuple of ints, slices, None, Ellipsis and intp arrays, and the
-    shape it selects from an array of ``shape``; boolean masks become their ``nonzero()``.
-
-    Raises TypeError for Variables, floats and bool scalars in the key and ValueError for
-    an index that does not fit ``shape``.
-    """
-    items = key if isinstance(key, tuple) else (key,)
-    out: list[Any] = []
-    for k in items:
-        if isinstance(k, Variable):
-            raise TypeError(
-                "getitem: a Variable cannot be an index (index values must be static); "
-                "use F.gather for indices held in a Variable"
-            )
-        if k is None or k is Ellipsis:
-            out.append(k)
-        elif isinstance(k, builtins.slice):
-            try:
-                parts = [
-                    None if p is None else operator.index(p) for p in (k.start, k.stop, k.step)
-                ]
-            except TypeError:
-                raise TypeError(f"getitem: slice {k} must hold ints or None") from None
-            if parts[2] == 0:
-                raise ValueError(f"getitem: slice {k} has a zero step")
-            out.append(builtins.slice(*parts))
-        elif isinstance(k, bool | np.bool_):
-            raise TypeError("getitem: a boolean scalar is not a supported index")
-        elif isinstance(k, int | np.integer):
-            out.append(int(k))
-        else:
-            a = np.asarray(k.get() if hasattr(k, "get") and not isinstance(k, dict) else k)
-            if a.dtype.kind == "b":
-                out.extend(np.nonzero(a))
-            elif a.dtype.kind in "iu" or a.size == 0:
-                out.append(a.astype(np.intp))
-            else:
-                raise TypeError(f"getitem: index arrays must hold integers or bools, got {a.dtype}")
-    key = tuple(out)
-    try:
-        selected = np.broadcast_to(np.zeros((), np.int8), shape)[key].shape
-    except IndexError as e:
-        raise IndexOutOfRangeError(
-            f"getitem: index {key!r} does not fit x of shape {shape}: {e}"
-        ) from None
-    return key, tuple(selected)
-
-
-def has_arrays(key: tuple[Any, ...]) -> bool:
-    """True when ``key`` holds an index array (advanced indexing: indices may repeat)."""
-    return any(isinstance(k, np.ndarray) for k in key)
-
-
-def gather_key(
-    xp: Any, indices: Any, ndim: int, axis: int, batch_dims: int
-) -> tuple[tuple[Any, ...], list[int] | None]:
-    """The numpy key of ``gather`` and the permutation taking ``x[key]`` to gather's layout.
-
-    Batch axes are indexed by broadcast aranges; when they are separated from ``axis``
-    numpy puts the advanced axes first, and the permutation moves them back.
-    """
-    indices = xp.asarray(indices)
-    n_idx = indices.ndim - batch_dims
-    key: list[Any] = []
-    for k in range(batch_dims):
-        shape = [1] * (batch_dims + n_idx)
-        shape[k] = indices.shape[k]
-        key.append(xp.arange(indices.shape[k]).reshape(shape))
-    key += [_ALL] * (axis - batch_dims) + [indices]
-    if batch_dims == 0 or axis == batch_dims:
-        return tuple(key), None
-    mid = axis - batch_dims
-    perm = (
-        list(range(batch_dims))
-        + list(range(indices.ndim, indices.ndim + mid))
-        + list(range(batch_dims, indices.ndim))
-        + list(range(indices.ndim + mid, ndim - 1 + n_idx))
-    )
-    return tuple(key), perm
-
-
-def _grad_array() -> Any:
-    from hodiff.grad_functions import array as grad_array
-
-    return grad_array
+# the shape and index helpers are in _index_kernels.py (shared with the scatter-adds)
 
 
 # ---------------------------------------------------------------- primitives
@@ -178,7 +61,7 @@ class GetItem(Function):
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # the transpose of indexing adds gy into zeros at the indexed places (repeats add up)
         if prop_down[0]:
-            gx = _grad_array().index_add(outputs[0].grad, self.key, inputs[0].shape)
+            gx = _garray.index_add(outputs[0].grad, self.key, inputs[0].shape)
             inputs[0].store(gx, accum[0])
 
 
@@ -218,7 +101,7 @@ class Gather(Function):
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # the transpose of gather adds gy into zeros at the gathered places; indices get none
         if prop_down[0]:
-            gx = _grad_array().gather_add(
+            gx = _garray.gather_add(
                 outputs[0].grad, inputs[1].data, inputs[0].shape, self.axis, self.batch_dims
             )
             inputs[0].store(gx, accum[0])
@@ -332,3 +215,59 @@ def one_hot(x: Any, shape: Sequence[int]) -> Variable:
 
     """
     return OneHot(shape=shape, dtype=get_default_context().dtype)(x)
+
+
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+from hodiff import batching as _batching  # noqa: E402
+
+_Rule = Sequence[Any]
+
+
+def batched_key(key: tuple[Any, ...]) -> tuple[tuple[Any, ...], int]:
+    """``key`` for an array with a batch axis in front, and where numpy puts that axis.
+
+    Numpy moves the axes of advanced indices (arrays, and ints next to them) to the front
+    when they are not adjacent in the key; the batch axis then follows them: the second
+    value is its position in ``x[batched_key]`` (0 when nothing moves).
+    """
+    bkey = (builtins.slice(None), *key)
+    if not has_arrays(key):
+        return bkey, 0
+    adv = [i for i, k in enumerate(key) if isinstance(k, np.ndarray | int)]
+    if adv[-1] - adv[0] + 1 == len(adv):  # adjacent: the advanced axes stay in place
+        return bkey, 0
+    arrays = [k.shape for k in key if isinstance(k, np.ndarray)]
+    return bkey, len(np.broadcast_shapes(*arrays))
+
+
+def _batch_getitem(self: Any, inputs: _Rule, axes: _Rule) -> Any:
+    (x,) = inputs
+    key, at = batched_key(self.key)
+    y = _batching.renew(self, key=key)(x)
+    if at:
+        from hodiff.functions import array as _array
+
+        perm = [at, *[i for i in range(y.ndim) if i != at]]
+        y = _array.transpose(y, perm)
+    return y
+
+
+def _batch_gather(self: Any, inputs: _Rule, axes: _Rule) -> Any:
+    x, indices = inputs
+    n = x.ndim - (axes[0] is not None)
+    axis = self.axis % n + 1
+    if axes[1] is None and self.batch_dims == 0:  # the same indices for every example
+        return _batching.renew(self, axis=axis)(x, indices)
+    size = _batching.batch_size(inputs, axes)
+    x = _batching.batched(x, axes[0], size)
+    indices = _batching.batched(indices, axes[1], size)
+    return _batching.renew(self, axis=axis, batch_dims=self.batch_dims + 1)(x, indices)
+
+
+def _batch_one_hot(self: Any, inputs: _Rule, axes: _Rule) -> Any:
+    return self(inputs[0])  # ids along the last axis: leading axes are carried as they are
+
+
+GetItem.batch_rule = _batch_getitem  # type: ignore[attr-defined]
+Gather.batch_rule = _batch_gather  # type: ignore[attr-defined]
+OneHot.batch_rule = _batch_one_hot  # type: ignore[attr-defined]

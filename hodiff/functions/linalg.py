@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from hodiff.context import array_module
-from hodiff.function import Function, Slot, float_dtype
+from hodiff.function import Flags, Function, Slots, float_dtype
 from hodiff.functions import array as _array
 from hodiff.functions import reduction as _reduction
 from hodiff.grad_functions import linalg as _grad
@@ -35,8 +35,6 @@ __all__ = [
     "matmul",
 ]
 
-Slots = Sequence[Slot]
-Flags = Sequence[bool]
 Spec = list[tuple[tuple[int, ...], Any]]
 
 
@@ -589,3 +587,75 @@ def batch_logdet(x: Any) -> Variable:
 
     """
     return BatchLogdet()(x)
+
+
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+from hodiff import batching as _batching  # noqa: E402
+
+_Axes = Sequence[int | None]
+
+
+def _batch_affine(self: Any, inputs: Sequence[Any], axes: _Axes) -> Any:
+    x = inputs[0]
+    n = x.ndim - (axes[0] is not None)
+    ba = self._axis(n)
+    if all(a is None for a in axes[1:]):  # shared weights: the batch folds into x's rows
+        x = _batching.batched(x, axes[0], _batching.batch_size(inputs, axes))
+        return _batching.renew(self, base_axis=ba + 1)(*[x, *inputs[1:]])
+    # per-example weights: one batched GEMM (B, N, K) @ (B, K, M)
+    size = _batching.batch_size(inputs, axes)
+    x = _batching.batched(x, axes[0], size)
+    w = _batching.batched(inputs[1], axes[1], size)
+    lead, k = tuple(x.shape[1:ba + 1]), int(np.prod(x.shape[ba + 1:], dtype=np.int64))
+    out = tuple(w.shape[2:])
+    m = int(np.prod(out, dtype=np.int64))
+    y = batch_matmul(_array.reshape(x, (size, -1, k)), _array.reshape(w, (size, k, m)))
+    if len(inputs) == 3:
+        b = inputs[2]
+        shape = (size, 1, m) if axes[2] is not None else (m,)
+        y = y + _array.reshape(b, shape)
+    return _array.reshape(y, (size, *lead, *out))
+
+
+def _batch_matmul(self: Any, inputs: Sequence[Any], axes: _Axes) -> Any:
+    a, b = inputs
+    q = a.shape[-2] if self.transpose_a else a.shape[-1]
+    if q == 1:  # outer products (per-example weight gradients): a broadcast multiply
+        p = a.shape[-1] if self.transpose_a else a.shape[-2]
+        r = b.shape[-2] if self.transpose_b else b.shape[-1]
+        a = _array.reshape(a, (*a.shape[:-2], p, 1))
+        b = _array.reshape(b, (*b.shape[:-2], 1, r))
+        return _batching.elementwise(_arithmetic_mul(), [a, b], axes)
+    if axes[1] is None and b.ndim == 2 and not self.transpose_a:  # fold the batch into rows
+        y = self(_array.reshape(a, (-1, a.shape[-1])), b)
+        return _array.reshape(y, (*a.shape[:-1], y.shape[-1]))
+    return _batching.elementwise(self, inputs, axes)  # batch axes broadcast like elementwise
+
+
+def _arithmetic_mul() -> Any:
+    from hodiff.functions import arithmetic
+
+    return arithmetic.Mul2()
+
+
+def _batch_einsum(self: Any, inputs: Sequence[Any], axes: _Axes) -> Any:
+    # one more letter for the batch axis, in front of every batched operand and of the output
+    shapes = tuple(tuple(x.shape[1:]) if a is not None else tuple(x.shape)
+                   for x, a in zip(inputs, axes, strict=True))
+    plan = einsum_plan(self.subscripts, shapes)
+    used = set("".join(plan.terms) + plan.out)
+    z = next(c for c in "zyxwvutsrqponmlkjihgfedcbaZYXWVUTSRQPONMLKJIHGFEDCBA" if c not in used)
+    terms = [z + t if a is not None else t for t, a in zip(plan.terms, axes, strict=True)]
+    return _batching.renew(self, subscripts=",".join(terms) + "->" + z + plan.out)(*inputs)
+
+
+def _batch_leading(self: Any, inputs: Sequence[Any], axes: _Axes) -> Any:
+    return self(inputs[0])  # stacks of matrices: any leading axes are batch axes
+
+
+Affine.batch_rule = _batch_affine  # type: ignore[attr-defined]
+BatchMatmul.batch_rule = _batch_matmul  # type: ignore[attr-defined]
+Einsum.batch_rule = _batch_einsum  # type: ignore[attr-defined]
+BatchInv.batch_rule = _batch_leading  # type: ignore[attr-defined]
+BatchDet.batch_rule = _batch_leading  # type: ignore[attr-defined]
+BatchLogdet.batch_rule = _batch_leading  # type: ignore[attr-defined]

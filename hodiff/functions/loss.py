@@ -15,11 +15,19 @@ from typing import Any
 import numpy as np
 
 from hodiff.context import array_module
-from hodiff.function import Function, Slot, float_dtype
+from hodiff.function import Flags, Function, Slots, float_dtype
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions import array as _array
 from hodiff.functions import math as _math
 from hodiff.functions import reduction as _red
+from hodiff.functions._loss_kernels import (
+    _log_softmax_array,
+    check_labels,
+    labels_in_range,
+    resolve_axis,
+    softmax_array,
+)
+from hodiff.grad_functions import loss as _gloss
 from hodiff.variable import Variable, as_variable
 
 __all__ = [
@@ -35,70 +43,10 @@ __all__ = [
     "squared_error",
 ]
 
-Slots = Sequence[Slot]
-Flags = Sequence[bool]
 Spec = list[tuple[tuple[int, ...], Any]]
 
 
-# ---------------------------------------------------------------- helpers (shared with
-# hodiff.grad_functions.loss)
-def resolve_axis(name: str, axis: Any, ndim: int) -> int:
-    """``axis`` (None: the last) as a non-negative int, or a ValueError naming ``name``."""
-    if ndim == 0:
-        raise ValueError(f"{name}: x must have at least one dimension, got a 0-d array")
-    if axis is None:
-        return ndim - 1
-    if isinstance(axis, bool) or not isinstance(axis, int | np.integer):
-        raise TypeError(f"{name}: axis must be an int or None, got {type(axis).__name__}")
-    if not -ndim <= axis < ndim:
-        raise ValueError(f"{name}: axis {axis} is out of range for x of {ndim} dims")
-    return int(axis) % ndim
-
-
-def check_labels(
-    name: str, x_shape: tuple[int, ...], t: Variable, axis: int, x_name: str = "x"
-) -> tuple[int, ...]:
-    """Checks integer labels ``t`` against ``x_shape``; returns the loss shape (1 on ``axis``)."""
-    if t.dtype.kind not in "iu":
-        raise TypeError(
-            f"{name}: labels t must be an integer array, got dtype {t.dtype} (shape {t.shape})"
-        )
-    kept = (*x_shape[:axis], 1, *x_shape[axis + 1:])
-    dropped = x_shape[:axis] + x_shape[axis + 1 :]
-    if t.shape not in (kept, dropped):
-        raise ValueError(
-            f"{name}: labels t of shape {t.shape} do not match {x_name} of shape {x_shape}"
-            f" on axis {axis}: expected {kept} or {dropped}"
-        )
-    return kept
-
-
-def labels_in_range(name: str, xp: Any, t: Any, axis: int, x_shape: tuple[int, ...]) -> Any:
-    """``t`` as an ``xp`` array of size 1 on ``axis``; a ValueError if a label is outside [0, C)."""
-    n = x_shape[axis]
-    t = xp.asarray(t).reshape((*x_shape[:axis], 1, *x_shape[axis + 1:]))
-    if t.size:
-        lo, hi = int(t.min()), int(t.max())
-        if lo < 0 or hi >= n:
-            raise ValueError(
-                f"{name}: labels t of shape {t.shape} must lie in [0, {n}) for x of shape"
-                f" {x_shape} (axis {axis}); got values in [{lo}, {hi}]"
-            )
-    return t
-
-
-def softmax_array(xp: Any, x: Any, axis: int) -> Any:
-    """A new array ``exp(x - max) / sum(exp(x - max))`` along ``axis`` (never overflows)."""
-    e = xp.exp(x - x.max(axis=axis, keepdims=True))
-    e /= e.sum(axis=axis, keepdims=True)
-    return e
-
-
-def _log_softmax_array(xp: Any, x: Any, axis: int) -> Any:
-    z = x - x.max(axis=axis, keepdims=True)
-    return z - xp.log(xp.exp(z).sum(axis=axis, keepdims=True))
-
-
+# the label checks and softmax kernels are in _loss_kernels.py (shared with the gradients)
 class _AxisFunction(Function, register=False):
     def __init__(self, *, axis: int | None = None) -> None:
         self.axis = axis
@@ -169,9 +117,7 @@ class SoftmaxCrossEntropy(_AxisFunction):
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # dx = gy (softmax(x) - onehot(t)); the labels get no gradient
         if prop_down[0]:
-            from hodiff.grad_functions.loss import softmax_cross_entropy_grad
-
-            gx = softmax_cross_entropy_grad(
+            gx = _gloss.softmax_cross_entropy_grad(
                 inputs[0].data, inputs[1].data, outputs[0].grad, axis=self.axis
             )
             inputs[0].store(gx, accum[0])
@@ -270,9 +216,7 @@ def categorical_cross_entropy(x: Any, t: Any, axis: int | None = None) -> Variab
     >>> F.categorical_cross_entropy(np.array([[0.25, 0.75]]), np.array([[1]])).d
     array([[0.28768207]])
     """
-    from hodiff.grad_functions.loss import SelectByLabel
-
-    picked = SelectByLabel(axis=axis, caller="categorical_cross_entropy")(x, t)
+    picked = _gloss.SelectByLabel(axis=axis, caller="categorical_cross_entropy")(x, t)
     return -_math.log(picked)
 
 
@@ -378,3 +322,34 @@ def kl_multinomial(p: Any, q: Any, base_axis: int = 1) -> Variable:
     terms = p * (_math.log(p + eps) - _math.log(q + eps))
     d = _red.sum(terms, axis=tuple(range(base_axis, p.ndim)))
     return _array.reshape(d, (*p.shape[:base_axis], 1))
+
+
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+from hodiff import batching as _batching  # noqa: E402
+
+
+def _batch_axis(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    # softmax, log_softmax: the axis shifted past the batch axis (None, the last, stays)
+    (x,) = inputs
+    axis = None if self.axis is None else _batching.map_axis(self.axis, x.ndim - 1)
+    return _batching.renew(self, axis=axis)(x)
+
+
+def _batch_labels(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    # (x, t): both batched (an unbatched one broadcast along the batch), the axis shifted
+    size = _batching.batch_size(inputs, axes)
+    x, t = (_batching.batched(v, a, size) for v, a in zip(inputs, axes, strict=True))
+    axis = None if self.axis is None else _batching.map_axis(self.axis, x.ndim - 1)
+    return _batching.renew(self, axis=axis)(x, t)
+
+
+def _batch_sigmoid_ce(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    size = _batching.batch_size(inputs, axes)
+    x, t = (_batching.batched(v, a, size) for v, a in zip(inputs, axes, strict=True))
+    return self(x, t)
+
+
+Softmax.batch_rule = _batch_axis  # type: ignore[attr-defined]
+LogSoftmax.batch_rule = _batch_axis  # type: ignore[attr-defined]
+SoftmaxCrossEntropy.batch_rule = _batch_labels  # type: ignore[attr-defined]
+SigmoidCrossEntropy.batch_rule = _batch_sigmoid_ce  # type: ignore[attr-defined]

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from hodiff.context import array_module
-from hodiff.function import Function, Slot, float_dtype
+from hodiff.function import Elementwise, Flags, Function, Slots, float_dtype
 from hodiff.functions import arithmetic as _arithmetic
 from hodiff.grad_functions import math as _gm
 from hodiff.variable import Variable
@@ -45,8 +45,6 @@ __all__ = [
     "tanh",
 ]
 
-Slots = Sequence[Slot]
-Flags = Sequence[bool]
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
@@ -67,10 +65,8 @@ def special_module(xp: ModuleType) -> ModuleType | None:
     return _SPECIAL[name]
 
 
-class _Unary(Function, register=False):
+class _Unary(Elementwise, register=False):
     """``y = ufunc(x)`` for the numpy/cupy ufunc named ``ufunc``."""
-
-    ufunc: str
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = getattr(array_module(inputs[0]), self.ufunc)(inputs[0])
@@ -81,28 +77,22 @@ class Exp(_Unary):
     need_inputs = False
     need_outputs = True
 
-    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
-        # d exp(x) = exp(x) dx
-        if prop_down[0]:
-            inputs[0].store(outputs[0].grad * outputs[0].data, accum[0])
+    def dydx(self, x: Any, y: Any) -> Any:
+        return y  # d exp(x) = exp(x) dx
 
 
 class Log(_Unary):
     ufunc = "log"
 
-    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
-        # d log(x) = dx / x
-        if prop_down[0]:
-            inputs[0].store(outputs[0].grad / inputs[0].data, accum[0])
+    def dydx(self, x: Any, y: Any) -> Any:
+        return 1.0 / x  # d log(x) = dx / x
 
 
 class Log1p(_Unary):
     ufunc = "log1p"
 
-    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
-        # d log(1 + x) = dx / (1 + x)
-        if prop_down[0]:
-            inputs[0].store(outputs[0].grad / (inputs[0].data + 1.0), accum[0])
+    def dydx(self, x: Any, y: Any) -> Any:
+        return 1.0 / (x + 1.0)  # d log(1 + x) = dx / (1 + x)
 
 
 class Expm1(_Unary):
@@ -110,10 +100,8 @@ class Expm1(_Unary):
     need_inputs = False
     need_outputs = True
 
-    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
-        # d (e^x - 1) = (y + 1) dx
-        if prop_down[0]:
-            inputs[0].store(outputs[0].grad * (outputs[0].data + 1.0), accum[0])
+    def dydx(self, x: Any, y: Any) -> Any:
+        return y + 1.0  # d (e^x - 1) = (y + 1) dx
 
 
 class Sqrt(_Unary):
@@ -121,28 +109,22 @@ class Sqrt(_Unary):
     need_inputs = False
     need_outputs = True
 
-    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
-        # d sqrt(x) = dx / (2 y)
-        if prop_down[0]:
-            inputs[0].store(outputs[0].grad * 0.5 / outputs[0].data, accum[0])
+    def dydx(self, x: Any, y: Any) -> Any:
+        return 0.5 / y  # d sqrt(x) = dx / (2 y)
 
 
 class Sin(_Unary):
     ufunc = "sin"
 
-    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
-        # d sin(x) = cos(x) dx
-        if prop_down[0]:
-            inputs[0].store(outputs[0].grad * cos(inputs[0].data), accum[0])
+    def dydx(self, x: Any, y: Any) -> Any:
+        return cos(x)  # d sin(x) = cos(x) dx
 
 
 class Cos(_Unary):
     ufunc = "cos"
 
-    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
-        # d cos(x) = -sin(x) dx
-        if prop_down[0]:
-            inputs[0].store(-(outputs[0].grad * sin(inputs[0].data)), accum[0])
+    def dydx(self, x: Any, y: Any) -> Any:
+        return -sin(x)  # d cos(x) = -sin(x) dx
 
 
 class Tan(_Unary):
@@ -150,29 +132,22 @@ class Tan(_Unary):
     need_inputs = False
     need_outputs = True
 
-    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
-        # d tan(x) = (1 + y^2) dx
-        if prop_down[0]:
-            y = outputs[0].data
-            inputs[0].store(outputs[0].grad * (y * y + 1.0), accum[0])
+    def dydx(self, x: Any, y: Any) -> Any:
+        return y * y + 1.0  # d tan(x) = (1 + y^2) dx
 
 
 class Sinh(_Unary):
     ufunc = "sinh"
 
-    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
-        # d sinh(x) = cosh(x) dx
-        if prop_down[0]:
-            inputs[0].store(outputs[0].grad * cosh(inputs[0].data), accum[0])
+    def dydx(self, x: Any, y: Any) -> Any:
+        return cosh(x)  # d sinh(x) = cosh(x) dx
 
 
 class Cosh(_Unary):
     ufunc = "cosh"
 
-    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
-        # d cosh(x) = sinh(x) dx
-        if prop_down[0]:
-            inputs[0].store(outputs[0].grad * sinh(inputs[0].data), accum[0])
+    def dydx(self, x: Any, y: Any) -> Any:
+        return sinh(x)  # d cosh(x) = sinh(x) dx
 
 
 class Tanh(_Unary):
@@ -189,61 +164,43 @@ class Tanh(_Unary):
 class Asin(_Unary):
     ufunc = "arcsin"
 
-    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
-        # d asin(x) = dx / sqrt(1 - x^2)
-        if prop_down[0]:
-            x = inputs[0].data
-            inputs[0].store(outputs[0].grad / sqrt(1.0 - x * x), accum[0])
+    def dydx(self, x: Any, y: Any) -> Any:
+        return 1.0 / sqrt(1.0 - x * x)  # d asin(x) = dx / sqrt(1 - x^2)
 
 
 class Acos(_Unary):
     ufunc = "arccos"
 
-    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
-        # d acos(x) = -dx / sqrt(1 - x^2)
-        if prop_down[0]:
-            x = inputs[0].data
-            inputs[0].store(-(outputs[0].grad / sqrt(1.0 - x * x)), accum[0])
+    def dydx(self, x: Any, y: Any) -> Any:
+        return -1.0 / sqrt(1.0 - x * x)  # d acos(x) = -dx / sqrt(1 - x^2)
 
 
 class Atan(_Unary):
     ufunc = "arctan"
 
-    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
-        # d atan(x) = dx / (1 + x^2)
-        if prop_down[0]:
-            x = inputs[0].data
-            inputs[0].store(outputs[0].grad / (x * x + 1.0), accum[0])
+    def dydx(self, x: Any, y: Any) -> Any:
+        return 1.0 / (x * x + 1.0)  # d atan(x) = dx / (1 + x^2)
 
 
 class Asinh(_Unary):
     ufunc = "arcsinh"
 
-    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
-        # d asinh(x) = dx / sqrt(x^2 + 1)
-        if prop_down[0]:
-            x = inputs[0].data
-            inputs[0].store(outputs[0].grad / sqrt(x * x + 1.0), accum[0])
+    def dydx(self, x: Any, y: Any) -> Any:
+        return 1.0 / sqrt(x * x + 1.0)  # d asinh(x) = dx / sqrt(x^2 + 1)
 
 
 class Acosh(_Unary):
     ufunc = "arccosh"
 
-    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
-        # d acosh(x) = dx / sqrt(x^2 - 1)
-        if prop_down[0]:
-            x = inputs[0].data
-            inputs[0].store(outputs[0].grad / sqrt(x * x - 1.0), accum[0])
+    def dydx(self, x: Any, y: Any) -> Any:
+        return 1.0 / sqrt(x * x - 1.0)  # d acosh(x) = dx / sqrt(x^2 - 1)
 
 
 class Atanh(_Unary):
     ufunc = "arctanh"
 
-    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
-        # d atanh(x) = dx / (1 - x^2)
-        if prop_down[0]:
-            x = inputs[0].data
-            inputs[0].store(outputs[0].grad / (1.0 - x * x), accum[0])
+    def dydx(self, x: Any, y: Any) -> Any:
+        return 1.0 / (1.0 - x * x)  # d atanh(x) = dx / (1 - x^2)
 
 
 class Atan2(Function):
@@ -264,7 +221,7 @@ class Atan2(Function):
             inputs[1].store(-(g * x0), accum[1])
 
 
-class Erf(Function):
+class Erf(Elementwise):
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         x = inputs[0]
         xp = array_module(x)
@@ -275,11 +232,8 @@ class Erf(Function):
             dtype = float_dtype(np.asarray(x).dtype)
             outputs[0] = np.vectorize(math.erf, otypes=[dtype])(x)
 
-    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
-        # d erf(x) = 2 / sqrt(pi) exp(-x^2) dx
-        if prop_down[0]:
-            x = inputs[0].data
-            inputs[0].store(outputs[0].grad * exp(-(x * x)) * _TWO_OVER_SQRT_PI, accum[0])
+    def dydx(self, x: Any, y: Any) -> Any:
+        return exp(-(x * x)) * _TWO_OVER_SQRT_PI  # d erf(x) = 2 / sqrt(pi) exp(-x^2) dx
 
 
 # ---------------------------------------------------------------- wrappers
@@ -413,3 +367,11 @@ def erf(x: Any) -> Variable:
     array([0.        , 0.84270079])
     """
     return Erf()(x)
+
+
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+from hodiff import batching as _batching  # noqa: E402
+
+_Unary.batch_rule = _batching.elementwise  # type: ignore[attr-defined]
+Atan2.batch_rule = _batching.elementwise  # type: ignore[attr-defined]
+Erf.batch_rule = _batching.elementwise  # type: ignore[attr-defined]

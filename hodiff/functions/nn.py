@@ -17,6 +17,7 @@ import numpy as np
 from hodiff.context import array_module
 from hodiff.function import Function, Slot, float_dtype
 from hodiff.functions import arithmetic as _arith
+from hodiff.grad_functions import nn as _gnn
 from hodiff.random import node_generator
 from hodiff.variable import Variable
 
@@ -93,9 +94,7 @@ class Embed(Function):
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # dw = scatter-add of gy into the rows named by x (the ids get no gradient)
         if prop_down[1]:
-            from hodiff.grad_functions.nn import embed_weight_grad
-
-            gw = embed_weight_grad(outputs[0].grad, inputs[0].data, n=inputs[1].shape[0])
+            gw = _gnn.embed_weight_grad(outputs[0].grad, inputs[0].data, n=inputs[1].shape[0])
             inputs[1].store(gw, accum[1])
 
 
@@ -149,3 +148,25 @@ def embed(x: Any, w: Any) -> Variable:
 
     """
     return Embed()(x, w)
+
+
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+from hodiff import batching as _batching  # noqa: E402
+
+
+def _batch_dropout_mask(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    return self(inputs[0])  # one independent mask per example, as in a batch
+
+
+def _batch_embed(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    if axes[1] is None:  # shared table: the batch is one more leading axis of the ids
+        return self(*inputs)
+    from hodiff.functions import indexing  # a table per example: gather along its rows
+
+    size = _batching.batch_size(inputs, axes)
+    x, w = (_batching.batched(v, a, size) for v, a in zip(inputs, axes, strict=True))
+    return indexing.gather(w, x, axis=1, batch_dims=1)
+
+
+DropoutMask.batch_rule = _batch_dropout_mask  # type: ignore[attr-defined]
+Embed.batch_rule = _batch_embed  # type: ignore[attr-defined]

@@ -410,3 +410,9 @@ def weight_normalization(w: Any, g: Any, dim: int = 0, eps: float = 1e-12) -> Va
     gb = _array.reshape(g, tuple(s if i == d else 1 for i, s in enumerate(w.shape)))
     red = tuple(i for i in range(w.ndim) if i != d)
     return w * gb * (_red.sum(w * w, axis=red, keepdims=True) + eps) ** -0.5
+
+
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+from hodiff import batching as _batching  # noqa: E402
+
+BatchNormalization.batch_rule = _batching.loop  # type: ignore[attr-defined]  # statistics per example

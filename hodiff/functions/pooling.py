@@ -29,9 +29,16 @@ from typing import Any
 import numpy as np
 
 from hodiff.context import array_module
-from hodiff.function import Function, Slot, float_dtype
+from hodiff.function import Flags, Function, Slots, float_dtype
 from hodiff.functions import array as _array
 from hodiff.functions import reduction as _reduction
+from hodiff.functions._pool_kernels import (
+    InterpolateBase,
+    int_tuple,
+    resize,
+    spatial_axes,
+)
+from hodiff.grad_functions import pooling as _gpool
 from hodiff.variable import Variable
 
 __all__ = [
@@ -43,36 +50,11 @@ __all__ = [
     "unpooling",
 ]
 
-Slots = Sequence[Slot]
-Flags = Sequence[bool]
 Ints = tuple[int, ...]
 Spec = list[tuple[Ints, Any]]
 
 
 # ---------------------------------------------------------------- window geometry
-def spatial_axes(name: str, shape: Ints, n: int, channel_last: bool) -> Ints:
-    """The ``n`` spatial axes of an input of ``shape``."""
-    last = len(shape) - (1 if channel_last else 0)
-    if n < 1 or last - n < 0:
-        raise ValueError(
-            f"{name}: x of shape {shape} has fewer than {n} spatial axes"
-            + (" before its channel axis" if channel_last else "")
-        )
-    return tuple(range(last - n, last))
-
-
-def int_tuple(name: str, arg: str, value: Any, n: int | None, low: int) -> Ints:
-    """``value`` (an int or a sequence of ints) as a tuple of ``n`` ints ``>= low``."""
-    t = (value,) * (n or 1) if isinstance(value, int | np.integer) else tuple(value)
-    if not all(isinstance(v, int | np.integer) for v in t):
-        raise TypeError(f"{name}: {arg}={value!r} must be ints")
-    if (n is not None and len(t) != n) or not t:
-        raise ValueError(f"{name}: {arg}={value!r} must be {n or 'one or more'} ints")
-    if any(v < low for v in t):
-        raise ValueError(f"{name}: {arg}={value!r} must be >= {low}")
-    return tuple(int(v) for v in t)
-
-
 @dataclass(frozen=True)
 class Windows:
     """Where the pooling windows of one input shape lie, axis by axis."""
@@ -321,76 +303,7 @@ class MaxPooling(Function):
 
 
 # ---------------------------------------------------------------- interpolation
-def interpolation_matrix(
-    size: int, out: int, mode: str, align_corners: bool, half_pixel: bool,
-    half_pixel_for_nn: bool,
-) -> np.ndarray:
-    """The ``(out, size)`` matrix of a 1-D resize, NNabla's coordinate rules (float64)."""
-    scale = 0.0 if out <= 1 else ((size - 1) / (out - 1) if align_corners else size / out)
-    o = np.arange(out, dtype=np.float64)
-    rows = np.arange(out)
-    m = np.zeros((out, size))
-    if mode == "nearest" and half_pixel_for_nn:
-        src = size / out * (o + 0.5)
-    elif half_pixel:
-        src = np.maximum(0.0, scale * (o + 0.5) - 0.5)
-    else:
-        src = scale * o
-    lo = np.minimum(np.floor(src).astype(np.int64), size - 1)
-    if mode == "nearest":
-        m[rows, lo] = 1.0
-        return m
-    hi = np.minimum(lo + 1, size - 1)
-    frac = src - lo
-    np.add.at(m, (rows, lo), 1.0 - frac)
-    np.add.at(m, (rows, hi), frac)
-    return m
-
-
-def resize(xp: Any, x: Any, axes: Ints, mats: Sequence[np.ndarray]) -> Any:
-    """``x`` multiplied along each axis in ``axes`` by its matrix (``(new, old)``)."""
-    for ax, m in zip(axes, mats, strict=True):
-        mt = xp.asarray(m.T, dtype=x.dtype)
-        x = xp.moveaxis(xp.matmul(xp.moveaxis(x, ax, -1), mt), -1, ax)
-    return xp.ascontiguousarray(x)
-
-
-class InterpolateBase(Function, register=False):
-    need_inputs = False
-
-    def __init__(
-        self, *, output_size: Sequence[int], mode: str, align_corners: bool, half_pixel: bool,
-        half_pixel_for_nn: bool, channel_last: bool,
-    ) -> None:
-        self.output_size = tuple(output_size)
-        self.mode = mode
-        self.align_corners = bool(align_corners)
-        self.half_pixel = bool(half_pixel)
-        self.half_pixel_for_nn = bool(half_pixel_for_nn)
-        self.channel_last = bool(channel_last)
-
-    def params(self) -> dict[str, Any]:
-        return {"mode": self.mode, "align_corners": self.align_corners,
-                "half_pixel": self.half_pixel, "half_pixel_for_nn": self.half_pixel_for_nn,
-                "channel_last": self.channel_last}
-
-    def check(self, shape: Ints) -> Ints:
-        name = self.name
-        axes = spatial_axes(name, shape, len(self.output_size), self.channel_last)
-        int_tuple(name, "output_size", self.output_size, len(self.output_size), 1)
-        if self.mode not in ("linear", "nearest"):
-            raise ValueError(f"{name}: mode={self.mode!r} must be 'linear' or 'nearest'")
-        if self.align_corners and self.half_pixel:
-            raise ValueError(f"{name}: align_corners and half_pixel cannot both be True")
-        return axes
-
-    def matrices(self, size: Ints) -> list[np.ndarray]:
-        """One ``(output_size[i], size[i])`` matrix per spatial axis."""
-        return [interpolation_matrix(n, o, self.mode, self.align_corners, self.half_pixel,
-                                     self.half_pixel_for_nn)
-                for n, o in zip(size, self.output_size, strict=True)]
-
-
+# the resize matrices and InterpolateBase are in _pool_kernels.py (shared with the transpose)
 class Interpolate(InterpolateBase):
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         x = inputs[0]
@@ -589,4 +502,58 @@ def interpolate(
                        channel_last=channel_last)(x)
 
 
-from hodiff.grad_functions import pooling as _gpool  # noqa: E402  (its classes subclass ours)
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+from hodiff import batching as _batching  # noqa: E402
+
+
+def _batch_leading(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    return self(*inputs)  # windows over the last (spatial) axes: leading axes are carried
+
+
+for _cls in (SumPooling, AveragePooling, Interpolate):
+    _cls.batch_rule = _batch_leading  # type: ignore[attr-defined]
+
+
+class _LocalIndex(Function, register=False):
+    """``index % size``: flat indices into a batch made flat indices into each example."""
+
+    differentiable = False
+    need_inputs = False
+    batch_rule = _batching.elementwise
+
+    def __init__(self, *, size: int) -> None:
+        self.size = int(size)
+
+    def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
+        return [(inputs[0].shape, inputs[0].dtype)]
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        outputs[0] = inputs[0] % self.size
+
+
+def _batch_max_pooling_index(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    # the windows of the batch at once; the flat indices then made per example
+    (x,) = inputs
+    return _LocalIndex(size=math.prod(x.shape[1:]))(self(x))
+
+
+def _batch_max_pooling(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    x, index = inputs
+    if axes[0] is None:  # one x, an index per example: take from the same x
+        return self(x, index)
+    from hodiff.functions import indexing
+
+    size = x.shape[0]
+    index = _batching.batched(index, axes[1], size)
+    y = indexing.gather(_array.reshape(x, (size, -1)), _array.reshape(index, (size, -1)),
+                        axis=1, batch_dims=1)
+    y = _array.reshape(y, tuple(index.shape))
+    return y if y.dtype.kind == "f" else _arith_float(y)
+
+
+def _arith_float(y: Any) -> Any:
+    return y * 1.0
+
+
+MaxPoolingIndex.batch_rule = _batch_max_pooling_index  # type: ignore[attr-defined]
+MaxPooling.batch_rule = _batch_max_pooling  # type: ignore[attr-defined]

@@ -72,6 +72,14 @@ class _Random(Function, register=False):
     def draw(self) -> np.ndarray:
         raise NotImplementedError
 
+    def batch_rule(self, inputs: Sequence[Variable], axes: Sequence[int | None]) -> Variable:
+        """Never reached: a random function has no inputs, so ``hd.vmap`` never batches it.
+
+        Inside a mapped function it draws once, and every example sees the same draw
+        (pass the random numbers in as a mapped argument for one draw per example).
+        """
+        raise AssertionError(f"{self.name}: a function without inputs is never batched")
+
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         y = self.draw()
         if self.backend == "numpy":

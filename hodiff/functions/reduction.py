@@ -22,6 +22,7 @@ from hodiff.function import Function, Slot, float_dtype
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions import array as _array
 from hodiff.functions import math as _math
+from hodiff.grad_functions import reduction as _greduction
 from hodiff.variable import Variable
 
 __all__ = ["cumprod", "cumsum", "logsumexp", "max", "mean", "min", "norm", "prod", "sum"]
@@ -109,10 +110,8 @@ class _Extremum(_Reduce, register=False):
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # gy goes to the arg-extrema, split evenly among ties
         if prop_down[0]:
-            from hodiff.grad_functions.reduction import tie_weights
-
             x = inputs[0]
-            w = tie_weights(x.data, self._axes(len(x.shape)), self.mode)
+            w = _greduction.tie_weights(x.data, self._axes(len(x.shape)), self.mode)
             x.store(self.expand(outputs[0].grad, x.shape) * w, accum[0])
 
 
@@ -251,13 +250,11 @@ class CumProd(Function):
         # gx_i = sum_{k>=i} gy_k prod_{j<=k, j!=i} x_j = y_{i-1} s_i, where the reverse
         # recurrence s_i = gy_i + x_{i+1} s_{i+1} needs no division by x
         if prop_down[0]:
-            from hodiff.grad_functions.reduction import linear_scan
-
             x = inputs[0]
             axis = self.axis % len(x.shape)
             before = _shift(outputs[0].data, x.shape, axis, 1, 1.0)
             after = _shift(x.data, x.shape, axis, -1, 0.0)
-            s = linear_scan(after, outputs[0].grad, axis, reverse=True)
+            s = _greduction.linear_scan(after, outputs[0].grad, axis, reverse=True)
             x.store(before * s, accum[0])
 
 
@@ -388,3 +385,23 @@ def norm(x: Any, p: float | None = 2, axis: Any = None, keepdims: bool = False) 
     if p == 1.0:
         return sum(a, axis, keepdims)
     return _arith.pow_scalar(sum(_arith.pow_scalar(a, p), axis, keepdims), 1.0 / p)
+
+
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+from hodiff import batching as _batching  # noqa: E402
+
+
+def _batch_reduce(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    # reduce the per-example axes: shifted by one past the batch axis
+    (x,) = inputs
+    return _batching.renew(self, axis=_batching.shift_axes(self.axis, x.ndim - 1))(x)
+
+
+def _batch_cumulative(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    (x,) = inputs
+    return _batching.renew(self, axis=_batching.map_axis(self.axis, x.ndim - 1))(x)
+
+
+_Reduce.batch_rule = _batch_reduce  # type: ignore[attr-defined]
+CumSum.batch_rule = _batch_cumulative  # type: ignore[attr-defined]
+CumProd.batch_rule = _batch_cumulative  # type: ignore[attr-defined]

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hodiff.function import Function, Slot
-from hodiff.functions import array as _array
+from hodiff.grad_functions import F
 from hodiff.variable import Variable
 
 __all__ = ["sum_to"]
@@ -43,7 +43,7 @@ class SumTo(Function):
     ) -> None:
         # transpose of a sum is a broadcast
         if prop_down[0]:
-            inputs[0].store(_array.broadcast(outputs[0].grad, inputs[0].shape), accum[0])
+            inputs[0].store(F.array.broadcast(outputs[0].grad, inputs[0].shape), accum[0])
 
 
 def sum_to(x: Any, shape: Sequence[int]) -> Variable:
@@ -54,3 +54,16 @@ def sum_to(x: Any, shape: Sequence[int]) -> Variable:
     array([2., 2., 2.])
     """
     return SumTo(shape=shape)(x)
+
+
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+def _batch_sum_to(self: Any, inputs: Sequence[Any], axes: Sequence[Any]) -> Any:
+    # the leading per-example axes that sum_to drops sit behind the batch axis: sum them first
+    (x,) = inputs
+    lead = x.ndim - 1 - len(self.shape)
+    if lead > 0:
+        x = F.reduction.sum(x, axis=tuple(range(1, lead + 1)))
+    return SumTo(shape=(x.shape[0], *self.shape))(x)
+
+
+SumTo.batch_rule = _batch_sum_to  # type: ignore[attr-defined]

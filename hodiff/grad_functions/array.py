@@ -11,14 +11,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from hodiff.context import array_module
-from hodiff.function import Function, Slot
-from hodiff.functions import indexing as _index
+from hodiff.function import Flags, Function, Slots
+from hodiff.functions import _index_kernels as _kernels
+from hodiff.grad_functions import F
 from hodiff.variable import Variable
 
 __all__ = ["gather_add", "index_add"]
 
-Slots = Sequence[Slot]
-Flags = Sequence[bool]
 Spec = list[tuple[tuple[int, ...], Any]]
 
 
@@ -35,11 +34,11 @@ class IndexAdd(Function):
     def __init__(self, *, key: tuple[Any, ...], shape: Sequence[int]) -> None:
         self.key = key
         self.shape = tuple(int(s) for s in shape)
-        self.advanced = _index.has_arrays(key)
+        self.advanced = _kernels.has_arrays(key)
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         y = inputs[0]
-        _, selected = _index.index_key(self.key, self.shape)
+        _, selected = _kernels.index_key(self.key, self.shape)
         if y.shape != selected:
             raise ValueError(
                 f"index_add: y of shape {y.shape} does not match the {selected} elements that "
@@ -51,7 +50,7 @@ class IndexAdd(Function):
         y = inputs[0]
         xp = array_module(y)
         out = xp.zeros(self.shape, dtype=y.dtype)
-        key = _index.key_on(xp, self.key)
+        key = _kernels.key_on(xp, self.key)
         if self.advanced:
             _add_at(xp, out, key, y)
         else:  # basic indexing selects each element at most once
@@ -61,7 +60,7 @@ class IndexAdd(Function):
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # the transpose of a scatter-add is indexing
         if prop_down[0]:
-            inputs[0].store(_index.getitem(outputs[0].grad, self.key), accum[0])
+            inputs[0].store(F.indexing.getitem(outputs[0].grad, self.key), accum[0])
 
 
 class GatherAdd(Function):
@@ -79,7 +78,7 @@ class GatherAdd(Function):
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         y, indices = inputs
         probe = Variable(self.shape, dtype=y.dtype)
-        (expected, _), = _index.Gather(axis=self.axis, batch_dims=self.batch_dims).setup_impl(
+        (expected, _), = F.indexing.Gather(axis=self.axis, batch_dims=self.batch_dims).setup_impl(
             [probe, indices]
         )
         if y.shape != expected:
@@ -93,7 +92,7 @@ class GatherAdd(Function):
         y, indices = inputs
         xp = array_module(y)
         ndim = len(self.shape)
-        key, perm = _index.gather_key(xp, indices, ndim, self.axis % ndim, self.batch_dims)
+        key, perm = _kernels.gather_key(xp, indices, ndim, self.axis % ndim, self.batch_dims)
         if perm is not None:  # back to numpy's advanced-indexing layout
             y = xp.transpose(y, [int(i) for i in _argsort(perm)])
         out = xp.zeros(self.shape, dtype=y.dtype)
@@ -103,7 +102,7 @@ class GatherAdd(Function):
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # the transpose of a scatter-add is gather; indices get none
         if prop_down[0]:
-            g = _index.gather(outputs[0].grad, inputs[1].data, self.axis, self.batch_dims)
+            g = F.indexing.gather(outputs[0].grad, inputs[1].data, self.axis, self.batch_dims)
             inputs[0].store(g, accum[0])
 
 
@@ -123,7 +122,7 @@ def index_add(y: Any, key: Any, shape: Sequence[int]) -> Variable:
     >>> index_add(np.ones(3), ([0, 0, 2],), (3,)).d
     array([2., 0., 1.])
     """
-    key, _ = _index.index_key(key, tuple(shape))
+    key, _ = _kernels.index_key(key, tuple(shape))
     return IndexAdd(key=key, shape=shape)(y)
 
 
@@ -140,3 +139,35 @@ def gather_add(
            [0., 0.]])
     """
     return GatherAdd(shape=shape, axis=axis, batch_dims=batch_dims)(y, indices)
+
+
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+from hodiff import batching as _batching  # noqa: E402
+
+
+def _batch_index_add(self: Any, inputs: Sequence[Any], axes: Sequence[Any]) -> Any:
+    (y,) = inputs
+    key, at = F.indexing.batched_key(self.key)
+    if at:  # y in the layout numpy's indexing gives: the batch axis after the advanced axes
+        perm = [*range(1, at + 1), 0, *range(at + 1, y.ndim)]
+        y = F.array.transpose(y, perm)
+    return IndexAdd(key=key, shape=(y.shape[at], *self.shape))(y)
+
+
+def _batch_gather_add(self: Any, inputs: Sequence[Any], axes: Sequence[Any]) -> Any:
+    y, indices = inputs
+    size = _batching.batch_size(inputs, axes)
+    axis = self.axis % len(self.shape) + 1
+    shape = (size, *self.shape)
+    if axes[1] is None and self.batch_dims == 0:
+        y = _batching.batched(y, axes[0], size)
+        return _batching.renew(self, shape=shape, axis=axis)(y, indices)
+    y = _batching.batched(y, axes[0], size)
+    indices = _batching.batched(indices, axes[1], size)
+    return _batching.renew(self, shape=shape, axis=axis, batch_dims=self.batch_dims + 1)(
+        y, indices
+    )
+
+
+IndexAdd.batch_rule = _batch_index_add  # type: ignore[attr-defined]
+GatherAdd.batch_rule = _batch_gather_add  # type: ignore[attr-defined]

@@ -9,7 +9,8 @@ import numpy as np
 
 from hodiff.context import array_module
 from hodiff.function import Function, Slot, float_dtype
-from hodiff.functions import conv as _conv
+from hodiff.functions import _conv_kernels as _kernels
+from hodiff.grad_functions import F
 from hodiff.variable import Variable
 
 __all__ = ["convolution_filter_grad"]
@@ -31,12 +32,12 @@ class ConvolutionFilterGrad(Function):
 
     def __init__(self, *, kernel: Sequence[int], **params: Any) -> None:
         self.kernel = tuple(int(k) for k in kernel)
-        self.conv = _conv.Convolution(**params)
+        self.conv = F.conv.Convolution(**params)
 
     def weight_shape(self, x_shape: Ints, gy_shape: Ints) -> Ints:
         conv = self.conv
         name = self.name
-        _conv.n_spatial(name, x_shape, conv.base_axis)
+        _kernels.n_spatial(name, x_shape, conv.base_axis)
         if len(gy_shape) != len(x_shape):
             raise ValueError(f"{name}: x of shape {x_shape} and gy of shape {gy_shape} must "
                              f"have the same number of dims")
@@ -65,13 +66,13 @@ class ConvolutionFilterGrad(Function):
         xp = array_module(x)
         conv = self.conv
         dtype = float_dtype(np.result_type(x.dtype, gy.dtype))
-        xc = _conv.to_cb(xp, x.astype(dtype, copy=False), conv.base_axis,
+        xc = _kernels.to_cb(xp, x.astype(dtype, copy=False), conv.base_axis,
                                      conv.channel_last)
-        gyc = _conv.to_cb(xp, gy.astype(dtype, copy=False), conv.base_axis,
+        gyc = _kernels.to_cb(xp, gy.astype(dtype, copy=False), conv.base_axis,
                                       conv.channel_last)
-        gw = _conv.conv_filter_grad(xp, xc, gyc, self.kernel, conv.pad, conv.stride,
+        gw = _kernels.conv_filter_grad(xp, xc, gyc, self.kernel, conv.pad, conv.stride,
                                     conv.dilation, conv.group)
-        outputs[0] = _conv.weight_from_channels_first(xp, gw, conv.channel_last)
+        outputs[0] = _kernels.weight_from_channels_first(xp, gw, conv.channel_last)
 
     def backward_impl(
         self, inputs: Sequence[Slot], outputs: Sequence[Slot], prop_down: Sequence[bool],
@@ -89,10 +90,10 @@ class ConvolutionFilterGrad(Function):
                 for n, o, k, p, s, d in zip(g.x_spatial, g.y_spatial, g.kernel, conv.pad,
                                             conv.stride, conv.dilation, strict=True)
             )
-            x.store(_conv.Deconvolution(**params, output_padding=op)(gy.data, ggw), accum[0])
+            x.store(F.conv.Deconvolution(**params, output_padding=op)(gy.data, ggw), accum[0])
         if prop_down[1]:
             # d/dgy <ggw, gw> = conv(x, ggw)
-            gy.store(_conv.Convolution(**params)(x.data, ggw), accum[1])
+            gy.store(F.conv.Convolution(**params)(x.data, ggw), accum[1])
 
 
 def convolution_filter_grad(
@@ -117,9 +118,29 @@ def convolution_filter_grad(
     array([[[2., 2., 2.]]])
     """
     shape = tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
-    n = _conv.n_spatial("convolution_filter_grad", shape, base_axis)
-    args = _conv.spatial_args("convolution_filter_grad", shape, n, pad=pad, stride=stride,
+    n = _kernels.n_spatial("convolution_filter_grad", shape, base_axis)
+    args = _kernels.spatial_args("convolution_filter_grad", shape, n, pad=pad, stride=stride,
                               dilation=dilation)
     f = ConvolutionFilterGrad(kernel=kernel, base_axis=base_axis, group=group,
                               channel_last=channel_last, **args)
     return f(x, gy)
+
+
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+from hodiff import batching as _batching  # noqa: E402
+
+
+def _batch_filter_grad(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    # a filter gradient per example: the examples become groups of one grouped filter gradient
+    size = _batching.batch_size(inputs, axes)
+    x, gy = (_batching.batched(v, a, size) for v, a in zip(inputs, axes, strict=True))
+    conv = self.conv
+    ba = conv.base_axis if conv.base_axis >= 0 else conv.base_axis + x.ndim - 1
+    params = {**conv.params(), "base_axis": ba, "group": conv.group * size}
+    f = ConvolutionFilterGrad(kernel=self.kernel, **params)
+    fold = F.conv.fold_batch
+    gw = f(fold(x, ba, conv.channel_last), fold(gy, ba, conv.channel_last))
+    return F.array.reshape(gw, (size, gw.shape[0] // size, *gw.shape[1:]))
+
+
+ConvolutionFilterGrad.batch_rule = _batch_filter_grad  # type: ignore[attr-defined]

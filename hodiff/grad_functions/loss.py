@@ -15,15 +15,13 @@ from typing import Any
 import numpy as np
 
 from hodiff.context import array_module
-from hodiff.function import Function, Slot, float_dtype
-from hodiff.functions import loss as _loss
-from hodiff.functions import reduction as _red
+from hodiff.function import Flags, Function, Slots, float_dtype
+from hodiff.functions import _loss_kernels as _kernels
+from hodiff.grad_functions import F
 from hodiff.variable import Variable
 
 __all__ = ["scatter_by_label", "select_by_label", "softmax_cross_entropy_grad"]
 
-Slots = Sequence[Slot]
-Flags = Sequence[bool]
 Spec = list[tuple[tuple[int, ...], Any]]
 
 
@@ -45,22 +43,22 @@ class SelectByLabel(Function):
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         x, t = inputs
-        axis = _loss.resolve_axis(self.caller, self.axis, x.ndim)
-        kept = _loss.check_labels(self.caller, x.shape, t, axis)
+        axis = _kernels.resolve_axis(self.caller, self.axis, x.ndim)
+        kept = _kernels.check_labels(self.caller, x.shape, t, axis)
         return [(kept, x.dtype)]
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         x, t = inputs
-        axis = _loss.resolve_axis(self.caller, self.axis, x.ndim)
+        axis = _kernels.resolve_axis(self.caller, self.axis, x.ndim)
         xp = array_module(x)
-        t = _loss.labels_in_range(self.caller, xp, t, axis, x.shape)
+        t = _kernels.labels_in_range(self.caller, xp, t, axis, x.shape)
         outputs[0] = xp.take_along_axis(x, t, axis)
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # transpose of a gather: scatter gy back to the picked entries (zeros elsewhere)
         if prop_down[0]:
             x = inputs[0]
-            axis = _loss.resolve_axis(self.caller, self.axis, len(x.shape))
+            axis = _kernels.resolve_axis(self.caller, self.axis, len(x.shape))
             g = scatter_by_label(outputs[0].grad, inputs[1].data, axis=axis, size=x.shape[axis])
             x.store(g, accum[0])
 
@@ -78,13 +76,13 @@ class ScatterByLabel(Function):
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         g, t = inputs
-        axis = _loss.resolve_axis(self.name, self.axis, g.ndim)
+        axis = _kernels.resolve_axis(self.name, self.axis, g.ndim)
         if g.shape[axis] != 1:
             raise ValueError(
                 f"scatter_by_label: g of shape {g.shape} must have size 1 on axis {axis}"
             )
         shape = (*g.shape[:axis], self.size, *g.shape[axis + 1:])
-        _loss.check_labels(self.name, shape, t, axis, x_name="the output")
+        _kernels.check_labels(self.name, shape, t, axis, x_name="the output")
         return [(shape, g.dtype)]
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
@@ -92,7 +90,7 @@ class ScatterByLabel(Function):
         xp = array_module(g)
         axis = self.axis % g.ndim
         shape = (*g.shape[:axis], self.size, *g.shape[axis + 1:])
-        t = _loss.labels_in_range(self.name, xp, t, axis, shape)
+        t = _kernels.labels_in_range(self.name, xp, t, axis, shape)
         outputs[0] = xp.where(_onehot(xp, t, axis, self.size, g.ndim), g, xp.zeros((), g.dtype))
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
@@ -111,8 +109,8 @@ class SoftmaxCrossEntropyGrad(Function):
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         x, t, gy = inputs
         name = self.name
-        axis = _loss.resolve_axis(name, self.axis, x.ndim)
-        kept = _loss.check_labels(name, x.shape, t, axis)
+        axis = _kernels.resolve_axis(name, self.axis, x.ndim)
+        kept = _kernels.check_labels(name, x.shape, t, axis)
         try:
             ok = np.broadcast_shapes(gy.shape, kept) == kept
         except ValueError:
@@ -126,9 +124,9 @@ class SoftmaxCrossEntropyGrad(Function):
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         x, t, gy = inputs
         xp = array_module(x)
-        axis = _loss.resolve_axis(self.name, self.axis, x.ndim)
-        t = _loss.labels_in_range(self.name, xp, t, axis, x.shape)
-        s = _loss.softmax_array(xp, x, axis)
+        axis = _kernels.resolve_axis(self.name, self.axis, x.ndim)
+        t = _kernels.labels_in_range(self.name, xp, t, axis, x.shape)
+        s = _kernels.softmax_array(xp, x, axis)
         s -= _onehot(xp, t, axis, x.shape[axis], x.ndim)
         s *= gy
         outputs[0] = s
@@ -136,15 +134,16 @@ class SoftmaxCrossEntropyGrad(Function):
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         ggx = outputs[0].grad
         x, t, gy = (s.data for s in inputs)
-        axis = _loss.resolve_axis(self.name, self.axis, len(inputs[0].shape))
-        s = _loss.softmax(x, axis=axis)
+        axis = _kernels.resolve_axis(self.name, self.axis, len(inputs[0].shape))
+        s = F.loss.softmax(x, axis=axis)
         if prop_down[0]:
             # d/dx [gy (s - onehot)] . ggx = gy s (ggx - <ggx, s>)
-            inner = _red.sum(ggx * s, axis=axis, keepdims=True)
+            inner = F.reduction.sum(ggx * s, axis=axis, keepdims=True)
             inputs[0].store(gy * s * (ggx - inner), accum[0])
         if prop_down[2]:
             # d/dgy: <ggx, s - onehot> along the axis
-            ggy = _red.sum(ggx * s, axis=axis, keepdims=True) - select_by_label(ggx, t, axis=axis)
+            ggy = (F.reduction.sum(ggx * s, axis=axis, keepdims=True)
+                   - select_by_label(ggx, t, axis=axis))
             inputs[2].store(ggy, accum[2])
 
 
@@ -184,3 +183,30 @@ def softmax_cross_entropy_grad(x: Any, t: Any, gy: Any, axis: int | None = None)
     array([[-0.5,  0.5]])
     """
     return SoftmaxCrossEntropyGrad(axis=axis)(x, t, gy)
+
+
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+from hodiff import batching as _batching  # noqa: E402
+
+
+def _batch_select(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    # select_by_label(x, t), scatter_by_label(g, t): both batched, the axis shifted
+    size = _batching.batch_size(inputs, axes)
+    x, t = (_batching.batched(v, a, size) for v, a in zip(inputs, axes, strict=True))
+    axis = None if self.axis is None else _batching.map_axis(self.axis, x.ndim - 1)
+    return _batching.renew(self, axis=axis)(x, t)
+
+
+def _batch_sce_grad(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    # (x, t, gy): x and t batched; gy broadcasts to the loss shape, so it is aligned
+    size = _batching.batch_size(inputs, axes)
+    x = _batching.batched(inputs[0], axes[0], size)
+    t = _batching.batched(inputs[1], axes[1], size)
+    gy = _batching.align(inputs[2], axes[2], x.ndim - 1)
+    axis = None if self.axis is None else _batching.map_axis(self.axis, x.ndim - 1)
+    return _batching.renew(self, axis=axis)(x, t, gy)
+
+
+SelectByLabel.batch_rule = _batch_select  # type: ignore[attr-defined]
+ScatterByLabel.batch_rule = _batch_select  # type: ignore[attr-defined]
+SoftmaxCrossEntropyGrad.batch_rule = _batch_sce_grad  # type: ignore[attr-defined]

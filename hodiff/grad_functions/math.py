@@ -15,13 +15,10 @@ from typing import Any
 import numpy as np
 
 from hodiff.context import array_module
-from hodiff.function import Function, Slot, float_dtype
+from hodiff.function import Flags, Function, Slots, float_dtype
 from hodiff.variable import Variable
 
 __all__ = ["sigmoid_backward", "tanh_backward"]
-
-Slots = Sequence[Slot]
-Flags = Sequence[bool]
 
 
 def _fusable(t: Any, gy: Any) -> bool:
@@ -116,3 +113,9 @@ def sigmoid_backward(gy: Any, y: Any) -> Variable:
     array([0.5])
     """
     return SigmoidBackward()(gy, y)
+
+
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+from hodiff import batching as _batching  # noqa: E402
+
+_GradNode.batch_rule = _batching.elementwise  # type: ignore[attr-defined]

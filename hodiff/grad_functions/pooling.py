@@ -12,16 +12,15 @@ from typing import Any
 import numpy as np
 
 from hodiff.context import array_module
-from hodiff.function import Function, Slot, float_dtype
-from hodiff.functions import pooling as _pool
+from hodiff.function import Flags, Function, Slots, float_dtype
+from hodiff.functions import _pool_kernels as _kernels
+from hodiff.grad_functions import F
 from hodiff.variable import Variable
 
 __all__ = ["average_pooling_backward", "interpolate_backward", "max_pooling_backward",
            "sum_pooling_backward"]
 
 Ints = tuple[int, ...]
-Slots = Sequence[Slot]
-Flags = Sequence[bool]
 Spec = list[tuple[Ints, Any]]
 
 
@@ -35,8 +34,8 @@ class PoolingBackward(Function):
         self.shape = tuple(int(s) for s in shape)
         self.average = bool(average)
         self.including_pad = bool(including_pad)
-        self.pool = (_pool.AveragePooling(including_pad=including_pad, **params) if average
-                     else _pool.SumPooling(**params))
+        self.pool = (F.pooling.AveragePooling(including_pad=including_pad, **params) if average
+                     else F.pooling.SumPooling(**params))
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         gy = inputs[0]
@@ -53,7 +52,7 @@ class PoolingBackward(Function):
         w = self.pool.windows(self.shape)
         if self.average:
             gy = gy / xp.asarray(w.counts(gy.ndim, self.including_pad), dtype=gy.dtype)
-        outputs[0] = _pool.window_scatter(xp, gy, w, self.shape)
+        outputs[0] = F.pooling.window_scatter(xp, gy, w, self.shape)
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # the transpose of the transpose: the pooling itself
@@ -89,10 +88,10 @@ class MaxPoolingBackward(Function):
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # the transpose of a scatter is the gather; the index gets no gradient
         if prop_down[0]:
-            inputs[0].store(_pool.MaxPooling()(outputs[0].grad, inputs[1].data), accum[0])
+            inputs[0].store(F.pooling.MaxPooling()(outputs[0].grad, inputs[1].data), accum[0])
 
 
-class InterpolateBackward(_pool.InterpolateBase):
+class InterpolateBackward(_kernels.InterpolateBase):
     """``gx = gy`` multiplied along each spatial axis by the transposed resize matrix."""
 
     def __init__(self, *, input_size: Sequence[int], **params: Any) -> None:
@@ -102,7 +101,7 @@ class InterpolateBackward(_pool.InterpolateBase):
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         gy = inputs[0]
         axes = self.check(gy.shape)
-        int_size = _pool.int_tuple(self.name, "input_size", self.input_size,
+        int_size = _kernels.int_tuple(self.name, "input_size", self.input_size,
                                    len(self.output_size), 1)
         shape = list(gy.shape)
         for ax, n, o in zip(axes, int_size, self.output_size, strict=True):
@@ -115,14 +114,14 @@ class InterpolateBackward(_pool.InterpolateBase):
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         gy = inputs[0]
         gy = gy.astype(float_dtype(gy.dtype), copy=False)
-        axes = _pool.spatial_axes(self.name, gy.shape, len(self.output_size), self.channel_last)
+        axes = _kernels.spatial_axes(self.name, gy.shape, len(self.output_size), self.channel_last)
         mats = [m.T for m in self.matrices(self.input_size)]
-        outputs[0] = _pool.resize(array_module(gy), gy, axes, mats)
+        outputs[0] = _kernels.resize(array_module(gy), gy, axes, mats)
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # the transpose of the transposed resize: the resize itself
         if prop_down[0]:
-            f = _pool.Interpolate(output_size=self.output_size, **self.params())
+            f = F.pooling.Interpolate(output_size=self.output_size, **self.params())
             inputs[0].store(f(outputs[0].grad), accum[0])
 
 
@@ -137,7 +136,7 @@ def sum_pooling_backward(
     >>> sum_pooling_backward(np.array([[1.0, 2.0]]), (1, 4), (2,)).d
     array([[1., 1., 2., 2.]])
     """
-    args = _pool.pool_args("sum_pooling", kernel, stride, pad)
+    args = F.pooling.pool_args("sum_pooling", kernel, stride, pad)
     return PoolingBackward(shape=shape, average=False, including_pad=True,
                            ignore_border=ignore_border, channel_last=channel_last, **args)(gy)
 
@@ -153,7 +152,7 @@ def average_pooling_backward(
     >>> average_pooling_backward(np.array([[1.0, 2.0]]), (1, 4), (2,)).d
     array([[0.5, 0.5, 1. , 1. ]])
     """
-    args = _pool.pool_args("average_pooling", kernel, stride, pad)
+    args = F.pooling.pool_args("average_pooling", kernel, stride, pad)
     return PoolingBackward(shape=shape, average=True, including_pad=including_pad,
                            ignore_border=ignore_border, channel_last=channel_last, **args)(gy)
 
@@ -182,3 +181,37 @@ def interpolate_backward(
     return InterpolateBackward(input_size=input_size, output_size=output_size, mode=mode,
                                align_corners=align_corners, half_pixel=half_pixel,
                                half_pixel_for_nn=half_pixel_for_nn, channel_last=channel_last)(gy)
+
+
+# ---------------------------------------------------------------- batching rules (hd.vmap)
+from hodiff import batching as _batching  # noqa: E402
+
+
+def _batch_leading(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    return self(*inputs)  # windows over the last (spatial) axes: leading axes are carried
+
+
+def _batch_pooling_backward(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    (gy,) = inputs
+    return _batching.renew(self, shape=(gy.shape[0], *self.shape))(gy)
+
+
+PoolingBackward.batch_rule = _batch_pooling_backward  # type: ignore[attr-defined]
+InterpolateBackward.batch_rule = _batch_leading  # type: ignore[attr-defined]
+
+
+def _batch_max_pooling_backward(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]
+                                ) -> Any:
+    # per example: gx_b.flat[index_b] += gy_b, i.e. a gather_add along the flattened example
+    from hodiff.functions import array as _array
+    from hodiff.grad_functions import array as _garray
+
+    size = _batching.batch_size(inputs, axes)
+    gy, index = (_batching.batched(v, a, size) for v, a in zip(inputs, axes, strict=True))
+    n = int(np.prod(self.shape, dtype=np.int64))
+    gx = _garray.gather_add(_array.reshape(gy, (size, -1)), _array.reshape(index, (size, -1)),
+                            (size, n), axis=1, batch_dims=1)
+    return _array.reshape(gx, (size, *self.shape))
+
+
+MaxPoolingBackward.batch_rule = _batch_max_pooling_backward  # type: ignore[attr-defined]

@@ -1,0 +1,138 @@
+"""Shape and index helpers of the array family, shared by ``functions/indexing.py`` (and
+the functions built on it) and ``grad_functions/array.py``: axis and int checks, numpy
+index keys resolved against a shape, the advanced-indexing key of ``gather``. A leaf
+module: it imports no function family.
+"""
+
+from __future__ import annotations
+
+import builtins
+import operator
+from typing import Any
+
+import numpy as np
+
+from hodiff.variable import Variable
+
+_ALL = builtins.slice(None)
+
+
+def shape_of(x: Any) -> tuple[int, ...]:
+    """The shape of a Variable, an array or a scalar (without wrapping it)."""
+    shape = getattr(x, "shape", None)
+    return tuple(shape) if shape is not None else np.shape(x)
+
+
+def normalize_axis(name: str, axis: Any, ndim: int, arg: str = "axis") -> int:
+    """One axis in ``[-ndim, ndim)`` as a non-negative int, or a ValueError naming ``name``."""
+    try:
+        a = operator.index(axis)
+    except TypeError:
+        raise TypeError(f"{name}: {arg} must be an int, got {type(axis).__name__}") from None
+    if not -ndim <= a < ndim:
+        raise ValueError(f"{name}: {arg} {axis} is out of range for an input of {ndim} dims")
+    return a % ndim
+
+
+def as_ints(name: str, arg: str, values: Any) -> tuple[int, ...]:
+    try:
+        return tuple(operator.index(v) for v in values)
+    except TypeError:
+        raise TypeError(f"{name}: {arg} must be a sequence of ints, got {values!r}") from None
+
+
+def key_on(xp: Any, key: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``key`` with its index arrays moved to ``xp`` (numpy keys are used as they are)."""
+    if xp is np:
+        return key
+    return tuple(xp.asarray(k) if isinstance(k, np.ndarray) else k for k in key)
+
+
+class IndexOutOfRangeError(IndexError, ValueError):
+    """An index that does not fit the array.
+
+    An IndexError as in numpy (so iteration stops), and a ValueError as every other
+    bad argument in hodiff.
+    """
+
+
+def index_key(key: Any, shape: tuple[int, ...]) -> tuple[tuple[Any, ...], tuple[int, ...]]:
+    """A numpy index as a tuple of ints, slices, None, Ellipsis and intp arrays, and the
+    shape it selects from an array of ``shape``; boolean masks become their ``nonzero()``.
+
+    Raises TypeError for Variables, floats and bool scalars in the key and ValueError for
+    an index that does not fit ``shape``.
+    """
+    items = key if isinstance(key, tuple) else (key,)
+    out: list[Any] = []
+    for k in items:
+        if isinstance(k, Variable):
+            raise TypeError(
+                "getitem: a Variable cannot be an index (index values must be static); "
+                "use F.gather for indices held in a Variable"
+            )
+        if k is None or k is Ellipsis:
+            out.append(k)
+        elif isinstance(k, builtins.slice):
+            try:
+                parts = [
+                    None if p is None else operator.index(p) for p in (k.start, k.stop, k.step)
+                ]
+            except TypeError:
+                raise TypeError(f"getitem: slice {k} must hold ints or None") from None
+            if parts[2] == 0:
+                raise ValueError(f"getitem: slice {k} has a zero step")
+            out.append(builtins.slice(*parts))
+        elif isinstance(k, bool | np.bool_):
+            raise TypeError("getitem: a boolean scalar is not a supported index")
+        elif isinstance(k, int | np.integer):
+            out.append(int(k))
+        else:
+            a = np.asarray(k.get() if hasattr(k, "get") and not isinstance(k, dict) else k)
+            if a.dtype.kind == "b":
+                out.extend(np.nonzero(a))
+            elif a.dtype.kind in "iu" or a.size == 0:
+                out.append(a.astype(np.intp))
+            else:
+                raise TypeError(f"getitem: index arrays must hold integers or bools, got {a.dtype}")
+    key = tuple(out)
+    try:
+        selected = np.broadcast_to(np.zeros((), np.int8), shape)[key].shape
+    except IndexError as e:
+        raise IndexOutOfRangeError(
+            f"getitem: index {key!r} does not fit x of shape {shape}: {e}"
+        ) from None
+    return key, tuple(selected)
+
+
+def has_arrays(key: tuple[Any, ...]) -> bool:
+    """True when ``key`` holds an index array (advanced indexing: indices may repeat)."""
+    return any(isinstance(k, np.ndarray) for k in key)
+
+
+def gather_key(
+    xp: Any, indices: Any, ndim: int, axis: int, batch_dims: int
+) -> tuple[tuple[Any, ...], list[int] | None]:
+    """The numpy key of ``gather`` and the permutation taking ``x[key]`` to gather's layout.
+
+    Batch axes are indexed by broadcast aranges; when they are separated from ``axis``
+    numpy puts the advanced axes first, and the permutation moves them back.
+    """
+    indices = xp.asarray(indices)
+    n_idx = indices.ndim - batch_dims
+    key: list[Any] = []
+    for k in range(batch_dims):
+        shape = [1] * (batch_dims + n_idx)
+        shape[k] = indices.shape[k]
+        key.append(xp.arange(indices.shape[k]).reshape(shape))
+    key += [_ALL] * (axis - batch_dims) + [indices]
+    if batch_dims == 0 or axis == batch_dims:
+        return tuple(key), None
+    mid = axis - batch_dims
+    perm = (
+        list(range(batch_dims))
+        + list(range(indices.ndim, indices.ndim + mid))
+        + list(range(batch_dims, indices.ndim))
+        + list(range(indices.ndim + mid, ndim - 1 + n_idx))
+    )
+    return tuple(key), perm

@@ -1,0 +1,379 @@
+"""``hd.vmap``: map a function over a batch axis as one batched computation.
+
+How it works (a user of the engine, not an exception to it): inside
+``hd.vmap(f)``, ``f`` receives :class:`BatchedVariable` s. Each one is an
+ordinary Variable of the *per-example* shape (``.shape``, ``.dtype``,
+``.parent``, ``need_grad``) whose value lives in :attr:`BatchedVariable.value`,
+a normal Variable with the batch axis in front. When a primitive is called
+with a batched input, ``Function.__call__`` hands it to :func:`_dispatch`,
+which
+
+1. calls the primitive's ``batch_rule`` (see :mod:`hodiff.batching`) on the
+   batched values: hodiff functions, so the batched computation is recorded as
+   an ordinary graph (the result of ``vmap`` is differentiable like any other);
+2. links the primitive as a node of the *per-example* graph, whose inputs and
+   outputs are BatchedVariables.
+
+``hd.grad`` inside ``f`` runs the engine's reverse pass on that per-example
+graph: every backward rule calls hodiff functions on BatchedVariables, which
+dispatch to batching rules again. So gradients inside ``f`` are per example
+(also with respect to unmapped inputs and closed-over weights), with no rule
+written for vmap-of-grad.
+
+Nested ``vmap`` s have increasing levels: a primitive is batched at the highest
+(innermost) level among its inputs first; the rule's own calls then meet the
+outer levels' BatchedVariables and are batched in turn.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from hodiff import function as _function
+from hodiff.batching import loop, renew
+from hodiff.context import _recording, _trusted, array_module
+from hodiff.variable import Variable
+
+__all__ = ["BatchedVariable", "vmap"]
+
+_levels = itertools.count(1)
+_active: set[int] = set()
+
+
+class BatchedVariable(Variable):
+    """A per-example view of a batched Variable inside ``hd.vmap``.
+
+    ``shape``/``dtype`` are those of one example; :attr:`value` holds the
+    whole batch (batch axis 0). Its value per example is not available: read
+    shapes, call hodiff functions and ``hd.grad`` on it.
+    """
+
+    __slots__ = ("_level", "_value")
+
+    _level: int
+    _value: Variable
+
+    @property  # type: ignore[override]
+    def d(self) -> Any:
+        raise TypeError(
+            f"hd.vmap: a batched variable (per-example shape {self._shape}) has no per-example "
+            "value inside the mapped function; compute with hodiff functions instead"
+        )
+
+    @d.setter
+    def d(self, value: Any) -> None:
+        raise TypeError("hd.vmap: cannot set the value of a batched variable")
+
+    data = d
+
+    @property  # type: ignore[override]
+    def g(self) -> Any:
+        raise TypeError("hd.vmap: a batched variable has no .g; use hd.grad inside vmap")
+
+    @g.setter
+    def g(self, value: Any) -> None:
+        raise TypeError("hd.vmap: a batched variable has no .g; use hd.grad inside vmap")
+
+    grad = g
+
+    @property
+    def value(self) -> Variable:
+        """The batched Variable (batch axis 0)."""
+        return self._value
+
+    def forward(self, clear_buffer: bool = False) -> None:
+        raise TypeError("hd.vmap: forward() of a batched variable; call it on vmap's result")
+
+    def backward(self, grad: Any = None, clear_buffer: bool = False) -> None:
+        raise TypeError("hd.vmap: backward() inside a mapped function; use hd.grad there")
+
+    def unlinked(self, need_grad: bool | None = None) -> Variable:
+        return _wrap(self._value.unlinked(need_grad), self._level, need_grad)
+
+    def __repr__(self) -> str:
+        return (
+            f"BatchedVariable(shape={self._shape}, batch={self._value.shape[0]}, "
+            f"dtype={self._dtype}, level={self._level})"
+        )
+
+
+def _wrap(value: Variable, level: int, need_grad: bool | None = None) -> BatchedVariable:
+    t = Variable.__new__(BatchedVariable)
+    t._data = None
+    t._grad = None
+    t._shape = tuple(value.shape[1:])
+    t._dtype = value.dtype
+    t._value = value
+    t._level = level
+    t.need_grad = value.need_grad if need_grad is None else bool(need_grad)
+    t.parent = None
+    return t
+
+
+class _Strong:
+    """A strong reference with the interface of a weakref (outputs a rule reads back)."""
+
+    __slots__ = ("v",)
+
+    def __init__(self, v: Variable) -> None:
+        self.v = v
+
+    def __call__(self) -> Variable:
+        return self.v
+
+
+def _dispatch(f: Any, inputs: list[Variable]) -> Any:
+    """``Function.__call__`` with a batched input: the batch rule, and the per-example node.
+
+    Returns None when no input is batched (the normal path goes on).
+    """
+    level = 0
+    for x in inputs:
+        if type(x) is BatchedVariable and x._level > level:
+            level = x._level
+    if not level:
+        return None
+    if level not in _active:
+        raise RuntimeError(
+            f"{f.name}: a batched variable is used outside the hd.vmap that made it "
+            "(return it from the mapped function instead of keeping it)"
+        )
+    # argument errors name the per-example shapes, as without vmap (skipped inside hd.grad)
+    specs = None if _trusted.get() else f.setup_impl(inputs)
+    values = []
+    axes: list[int | None] = []
+    for x in inputs:
+        if type(x) is BatchedVariable and x._level == level:
+            values.append(x._value)
+            axes.append(0)
+        else:
+            values.append(x)
+            axes.append(None)
+    _same_backend(values, axes)
+    rule = getattr(type(f), "batch_rule", None) or loop
+    if specs is None:
+        result = rule(f, values, axes)
+    else:  # checked above: the rule's own calls are consistent by construction
+        token = _trusted.set(True)
+        try:
+            result = rule(f, values, axes)
+        finally:
+            _trusted.reset(token)
+    outs = list(result) if isinstance(result, tuple | list) else [result]
+    size = values[axes.index(0)].shape[0]
+    if len(outs) != f.n_outputs or any(
+        not isinstance(o, Variable) or not o.shape or o.shape[0] != size for o in outs
+    ):
+        got = [getattr(o, "shape", type(o).__name__) for o in outs]
+        raise RuntimeError(
+            f"{f.name}: batch_rule must return {f.n_outputs} Variable(s) with the batch axis "
+            f"(size {size}) first, got {got}"
+        )
+    if specs is not None:
+        for k, (o, spec) in enumerate(zip(outs, specs, strict=True)):
+            if tuple(o.shape[1:]) != tuple(spec[0]):
+                raise RuntimeError(
+                    f"{f.name}: batch_rule gave output {k} of shape {tuple(o.shape)}, expected "
+                    f"the batch ({size}) then the per-example shape {tuple(spec[0])}"
+                )
+    outputs = [_wrap(o, level, False) for o in outs]
+    if _recording.get():  # the per-example node, linked as Function.__call__ links one
+        need = False
+        if f.differentiable:
+            for x in inputs:
+                if x.need_grad:
+                    need = True
+                    break
+        node = f if "seq" not in f.__dict__ else renew(f)
+        node.inputs = inputs
+        node.seq = next(_function._seq)
+        keep = f.need_outputs and len(outputs) > 1
+        refs: list[Any] = []
+        for v in outputs:
+            v.need_grad = need
+            v.parent = node
+            refs.append(_Strong(v) if keep else weakref.ref(v))
+        node._outputs = refs
+        node._ydata = [None] * len(outputs) if f.need_outputs else None
+        if len(outputs) > 1:
+            node._out_meta = [(v._shape, v._dtype) for v in outputs]
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+def _same_backend(values: list[Any], axes: list[int | None]) -> None:
+    """Constant numpy leaves (Python scalars wrapped next to a batched input, which has no
+    value to take the backend from) moved to the batch's backend (cupy), in place.
+    """
+    ref = values[axes.index(0)]._data
+    if ref is None or type(ref) is np.ndarray or array_module(ref) is np:
+        return
+    xp = array_module(ref)
+    for i, v in enumerate(values):
+        if (axes[i] is None and type(v) is Variable and v.parent is None and not v.need_grad
+                and type(v._data) is np.ndarray):
+            values[i] = Variable.from_array(xp.asarray(v._data))
+
+
+_function._BATCH_HOOK = _dispatch
+
+
+# ---------------------------------------------------------------- vmap
+def _axes(name: str, axes: Any, n: int, what: str) -> list[int | None]:
+    if axes is None or isinstance(axes, int):
+        return [axes] * n
+    if isinstance(axes, tuple | list):
+        if len(axes) != n:
+            raise ValueError(f"vmap: {name} has {len(axes)} entries for {n} {what}")
+        for a in axes:
+            if a is not None and not isinstance(a, int):
+                raise TypeError(f"vmap: {name} entries must be int or None, got {a!r}")
+        return list(axes)
+    raise TypeError(f"vmap: {name} must be an int, None or a tuple of them, got {axes!r}")
+
+
+def _move_to_front(x: Variable, axis: int) -> Variable:
+    if axis == 0:
+        return x
+    from hodiff.functions import array
+
+    perm = [axis, *[i for i in range(x.ndim) if i != axis]]
+    return array.transpose(x, perm)
+
+
+def _move_from_front(x: Variable, axis: int) -> Variable:
+    if axis == 0:
+        return x
+    from hodiff.functions import array
+
+    perm = list(range(1, x.ndim))
+    perm.insert(axis, 0)
+    return array.transpose(x, perm)
+
+
+def vmap(f: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0) -> Callable[..., Any]:
+    """``f`` mapped over an axis of its arguments, as one batched computation.
+
+    ``vmap(f)(X)`` equals ``stack([f(X[i]) for i in range(B)])`` (along
+    ``out_axes``) but runs every primitive once on the whole batch, through its
+    batching rule. ``f`` may call ``hd.grad`` (per-example gradients) and
+    ``vmap`` (nesting); the result is differentiable like any Variable.
+
+    Args:
+        f: takes Variables (the per-example slices) and returns a Variable or a
+            tuple/list of Variables.
+        in_axes: the mapped axis of every argument (an int), or a tuple with an
+            int or None (not mapped: every example sees the whole argument) per
+            argument.
+        out_axes: where the batch axis goes in each output (an int, or a tuple per
+            output).
+
+    Returns:
+        A function taking arrays or Variables; it returns Variables (a tuple or
+        list when ``f`` does) whose axis ``out_axes`` has the batch size.
+
+    Raises:
+        ValueError: the mapped axes have different sizes (the message names the
+            arguments), an axis is out of range, or no argument is mapped.
+
+    >>> import numpy as np, hodiff as hd, hodiff.functions as F
+    >>> X = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    >>> hd.vmap(lambda x: F.sum(x ** 2))(X).d
+    array([ 5., 25., 61.])
+    >>> per_example = hd.vmap(lambda x: hd.grad(F.sum(x ** 3), x)[0])
+    >>> per_example(X).d
+    array([[  3.,  12.],
+           [ 27.,  48.],
+           [ 75., 108.]])
+    """
+    if not callable(f):
+        raise TypeError(f"vmap: f must be callable, got {type(f).__name__}")
+    if not isinstance(in_axes, tuple | list):
+        _axes("in_axes", in_axes, 1, "arguments")  # type errors at vmap time
+
+    @functools.wraps(f)
+    def mapped(*args: Any) -> Any:
+        axes = _axes("in_axes", in_axes, len(args), "arguments")
+        level = next(_levels)
+        size = None
+        first = None
+        targs: list[Any] = []
+        for i, (a, ax) in enumerate(zip(args, axes, strict=True)):
+            if ax is None:
+                targs.append(a)
+                continue
+            v = a if isinstance(a, Variable) else Variable.from_array(_array(a, i))
+            if not -v.ndim <= ax < v.ndim:
+                raise ValueError(
+                    f"vmap: in_axes[{i}] = {ax} is out of range for argument {i} of shape "
+                    f"{v.shape}"
+                )
+            ax %= v.ndim
+            n = v.shape[ax]
+            if size is None:
+                size, first = n, (i, ax, v.shape)
+            elif n != size:
+                j, axj, shj = first  # type: ignore[misc]
+                raise ValueError(
+                    f"vmap: mapped axes have different sizes: argument {j} (shape {shj}) has "
+                    f"{size} along in_axes {axj}, argument {i} (shape {v.shape}) has {n} along "
+                    f"in_axes {ax}"
+                )
+            targs.append(_wrap(_move_to_front(v, ax), level))
+        if size is None:
+            raise ValueError("vmap: in_axes maps no argument (all None)")
+        _active.add(level)
+        try:
+            out = f(*targs)
+        finally:
+            _active.discard(level)
+        multi = isinstance(out, tuple | list)
+        outs = list(out) if multi else [out]
+        oaxes = _axes("out_axes", out_axes, len(outs), "outputs")
+        results = []
+        for k, (o, ax) in enumerate(zip(outs, oaxes, strict=True)):
+            results.append(_unwrap(o, ax, level, size, k))
+        if not multi:
+            return results[0]
+        return type(out)(results) if isinstance(out, list) else tuple(results)
+
+    return mapped
+
+
+def _array(a: Any, i: int) -> Any:
+    if hasattr(a, "shape") and hasattr(a, "dtype"):
+        return a
+    try:
+        import numpy as np
+
+        return np.asarray(a, dtype=np.float64 if isinstance(a, float) else None)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"vmap: argument {i} must be an array or a Variable, got {type(a).__name__}"
+        ) from None
+
+
+def _unwrap(o: Any, ax: int | None, level: int, size: int, k: int) -> Variable:
+    if not isinstance(o, Variable):
+        raise TypeError(
+            f"vmap: f must return a Variable or a tuple/list of them; output {k} is "
+            f"{type(o).__name__}"
+        )
+    if type(o) is BatchedVariable and o._level == level:
+        if ax is None:
+            raise ValueError(f"vmap: out_axes[{k}] is None but output {k} depends on the batch")
+        v = o._value
+    else:  # the same for every example: broadcast along the batch
+        if ax is None:
+            return o
+        from hodiff.functions import array
+
+        v = array.broadcast(array.reshape(o, (1, *o.shape)), (size, *o.shape))
+    if not -v.ndim <= ax < v.ndim:
+        raise ValueError(f"vmap: out_axes[{k}] = {ax} is out of range for {v.ndim} dimensions")
+    return _move_from_front(v, ax % v.ndim)
