@@ -58,6 +58,12 @@ class AllReduce(Function):
         self.comm._sum_over_ranks(y, "all_reduce")
         outputs[0] = y
 
+    def batch_rule(self, inputs: Sequence[Variable], axes: Sequence[int | None]) -> Variable:
+        """``hd.vmap``: the sum over ranks is elementwise, so one all_reduce of the batched
+        input reduces every example (every rank must map with the same batch size).
+        """
+        return self(inputs[0])
+
     def backward_impl(
         self, inputs: Sequence[Slot], outputs: Sequence[Slot], prop_down: Sequence[bool],
         accum: Sequence[bool],

@@ -181,6 +181,35 @@ def all_reduce_function_in_a_static_graph(comm: Communicator) -> None:
 
 
 @check
+def all_reduce_function_under_vmap(comm: Communicator) -> None:
+    """hd.vmap of a function with F.all_reduce equals the loop over examples."""
+    rng = np.random.default_rng(90 + comm.rank)
+    X = rng.standard_normal((4, 3))
+
+    def f(x):
+        return F.sum(F.all_reduce(x * x, comm) * x)
+
+    def per_example_grad(x):
+        (g,) = hd.grad(f(x), x)
+        return g
+
+    ys = hd.vmap(f)(var(X)).d
+    gs = hd.vmap(per_example_grad)(var(X, True)).d
+    loop_y = [float(f(var(X[i])).d) for i in range(4)]
+    loop_g = []
+    for i in range(4):
+        x = var(X[i], True)
+        loop_g.append(hd.grad(f(x), x)[0].d)
+    Xs = WORLD.allgather(X)
+    S = Xs[0] ** 2 + Xs[1] ** 2  # per example, summed over the ranks
+    # d/dx_r sum_q sum(S * x_q) = S + 2 x_r * (x_0 + x_1)
+    np.testing.assert_allclose(ys, np.sum(S * X, axis=1), rtol=1e-13)
+    np.testing.assert_allclose(gs, S + 2 * X * (Xs[0] + Xs[1]), rtol=1e-13)
+    np.testing.assert_allclose(ys, loop_y, rtol=1e-13)
+    np.testing.assert_allclose(gs, np.stack(loop_g), rtol=1e-13)
+
+
+@check
 def saved_graph_reduces_over_the_loading_world(comm: Communicator) -> None:
     """A graph with F.all_reduce saved and loaded on each rank reduces over COMM_WORLD."""
     x = var(np.arange(3.0) + comm.rank, True)
