@@ -87,8 +87,18 @@ def align(x: Any, axis: int | None, ndim: int) -> Any:
 
 def elementwise(self: Any, inputs: Sequence[Any], axes: Axes) -> Any:
     """Rule of an elementwise function with numpy broadcasting: align, then call it batched."""
-    ndim = max(unbatched_ndim(x, a) for x, a in zip(inputs, axes, strict=True))
-    return self(*[align(x, a, ndim) for x, a in zip(inputs, axes, strict=True)])
+    if len(inputs) == 1:
+        return self(inputs[0])
+    ndim = 0
+    for x, a in zip(inputs, axes, strict=True):
+        n = x.ndim if a is None else x.ndim - 1
+        if n > ndim:
+            ndim = n
+    args = list(inputs)
+    for i, a in enumerate(axes):
+        if a is not None and args[i].ndim - 1 < ndim:
+            args[i] = align(args[i], a, ndim)
+    return self(*args)
 
 
 def map_axis(axis: int, ndim: int) -> int:

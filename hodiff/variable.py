@@ -72,12 +72,12 @@ class Variable:
         not reach the Variable (nor a gradient computed from it). The copy
         costs one pass over the array; ``copy=False`` shares the caller's array
         instead (then the caller must not modify it while a graph uses it).
-        Float and integer arrays keep their dtype; Python scalars take the
-        context's float dtype.
+        Float and integer arrays and numpy scalars (``np.float64(1.0)``) keep
+        their dtype; Python scalars take the context's float dtype.
         """
         if isinstance(array, Variable):
             raise TypeError("Variable.from_array: got a Variable; use it directly or .unlinked()")
-        if isinstance(array, bool | int | float):
+        if isinstance(array, bool | int | float) and not isinstance(array, np.generic):
             ctx = get_default_context()
             array = ctx.xp.asarray(array, dtype=ctx.dtype)
         elif array_module(array) is np:

@@ -43,6 +43,8 @@ from hodiff.variable import Variable
 __all__ = ["BatchedVariable", "vmap"]
 
 _levels = itertools.count(1)
+_ref = weakref.ref
+_new_batched = object.__new__
 _active: set[int] = set()
 
 
@@ -131,12 +133,18 @@ class _Strong:
 def _dispatch(f: Any, inputs: list[Variable]) -> Any:
     """``Function.__call__`` with a batched input: the batch rule, and the per-example node.
 
-    Returns None when no input is batched (the normal path goes on).
+    Returns None when no input is batched (the normal path goes on). Written with plain
+    loops: it runs once per primitive call inside ``vmap``.
     """
     level = 0
+    mixed = False
     for x in inputs:
-        if type(x) is BatchedVariable and x._level > level:
-            level = x._level
+        if type(x) is BatchedVariable:
+            lv = x._level
+            if lv != level:
+                mixed = mixed or level != 0
+                if lv > level:
+                    level = lv
     if not level:
         return None
     if level not in _active:
@@ -145,19 +153,27 @@ def _dispatch(f: Any, inputs: list[Variable]) -> Any:
             "(return it from the mapped function instead of keeping it)"
         )
     # argument errors name the per-example shapes, as without vmap (skipped inside hd.grad)
-    specs = None if _trusted.get() else f.setup_impl(inputs)
-    values = []
+    trusted = _trusted.get()
+    specs = None if trusted else f.setup_impl(inputs)
+    values: list[Any] = []
     axes: list[int | None] = []
+    first = None
     for x in inputs:
-        if type(x) is BatchedVariable and x._level == level:
-            values.append(x._value)
+        if type(x) is BatchedVariable and (not mixed or x._level == level):
+            v = x._value
+            values.append(v)
             axes.append(0)
+            if first is None:
+                first = v
         else:
             values.append(x)
             axes.append(None)
-    _same_backend(values, axes)
+    assert first is not None
+    ref = first._data
+    if ref is not None and type(ref) is not np.ndarray:
+        _same_backend(ref, values, axes)
     rule = getattr(type(f), "batch_rule", None) or loop
-    if specs is None:
+    if trusted:
         result = rule(f, values, axes)
     else:  # checked above: the rule's own calls are consistent by construction
         token = _trusted.set(True)
@@ -165,24 +181,32 @@ def _dispatch(f: Any, inputs: list[Variable]) -> Any:
             result = rule(f, values, axes)
         finally:
             _trusted.reset(token)
-    outs = list(result) if isinstance(result, tuple | list) else [result]
-    size = values[axes.index(0)].shape[0]
-    if len(outs) != f.n_outputs or any(
-        not isinstance(o, Variable) or not o.shape or o.shape[0] != size for o in outs
-    ):
-        got = [getattr(o, "shape", type(o).__name__) for o in outs]
-        raise RuntimeError(
-            f"{f.name}: batch_rule must return {f.n_outputs} Variable(s) with the batch axis "
-            f"(size {size}) first, got {got}"
-        )
-    if specs is not None:
-        for k, (o, spec) in enumerate(zip(outs, specs, strict=True)):
-            if tuple(o.shape[1:]) != tuple(spec[0]):
-                raise RuntimeError(
-                    f"{f.name}: batch_rule gave output {k} of shape {tuple(o.shape)}, expected "
-                    f"the batch ({size}) then the per-example shape {tuple(spec[0])}"
-                )
-    outputs = [_wrap(o, level, False) for o in outs]
+    outs = result if type(result) is tuple else (
+        tuple(result) if isinstance(result, list) else (result,))
+    size = first._shape[0]
+    outputs = []
+    ok = len(outs) == f.n_outputs
+    for k, o in enumerate(outs):
+        if not ok or not isinstance(o, Variable) or not o._shape or o._shape[0] != size:
+            got = [getattr(o, "shape", type(o).__name__) for o in outs]
+            raise RuntimeError(
+                f"{f.name}: batch_rule must return {f.n_outputs} Variable(s) with the batch "
+                f"axis (size {size}) first, got {got}"
+            )
+        if specs is not None and o._shape[1:] != tuple(specs[k][0]):
+            raise RuntimeError(
+                f"{f.name}: batch_rule gave output {k} of shape {o._shape}, expected the "
+                f"batch ({size}) then the per-example shape {tuple(specs[k][0])}"
+            )
+        t = _new_batched(BatchedVariable)
+        t._data = t._grad = None
+        t._shape = o._shape[1:]
+        t._dtype = o._dtype
+        t._value = o
+        t._level = level
+        t.need_grad = False
+        t.parent = None
+        outputs.append(t)
     if _recording.get():  # the per-example node, linked as Function.__call__ links one
         need = False
         if f.differentiable:
@@ -198,7 +222,7 @@ def _dispatch(f: Any, inputs: list[Variable]) -> Any:
         for v in outputs:
             v.need_grad = need
             v.parent = node
-            refs.append(_Strong(v) if keep else weakref.ref(v))
+            refs.append(_Strong(v) if keep else _ref(v))
         node._outputs = refs
         node._ydata = [None] * len(outputs) if f.need_outputs else None
         if len(outputs) > 1:
@@ -206,14 +230,13 @@ def _dispatch(f: Any, inputs: list[Variable]) -> Any:
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
-def _same_backend(values: list[Any], axes: list[int | None]) -> None:
+def _same_backend(ref: Any, values: list[Any], axes: list[int | None]) -> None:
     """Constant numpy leaves (Python scalars wrapped next to a batched input, which has no
     value to take the backend from) moved to the batch's backend (cupy), in place.
     """
-    ref = values[axes.index(0)]._data
-    if ref is None or type(ref) is np.ndarray or array_module(ref) is np:
-        return
     xp = array_module(ref)
+    if xp is np:
+        return
     for i, v in enumerate(values):
         if (axes[i] is None and type(v) is Variable and v.parent is None and not v.need_grad
                 and type(v._data) is np.ndarray):

@@ -46,10 +46,26 @@ def test_forward_matches_reference(spec: Spec) -> None:
     i for s, i in zip(SPECS, IDS, strict=True) if s.float32])
 def test_float32_in_float32_out(spec: Spec) -> None:
     xs = [x.astype(np.float32) if is_float(x) else x for x in spec.sample()]
-    _, y = call(spec, xs)
-    for o in outputs_of(y):
+    vs, y = call(spec, xs, need_grad=spec.order > 0)
+    outs = outputs_of(y)
+    for o in outs:
         if o.dtype.kind == "f":
             assert o.dtype == np.float32, f"{spec.name} gave {o.dtype} for float32 inputs"
+    wanted = [v for v in vs if v.need_grad]
+    floats = [o for o in outs if o.dtype.kind == "f"]
+    if not wanted or not floats:
+        return
+    total = F.sum(floats[0])
+    for o in floats[1:]:
+        total = total + F.sum(o)
+    # the gradients too, recorded (hd.grad) and plain (backward): float32 in, float32 out
+    for v, g in zip(wanted, hd.grad(total, wanted, allow_unused=True), strict=True):
+        if v.dtype == np.float32:
+            assert g.dtype == np.float32, f"{spec.name}: hd.grad gave {g.dtype} for float32"
+    total.backward()
+    for v in wanted:
+        if v.dtype == np.float32:
+            assert v.g.dtype == np.float32, f"{spec.name}: backward gave {v.g.dtype} for float32"
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=IDS)

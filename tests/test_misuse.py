@@ -357,3 +357,11 @@ def test_a_rule_storing_a_gradient_of_another_shape_is_named() -> None:
     unchanged_after(ValueError, match, lambda: F.sum(WritesGrad()(x)).backward(), x)
     with pytest.raises(ValueError, match=r"inputs\[0\] \(shape \(3, 2\)\) came out with shape"):
         hd.grad(F.sum(WritesGrad()(x)), x)
+
+
+def test_from_array_keeps_a_numpy_scalars_dtype() -> None:
+    # np.float64 subclasses Python's float: it must keep float64, not take the context's dtype
+    assert hd.Variable.from_array(np.float64(1.5)).dtype == np.float64
+    assert hd.Variable.from_array(np.float32(1.5)).dtype == np.float32
+    assert hd.Variable.from_array(np.int64(2)).dtype == np.int64
+    assert hd.Variable.from_array(1.5).dtype == hd.get_default_context().dtype

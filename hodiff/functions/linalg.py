@@ -633,9 +633,9 @@ def _batch_matmul(self: Any, inputs: Sequence[Any], axes: _Axes) -> Any:
 
 
 def _arithmetic_mul() -> Any:
-    from hodiff.functions import arithmetic
+    from hodiff.functions.arithmetic import Mul2
 
-    return arithmetic.Mul2()
+    return Mul2()
 
 
 def _batch_einsum(self: Any, inputs: Sequence[Any], axes: _Axes) -> Any:

@@ -153,6 +153,10 @@ class SigmoidCrossEntropy(Function):
         gy = outputs[0].grad
         x, t = inputs[0].data, inputs[1].data
         if prop_down[0]:
+            if t.dtype != x.dtype:  # integer labels: keep x's float dtype (float32 stays)
+                from hodiff.functions.shaping import astype
+
+                t = astype(t, x.dtype)
             inputs[0].store(gy * (_act.sigmoid(x) - t), accum[0])
         if prop_down[1]:
             inputs[1].store(-(gy * x), accum[1])
