@@ -78,3 +78,7 @@ __all__ += [
     "save_parameters",
     "seed",
 ]
+
+from hodiff import distributed  # noqa: E402 - imports without mpi4py (loaded on first use)
+
+__all__ += ["distributed"]

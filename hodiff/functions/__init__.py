@@ -54,3 +54,10 @@ FAMILIES = (
 )
 
 __all__ = [name for module in FAMILIES for name in module.__all__]
+
+# collectives (hodiff.distributed); appended so that families added above merge cleanly
+from hodiff.functions import distributed  # noqa: E402
+from hodiff.functions.distributed import *  # noqa: E402, F403
+
+FAMILIES = (*FAMILIES, distributed)  # type: ignore[assignment]
+__all__ += distributed.__all__
