@@ -6,8 +6,8 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from hodiff import graph
-from hodiff.context import array_module, get_auto_forward, get_default_context, is_recording
-from hodiff.function import GradientShapeError
+from hodiff.context import get_auto_forward, is_recording
+from hodiff.function import GradientShapeError, array_module_of
 from hodiff.variable import Variable, is_scalar
 
 __all__ = ["grad", "iter_grads"]
@@ -27,10 +27,7 @@ def _seed(i: int, y: Variable, g: Any) -> Variable:
     """The seed of output ``i``: ones of its shape by default (any shape, as ``.backward()``);
     a scalar broadcasts to the output's shape; an array or Variable must have its shape.
     """
-    v = y  # inside hd.vmap the per-example y has no value: its batched value has the module
-    while v._data is None and isinstance(getattr(v, "_value", None), Variable):
-        v = v._value
-    xp = array_module(v._data) if v._data is not None else get_default_context().xp
+    xp = array_module_of(y)  # inside hd.vmap: the module of y's batched value
     dtype = y._grad_dtype()
     if g is None:
         return Variable.from_array(xp.ones(y.shape, dtype=dtype))
@@ -129,7 +126,7 @@ def grad(
                 f"{g.shape}: a backward rule stored a gradient of another shape than its input"
             )
         if g is None:
-            xp = array_module(x._data)
+            xp = array_module_of(x)
             g = Variable.from_array(xp.zeros(x.shape, dtype=x._grad_dtype()))
         out.append(g)
     return out

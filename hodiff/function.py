@@ -425,19 +425,22 @@ def _wrap(value: Any, args: Sequence[Any]) -> Variable:
 
 
 def array_module_of(*values: Any) -> Any:
-    """numpy or cupy: the module of the first of ``values`` that has an array (a bare array,
-    a Variable's value, or the batched value of a Variable inside ``hd.vmap``); the context's
-    module when none has one yet (a static graph before its forward).
+    """numpy or cupy: cupy if any of ``values`` has a cupy array (a bare array, a Variable's
+    value, or the batched value of a Variable inside ``hd.vmap``), else numpy; the context's
+    module when none has an array yet (a static graph before its forward).
 
     Composed functions make their constants (masks, index arrays) with it, so that they live
     where the inputs do.
     """
+    found = None
     for a in values:
         while isinstance(a, Variable):
             a = a._data if a._data is not None else getattr(a, "_value", None)
         if a is not None and hasattr(a, "shape"):
-            return array_module(a)
-    return get_default_context().xp
+            found = array_module(a)
+            if found is not np:  # a GPU array anywhere wins over host arrays
+                return found
+    return found if found is not None else get_default_context().xp
 
 
 def _as_declared(f: Function, xs: Sequence[Any], ys: list[Any], dtypes: Sequence[Any]) -> list[Any]:

@@ -22,7 +22,14 @@ from typing import Any
 import numpy as np
 
 from hodiff.context import _raw, _trusted, array_module, get_default_context
-from hodiff.function import Function, GradientShapeError, Slot, _as_declared, _seq
+from hodiff.function import (
+    Function,
+    GradientShapeError,
+    Slot,
+    _as_declared,
+    _seq,
+    array_module_of,
+)
 from hodiff.variable import Variable, _no_value
 
 __all__ = [
@@ -443,8 +450,7 @@ def _declared(f: Function) -> list[Any]:
 def _zeros_like_output(f: Function, i: int) -> Any:
     """Zeros for an output that received no gradient (a multi-output node)."""
     shape, dtype = f._out_meta[i]
-    xs = [x._data for x in f.inputs if x._data is not None]
-    xp = array_module(xs[0]) if xs else get_default_context().xp
+    xp = array_module_of(*f.inputs)
     return xp.zeros(shape, dtype=dtype if dtype.kind == "f" else np.float64)
 
 

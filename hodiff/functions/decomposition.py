@@ -169,6 +169,15 @@ class Cholesky(Function):
             inputs[0].store(_lower_read(s), accum[0])
 
 
+def _column_signs(xp: Any, v: Any) -> Any:
+    """``(..., 1, K)`` signs that make the largest-magnitude entry of each column of ``v``
+    positive: one convention for numpy and cupy (LAPACK and cuSOLVER pick different signs).
+    The sign is constant where it is differentiable, so the rules hold as they are.
+    """
+    i = xp.argmax(xp.abs(v), axis=-2)[..., None, :]
+    return xp.where(xp.take_along_axis(v, i, axis=-2) < 0, -1.0, 1.0).astype(v.dtype)
+
+
 class Eigh(Function):
     n_outputs = 2
     need_inputs = False
@@ -181,8 +190,9 @@ class Eigh(Function):
         return [(a.shape[:-1], dtype), (a.shape, dtype)]
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
-        w, v = array_module(inputs[0]).linalg.eigh(inputs[0])
-        outputs[0], outputs[1] = _float(w), _float(v)
+        xp = array_module(inputs[0])
+        w, v = xp.linalg.eigh(inputs[0])
+        outputs[0], outputs[1] = _float(w), _float(v * _column_signs(xp, v))
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # G = V (diag(gw) + F o (V^T gV)) V^T, F_ij = 1 / (w_j - w_i) off the diagonal;
@@ -238,7 +248,12 @@ class Svd(Function):
             outputs[0] = _float(xp.linalg.svd(inputs[0], compute_uv=False))
             return
         u, s, vh = xp.linalg.svd(inputs[0], full_matrices=self.full_matrices)
-        outputs[0], outputs[1], outputs[2] = _float(u), _float(s), _float(vh)
+        # the sign convention of eigh on u's columns; each vh row flips with its u column
+        su = _column_signs(xp, u)
+        sv = xp.swapaxes(_column_signs(xp, xp.swapaxes(vh, -1, -2)), -1, -2)
+        k = s.shape[-1]
+        sv[..., :k, :] = xp.swapaxes(su[..., :, :k], -1, -2)
+        outputs[0], outputs[1], outputs[2] = _float(u * su), _float(s), _float(vh * sv)
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         if not prop_down[0]:
@@ -376,9 +391,11 @@ def eigh(a: Any) -> tuple[Variable, Variable]:
     ``w`` (..., N) ascending, ``v`` (..., N, N) with the eigenvectors as columns (numpy's
     ``linalg.eigh``; the lower triangle of ``a`` is read).
 
-    Derivatives assume distinct eigenvalues; a loss must not depend on the sign of each
-    eigenvector (which is arbitrary). At exactly repeated eigenvalues the gradient of a loss
-    of ``w`` alone is still exact (the eigenvector terms of the tie are dropped).
+    Each eigenvector's sign is fixed by a convention (its largest-magnitude entry is
+    positive), the same on numpy and cupy. Derivatives assume distinct eigenvalues (and no
+    tie for the largest-magnitude entry of a vector). At exactly repeated eigenvalues the
+    gradient of a loss of ``w`` alone is still exact (the eigenvector terms of the tie are
+    dropped).
 
     >>> import numpy as np, hodiff.functions as F
     >>> F.eigh(np.array([[2.0, 1.0], [1.0, 2.0]]))[0].d
@@ -397,9 +414,9 @@ def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True) -> Any:
             ``a`` is square (the extra singular vectors are not unique).
         compute_uv: return ``(u, s, vh)``; else ``s`` only.
 
-    Derivatives assume distinct nonzero singular values and a loss that does not depend on
-    the signs of the singular vector pairs (at exactly repeated values the gradient of a loss
-    of ``s`` alone is still exact).
+    Signs follow ``eigh``'s convention on the columns of ``u`` (each row of ``vh`` flips with
+    its column), the same on numpy and cupy. Derivatives assume distinct nonzero singular
+    values (at exactly repeated values the gradient of a loss of ``s`` alone is still exact).
 
     >>> import numpy as np, hodiff.functions as F
     >>> F.svd(np.array([[3.0, 0.0], [0.0, -2.0]]), compute_uv=False).d
