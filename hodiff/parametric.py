@@ -78,6 +78,21 @@ def _glorot(inmaps: int, outmaps: int, kernel: Sequence[int] = (1, 1)) -> I.Unif
     return I.UniformInitializer(I.calc_uniform_lim_glorot(inmaps, outmaps, tuple(kernel)))
 
 
+def _weight_and_bias(
+    name: str, w_shape: tuple[int, ...], w_default: Init, b_shape: tuple[int, ...],
+    with_bias: bool, w_init: Init, b_init: Init,
+) -> tuple[Variable, Variable | None]:
+    """``name/W`` (``w_default``, Glorot uniform, unless ``w_init``) and, with a bias,
+    ``name/b`` (zeros unless ``b_init``): the parameters of the affine and convolution layers.
+    """
+    with parameter_scope(name):
+        w = get_parameter_or_create("W", w_shape, w_default if w_init is None else w_init)
+        b = None
+        if with_bias:
+            b = get_parameter_or_create(
+                "b", b_shape, I.ConstantInitializer() if b_init is None else b_init)
+    return w, b
+
 def affine(
     x: Any,
     n_outmaps: int | Sequence[int],
@@ -111,14 +126,8 @@ def affine(
     else:
         outs = [int(n) for n in n_outmaps]
     inmaps = int(np.prod(shape[base_axis:]))
-    with parameter_scope(name):
-        w = get_parameter_or_create(
-            "W", (inmaps, *outs), _glorot(inmaps, int(np.prod(outs))) if w_init is None else w_init
-        )
-        b = None
-        if with_bias:
-            b = get_parameter_or_create("b", tuple(outs),
-                                        I.ConstantInitializer() if b_init is None else b_init)
+    w, b = _weight_and_bias(name, (inmaps, *outs), _glorot(inmaps, int(np.prod(outs))),
+                            tuple(outs), with_bias, w_init, b_init)
     return F.affine(x, w, b, base_axis=base_axis)
 
 
@@ -164,13 +173,8 @@ def convolution(
     if group < 1 or c % group:
         raise ValueError(f"PF.convolution: {c} input channels are not divisible by group={group}")
     w_shape = (outmaps, *kernel, c // group) if channel_last else (outmaps, c // group, *kernel)
-    with parameter_scope(name):
-        w = get_parameter_or_create(
-            "W", w_shape, _glorot(c, outmaps, kernel) if w_init is None else w_init)
-        b = None
-        if with_bias:
-            b = get_parameter_or_create("b", (outmaps,),
-                                        I.ConstantInitializer() if b_init is None else b_init)
+    w, b = _weight_and_bias(name, w_shape, _glorot(c, outmaps, kernel), (outmaps,), with_bias,
+                            w_init, b_init)
     return F.convolution(x, w, b, base_axis=base_axis, pad=pad, stride=stride,
                          dilation=dilation, group=group, channel_last=channel_last)
 
@@ -206,13 +210,8 @@ def deconvolution(
     if group < 1 or outmaps % group:
         raise ValueError(f"PF.deconvolution: outmaps={outmaps} is not divisible by group={group}")
     w_shape = (c, *kernel, outmaps // group) if channel_last else (c, outmaps // group, *kernel)
-    with parameter_scope(name):
-        w = get_parameter_or_create(
-            "W", w_shape, _glorot(outmaps, c, kernel) if w_init is None else w_init)
-        b = None
-        if with_bias:
-            b = get_parameter_or_create("b", (outmaps,),
-                                        I.ConstantInitializer() if b_init is None else b_init)
+    w, b = _weight_and_bias(name, w_shape, _glorot(outmaps, c, kernel), (outmaps,), with_bias,
+                            w_init, b_init)
     return F.deconvolution(x, w, b, base_axis=base_axis, pad=pad, stride=stride,
                            dilation=dilation, group=group, channel_last=channel_last,
                            output_padding=output_padding)
@@ -243,13 +242,8 @@ def depthwise_convolution(
     kernel = tuple(int(k) for k in kernel)
     c = _channels("depthwise_convolution", shape, base_axis, False)
     out = c * int(multiplier)
-    with parameter_scope(name):
-        w = get_parameter_or_create(
-            "W", (out, *kernel), _glorot(out, c, kernel) if w_init is None else w_init)
-        b = None
-        if with_bias:
-            b = get_parameter_or_create("b", (out,),
-                                        I.ConstantInitializer() if b_init is None else b_init)
+    w, b = _weight_and_bias(name, (out, *kernel), _glorot(out, c, kernel), (out,), with_bias,
+                            w_init, b_init)
     return F.depthwise_convolution(x, w, b, base_axis=base_axis, pad=pad, stride=stride,
                                    dilation=dilation, multiplier=multiplier)
 

@@ -11,6 +11,7 @@ import hodiff as hd
 import hodiff.functions as F
 from hodiff.testing import Spec, check_function, labels
 from hodiff.testing.specs import all_specs
+from tests.harness import gpu
 
 X = np.array([0.5, -1.5, 0.7])
 
@@ -283,12 +284,7 @@ def test_strategies_import_without_hypothesis(monkeypatch):
 
 
 def test_check_function_on_cupy_inputs():
-    cp = pytest.importorskip("cupy")
-    try:
-        if cp.cuda.runtime.getDeviceCount() < 1:
-            pytest.skip("no GPU")
-    except Exception:
-        pytest.skip("no usable GPU")
+    cp = gpu()
     assert check_function(Square(), cp.asarray(X))
     report = check_function(NoAccum(), cp.asarray(X), raise_exception=False)
     assert not report["accumulate vs overwrite"].ok

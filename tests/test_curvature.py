@@ -8,6 +8,7 @@ import pytest
 import hodiff as hd
 import hodiff.functions as F
 from hodiff import curvature as C
+from tests.harness import gpu
 
 SHAPES = [(5, 7), (7,), (7, 3), (3,)]  # 62 parameters: more than the Lanczos basis (restarts)
 
@@ -245,18 +246,8 @@ def test_demo_shows_curvature_and_check_function(capsys):
     assert "fails: finite differences, order 2, accumulate vs overwrite" in out
 
 
-def _cupy():
-    cp = pytest.importorskip("cupy")
-    try:
-        if cp.cuda.runtime.getDeviceCount() < 1:
-            pytest.skip("no GPU")
-    except Exception:  # cupy installed without a driver
-        pytest.skip("no usable GPU")
-    return cp
-
-
 def test_cupy_matches_numpy(mlp):
-    cp = _cupy()
+    cp = gpu()
     loss, arrays, H, ev = mlp
     ps = [hd.Variable.from_array(cp.asarray(a), need_grad=True) for a in arrays]
     values, vectors = C.eigenvalues(loss(*ps), ps, k=2, which="LM", tol=1e-8)

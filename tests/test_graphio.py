@@ -29,7 +29,7 @@ from hodiff.graphio.files import read_file, write_file
 from hodiff.graphio.walk import graph_nodes
 from hodiff.testing import all_specs, spec_ids
 from hodiff.testing.spec import Spec
-from tests.harness import call, outputs_of, weights
+from tests.harness import call, gpu, outputs_of, weights
 
 SPECS = all_specs()
 IDS = spec_ids(SPECS)
@@ -618,12 +618,7 @@ def test_example_makes_both_pictures(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------ cupy
 def test_cupy_graph_saves_and_loads_onto_either_backend(tmp_path: Path) -> None:
-    cp = pytest.importorskip("cupy")
-    try:
-        if cp.cuda.runtime.getDeviceCount() < 1:
-            pytest.skip("no GPU")
-    except Exception:  # cupy installed without a driver
-        pytest.skip("no usable GPU")
+    cp = gpu()
     rng = np.random.default_rng(0)
     xs, ws_np = rng.standard_normal((5, 3)), [rng.standard_normal(s) for s in [(3, 4), (4,)]]
     x = hd.Variable.from_array(cp.asarray(xs))

@@ -16,6 +16,7 @@ import scipy.optimize
 import scipy.sparse.linalg
 
 from hodiff.scipy import HessianOperator, Objective, minimize
+from tests.harness import gpu
 
 RNG = np.random.default_rng(0)
 N = 5
@@ -191,12 +192,7 @@ def test_missing_scipy_says_which_extra_to_install(monkeypatch):
 
 
 def test_hessian_operator_on_cupy():
-    cp = pytest.importorskip("cupy")
-    try:
-        if cp.cuda.runtime.getDeviceCount() < 1:
-            pytest.skip("no GPU")
-    except Exception:  # cupy installed without a driver
-        pytest.skip("no usable GPU")
+    cp = gpu()
     w = hd.Variable.from_array(cp.asarray(RNG.standard_normal((2, 2))), need_grad=True)
     b = hd.Variable.from_array(cp.asarray(RNG.standard_normal(2)), need_grad=True)
     loss = F.sum(F.exp(w) * b) + F.sum(b * b * b)

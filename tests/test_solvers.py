@@ -10,6 +10,7 @@ import pytest
 import hodiff as hd
 import hodiff.functions as F
 import hodiff.solvers as S
+from tests.harness import gpu
 
 SHAPES = [(3, 4), (5,), ()]
 STEPS = 40
@@ -283,11 +284,7 @@ def test_load_states_checks_names_and_shapes(tmp_path) -> None:
 
 
 def test_cupy_parameters_are_updated_on_the_device() -> None:
-    cp = pytest.importorskip("cupy")
-    try:
-        cp.cuda.runtime.getDeviceCount()
-    except Exception:
-        pytest.skip("no GPU")
+    cp = gpu()
     w0 = initial()
     params = {f"p{k}": hd.Variable.from_array(cp.asarray(w), need_grad=True)
               for k, w in enumerate(w0)}

@@ -7,6 +7,7 @@ import pytest
 
 import hodiff as hd
 import hodiff.functions as F
+from tests.harness import gpu
 
 RNG = np.random.default_rng(0)
 A = RNG.standard_normal((3, 3))
@@ -309,18 +310,8 @@ def test_other_bad_input():
 
 
 # ---------------------------------------------------------------- cupy
-def _cupy():
-    cp = pytest.importorskip("cupy")
-    try:
-        if cp.cuda.runtime.getDeviceCount() < 1:
-            pytest.skip("no GPU")
-    except Exception:  # cupy installed without a driver
-        pytest.skip("no usable GPU")
-    return cp
-
-
 def test_cupy_results_are_cupy_and_match_numpy():
-    cp = _cupy()
+    cp = gpu()
 
     def vec(x, w):
         return F.exp(x) * F.sum(x * w)
