@@ -98,6 +98,26 @@ def _to_numpy(a: Any) -> np.ndarray:
     return np.asarray(a.get() if hasattr(a, "get") else a)
 
 
+
+def directional(
+    f: Callable[..., Any], k: int, arrays: Sequence[Any], diff: Sequence[int], u: Any,
+    directions: Sequence[Sequence[Any]],
+) -> tuple[Variable, list[Variable]]:
+    """``S_k`` at ``arrays`` and the Variables it was built from: ``S_1 = sum(u * f(x))``,
+    ``S_(j+1) = sum_i <directions[j][i], d S_j / d x_i>`` over the float inputs ``diff``
+    (the recursion of autograd's ``check_grads``: each order is a first derivative of the last).
+    """
+    vs = [Variable.from_array(a, need_grad=i in diff) for i, a in enumerate(arrays)]
+    s = _sum_all(f(*vs) * u)
+    for level in range(k - 1):
+        gs = grad(s, [vs[i] for i in diff], allow_unused=True)
+        terms = [_sum_all(g * v) for g, v in zip(gs, directions[level], strict=True)]
+        s = terms[0]
+        for t in terms[1:]:
+            s = s + t
+    return s, vs
+
+
 def gradcheck(
     f: Callable[..., Variable],
     inputs: Any,
@@ -181,16 +201,7 @@ def gradcheck(
         ]
 
         def scalar(k: int, arrays: Sequence[Any]) -> tuple[Variable, list[Variable]]:
-            """S_k at ``arrays`` and the Variables it was built from."""
-            vs = [Variable.from_array(a, need_grad=i in diff) for i, a in enumerate(arrays)]
-            s = _sum_all(f(*vs) * u)
-            for level in range(k - 1):
-                gs = grad(s, [vs[i] for i in diff], allow_unused=True)
-                terms = [_sum_all(g * v) for g, v in zip(gs, directions[level], strict=True)]
-                s = terms[0]
-                for t in terms[1:]:
-                    s = s + t
-            return s, vs
+            return directional(f, k, arrays, diff, u, directions)
 
         for k in range(1, order + 1):
             s, vs = scalar(k, xs)

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from hodiff.autograd import grad
-from hodiff.check import GradcheckReport, _sum_all
+from hodiff.check import GradcheckReport, directional
 from hodiff.context import array_module, auto_forward
 from hodiff.variable import Variable
 
@@ -60,15 +60,7 @@ def fast_gradcheck(
         ]
 
         def scalar(k: int, arrays: Sequence[Any]) -> tuple[Variable, list[Variable]]:
-            vs = [Variable.from_array(a, need_grad=i in diff) for i, a in enumerate(arrays)]
-            s = _sum_all(f(*vs) * u)
-            for level in range(k - 1):
-                gs = grad(s, [vs[i] for i in diff], allow_unused=True)
-                terms = [_sum_all(g * v) for g, v in zip(gs, directions[level], strict=True)]
-                s = terms[0]
-                for t in terms[1:]:
-                    s = s + t
-            return s, vs
+            return directional(f, k, arrays, diff, u, directions)
 
         for k in range(1, order + 1):
             d = [xp.asarray(rng.standard_normal(xs[i].shape)) for i in diff]
