@@ -26,6 +26,10 @@ TARGETS = (
     ("W7a", "torch", 1.0, "W7 per-example gradients: hodiff / torch.func <= 1.0"),
     ("W7a", "hvp/grad", 3.0, "W7: hodiff per-example / batch gradient <= 3"),
 )
+#: (task, peer, bound, text) on the peak resident-set growth of one call (the memory pass)
+MEMORY_TARGETS = (
+    ("W3", "torch", 1.3, "W3 peak memory: hodiff / torch <= 1.3"),
+)
 NOTES_HEADING = "## Notes"
 
 
@@ -77,6 +81,12 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
             if value is not None:
                 targets.append({"target": text, "dtype": entry["dtype"], "value": value,
                                 "bound": bound, "met": value <= bound})
+    for task, peer, bound, text in MEMORY_TARGETS:
+        for (t, dtype), rows in table.items():
+            a, b = (rows.get(lib, {}).get("peak_rss_bytes") for lib in ("hodiff", peer))
+            if t == task and a is not None and b:
+                targets.append({"target": text, "dtype": dtype, "value": a / b,
+                                "bound": bound, "met": a / b <= bound})
     return {"ratios": ratios, "hvp_over_grad": hvp, "targets": targets}
 
 
@@ -132,7 +142,7 @@ def markdown_tables(result: dict[str, Any]) -> str:
                          + " | ".join(cells) + " |")
     targets = result["summary"]["targets"]
     if targets:
-        lines += ["", "### Targets of issue 5", "", "| target | dtype | measured | met |",
+        lines += ["", "### Targets (issues 5 and 11)", "", "| target | dtype | measured | met |",
                   "|---|---|---:|:---:|"]
         for t in targets:
             lines.append(f"| {t['target']} | {t['dtype']} | {t['value']:.2f} | "

@@ -23,10 +23,11 @@ import numpy as np
 
 from hodiff.context import _raw, _trusted, array_module, get_default_context
 from hodiff.function import Function, GradientShapeError, Slot, _as_declared, _seq
-from hodiff.variable import Variable, _no_value
+from hodiff.variable import FREED, Variable, _no_value
 
 __all__ = [
-    "Pullback", "backward", "forward", "grad_graph", "plan", "topological_order", "unused_inputs",
+    "Pullback", "backward", "backward_steps", "forward", "grad_graph", "plan", "topological_order",
+    "unused_inputs",
 ]
 
 _by_seq = attrgetter("seq")
@@ -277,13 +278,25 @@ def _check_seed(root: Variable, grad: Any, where: str) -> Any:
     return grad
 
 
-def backward(root: Variable, grad: Any = None, clear_buffer: bool = False) -> Iterator[Variable]:
-    """Plain reverse pass from ``root``: rules run on bare arrays, nothing is recorded.
+def backward(
+    root: Variable, grad: Any = None, clear_buffer: bool = False, retain_grad: bool = False
+) -> None:
+    """Plain reverse pass from ``root`` (see :meth:`Variable.backward`): runs it to the end."""
+    for _ in backward_steps(root, grad, clear_buffer, retain_grad):
+        pass
 
-    Accumulates into ``.g`` of every leaf with need_grad and stores the
-    gradient of each intermediate variable in its ``.g`` (overwritten per pass;
-    not kept with ``clear_buffer``). A generator: it yields each leaf as soon
-    as its gradient is final (all its consumers have run), for ``iter_grads``.
+
+def backward_steps(
+    root: Variable, grad: Any = None, clear_buffer: bool = False, retain_grad: bool = False
+) -> Iterator[Variable]:
+    """The plain reverse pass from ``root`` as a generator: it runs only while iterated.
+
+    Rules run on bare arrays and nothing is recorded. Accumulates into ``.g``
+    of every leaf with need_grad. An intermediate variable's gradient is freed
+    once the node that made the variable has consumed it; with ``retain_grad``
+    it is stored in the variable's ``.g`` instead (overwritten per pass). Yields
+    each leaf as soon as its gradient is final (all its consumers have run),
+    for ``iter_grads``; :func:`backward` is the pass run to the end.
     """
     if root.parent is None and not root.need_grad:
         raise RuntimeError(
@@ -304,12 +317,10 @@ def backward(root: Variable, grad: Any = None, clear_buffer: bool = False) -> It
             _commit(root, seed, handed)
             yield root
         return
-    keep = not clear_buffer
-    if keep:
-        root._grad = seed
-    else:
+    root._grad = seed if retain_grad else FREED
+    if clear_buffer:
         _freed()
-    yield from _array_pass(plan, grads, handed, root, keep, clear_buffer, _NOTHING)
+    yield from _array_pass(plan, grads, handed, root, retain_grad, clear_buffer, _NOTHING)
 
 
 _NOTHING: frozenset[Variable] = frozenset()
@@ -320,14 +331,15 @@ def _array_pass(
     grads: dict[Variable, Any],
     handed: set[int],
     root: Variable | None,
-    keep: bool,
+    keep: bool | None,
     clear_buffer: bool,
     wanted: set[Variable] | frozenset[Variable],
 ) -> Iterator[Variable]:
     """The reverse pass on bare arrays shared by :func:`backward` and :class:`Pullback`.
 
     ``grads`` holds the seeds and receives every gradient; with ``keep`` an
-    intermediate variable's gradient is also stored in its ``.g``; gradients of
+    intermediate variable's gradient is also stored in its ``.g``, with
+    ``keep=False`` its ``.g`` is marked freed, with None it is not touched; gradients of
     ``wanted`` variables are kept in ``grads`` for the caller. Leaves of the
     plan are committed into ``.g`` and yielded when final.
     """
@@ -346,8 +358,8 @@ def _array_pass(
                 o = refs[0]()
                 gy = None if o is None else grads.get(o) if o in wanted else grads.pop(o, None)
                 if gy is not None:
-                    if keep and o is not root:
-                        o._grad = gy  # type: ignore[union-attr]
+                    if keep is not None and o is not root:
+                        o._grad = gy if keep else FREED  # type: ignore[union-attr]
                     handed.add(id(gy))
                     y_slot.data = ydata[0] if ydata is not None else o._data  # type: ignore[union-attr]
                     y_slot.grad = gy
@@ -394,8 +406,8 @@ def _array_pass(
                         g = gys[i]
                         if g is None:
                             g = _zeros_like_output(f, i)
-                        elif keep and o is not root:
-                            o._grad = g  # type: ignore[union-attr]
+                        elif keep is not None and o is not root:
+                            o._grad = g if keep else FREED  # type: ignore[union-attr]
                         handed.add(id(g))
                         y = ydata[i] if ydata is not None else (o._data if o is not None else None)
                         out_slots.append(Slot(y, g, g.shape))
@@ -608,7 +620,7 @@ class Pullback:
         seeds = [_check_seed(r, s, "pullback") for r, s in zip(self.roots, seeds, strict=True)]
         for r, s in zip(self.roots, seeds, strict=True):
             grads[r] = grads[r] + s if r in grads else s
-        for _ in _array_pass(self.plan, grads, set(), None, False, False, self._wanted):
+        for _ in _array_pass(self.plan, grads, set(), None, None, False, self._wanted):
             pass  # a plan towards wrt has no leaves to commit: nothing is yielded
         out: list[Any] = []
         for x in self.wrt:

@@ -92,7 +92,9 @@ class BatchedVariable(Variable):
     def forward(self, clear_buffer: bool = False) -> None:
         raise TypeError("hd.vmap: forward() of a batched variable; call it on vmap's result")
 
-    def backward(self, grad: Any = None, clear_buffer: bool = False) -> None:
+    def backward(
+        self, grad: Any = None, clear_buffer: bool = False, *, retain_grad: bool = False
+    ) -> None:
         raise TypeError("hd.vmap: backward() inside a mapped function; use hd.grad there")
 
     def unlinked(self, need_grad: bool | None = None) -> Variable:
