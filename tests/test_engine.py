@@ -144,7 +144,8 @@ def test_grad_and_pullback_do_not_touch_intermediate_g() -> None:
     np.testing.assert_allclose(gp, 18 * x.d)
     np.testing.assert_allclose(h.g, [5.0, 7.0])
     got = list(hd.iter_grads(y))  # iter_grads (the distributed layer's) still yields each leaf
-    assert len(got) == 1 and got[0][0] is x
+    assert len(got) == 1
+    assert got[0][0] is x
     np.testing.assert_allclose(got[0][1], 18 * x.d)
 
 
