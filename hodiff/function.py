@@ -386,6 +386,15 @@ class Elementwise(Function, register=False):
             inputs[0].store(outputs[0].grad * self.dydx(x, y), accum[0])
 
 
+def as_array(y: Any) -> Any:
+    """``y``, with numpy's scalars (what numpy returns for 0-d results) made 0-d arrays.
+
+    The one fix-up of values the engine makes: for outputs of functions
+    (:func:`_output`, the static forward) and for gradients of the plain pass.
+    """
+    return np.asarray(y) if type(y) is not np.ndarray and array_module(y) is np else y
+
+
 def _output(spec: tuple[tuple[int, ...], Any] | None, y: Any) -> Variable:
     """A new unlinked Variable for one output (value ``y``, or only ``spec`` when not computed)."""
     v = _new_variable(Variable)
@@ -393,8 +402,7 @@ def _output(spec: tuple[tuple[int, ...], Any] | None, y: Any) -> Variable:
         assert spec is not None
         v._shape, v._dtype, v._data = tuple(spec[0]), np.dtype(spec[1]), None
     else:
-        if type(y) is not np.ndarray and array_module(y) is np:
-            y = np.asarray(y)  # numpy gives scalars for 0-d results
+        y = as_array(y)
         v._shape, v._dtype, v._data = y.shape, y.dtype, y
     v._grad = None
     v.need_grad = False
