@@ -29,7 +29,7 @@ def _seed(i: int, y: Variable, g: Any) -> Variable:
     """
     v = y  # inside hd.vmap the per-example y has no value: its batched value has the module
     while v._data is None and isinstance(getattr(v, "_value", None), Variable):
-        v = v._value
+        v = v._value  # type: ignore[attr-defined]  # a BatchedVariable (hodiff/vmap.py)
     xp = array_module(v._data) if v._data is not None else get_default_context().xp
     dtype = y._grad_dtype()
     if g is None:

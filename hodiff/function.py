@@ -219,7 +219,7 @@ class Function:
         )
 
     # ------------------------------------------------------------ calling
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any) -> Any:  # noqa: C901 (the graph-building hot path, kept in one frame for speed)
         # Hot path: written with plain loops (a comprehension costs a frame on Python 3.11).
         if _raw.get():  # plain backward: bare arrays in, bare arrays out, nothing recorded
             ys: list[Any] = [None] * self.n_outputs

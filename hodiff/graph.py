@@ -98,7 +98,7 @@ def check_values(plan: _Plan, where: str) -> None:
 _ORDERS: weakref.WeakKeyDictionary[Variable, list[Function]] = weakref.WeakKeyDictionary()
 
 
-def forward(roots: Sequence[Variable], clear_buffer: bool = False) -> None:
+def forward(roots: Sequence[Variable], clear_buffer: bool = False) -> None:  # noqa: C901 (the static forward loop, kept in one frame for speed)
     """Recomputes every node the roots depend on from the current leaf values.
 
     With ``clear_buffer``, an intermediate value is freed once its last consumer
@@ -165,7 +165,7 @@ class _Plan:
 
     __slots__ = ("leaf_uses", "leaves", "steps", "used")
 
-    def __init__(self, roots: Sequence[Variable], wrt: Sequence[Variable] | None) -> None:
+    def __init__(self, roots: Sequence[Variable], wrt: Sequence[Variable] | None) -> None:  # noqa: C901 (the planning loop, one pass over the nodes)
         # wrt=None: the plain pass, towards every leaf with need_grad.
         # Otherwise towards the given variables (leaf or not), whatever their need_grad.
         relevant: set[Variable] = set(wrt) if wrt is not None else set()

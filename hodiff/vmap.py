@@ -132,7 +132,7 @@ class _Strong:
         return self.v
 
 
-def _dispatch(f: Any, inputs: list[Variable]) -> Any:
+def _dispatch(f: Any, inputs: list[Variable]) -> Any:  # noqa: C901 (the batching dispatch: one branch per case of the protocol)
     """``Function.__call__`` with a batched input: the batch rule, and the per-example node.
 
     Returns None when no input is batched (the normal path goes on). Written with plain
