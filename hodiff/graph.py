@@ -98,13 +98,18 @@ def check_values(plan: _Plan, where: str) -> None:
 _ORDERS: weakref.WeakKeyDictionary[Variable, list[Function]] = weakref.WeakKeyDictionary()
 
 
-def forward(roots: Sequence[Variable], clear_buffer: bool = False) -> None:  # noqa: C901 (the static forward loop, kept in one frame for speed)
+def forward(roots: Sequence[Variable], clear_buffer: bool = False) -> None:
     """Recomputes every node the roots depend on from the current leaf values.
 
     With ``clear_buffer``, an intermediate value is freed once its last consumer
-    has run, unless some backward rule needs it or it is a root.
+    has run, unless some backward rule needs it or it is a root. One root
+    without ``clear_buffer`` (a static graph re-run) runs its flat schedule,
+    made on the first run (see :func:`_run_schedule`).
     """
     if len(roots) == 1:  # a static graph run many times is ordered once
+        if not clear_buffer:
+            _run_schedule(roots[0])
+            return
         nodes = _ORDERS.get(roots[0])
         if nodes is None:
             nodes = _ORDERS[roots[0]] = topological_order(roots)
@@ -126,20 +131,7 @@ def forward(roots: Sequence[Variable], clear_buffer: bool = False) -> None:  # n
         ys: list[Any] = [None] * f.n_outputs
         xs = [x.d for x in f.inputs]
         f.forward_impl(xs, ys)
-        ys = [as_array(y) for y in ys]
-        for ref, y in zip(f._outputs, ys, strict=True):
-            v = ref()
-            if v is not None and y.dtype != v._dtype:  # float16 from int8 as in dynamic mode
-                ys = [as_array(y) for y in _as_declared(f, xs, ys, _declared(f))]
-                break
-        for ref, y in zip(f._outputs, ys, strict=True):
-            v = ref()
-            if v is not None:
-                v._data, v._shape, v._dtype = y, y.shape, y.dtype
-        if len(ys) > 1:
-            f._out_meta = [(y.shape, y.dtype) for y in ys]
-        if f.need_outputs:
-            f._ydata = ys
+        _set_outputs(f, xs, ys)
         if clear_buffer:
             for x in f.inputs:
                 k = id(x)
@@ -147,10 +139,105 @@ def forward(roots: Sequence[Variable], clear_buffer: bool = False) -> None:  # n
                     uses[k] -= 1
                     if uses[k] == 0 and k not in keep:
                         x._data = None
-    if len(roots) == 1:  # this root's plan reads only values this forward computed and kept
-        cached = _PLANS.get(roots[0])
-        if cached is not None:
-            _PLANS[roots[0]] = (cached[0], cached[1], _frees[0])
+    if len(roots) == 1:
+        _plan_checked(roots[0])
+
+
+def _plan_checked(root: Variable) -> None:
+    """Marks the cached plan of ``root`` valid: it reads only values a forward computed and kept."""
+    cached = _PLANS.get(root)
+    if cached is not None:
+        _PLANS[root] = (cached[0], cached[1], _frees[0])
+
+
+def _set_outputs(f: Function, xs: list[Any], ys: list[Any]) -> None:
+    """Stores the output arrays ``ys`` of ``f`` (computed from ``xs``) in its output Variables."""
+    ys = [as_array(y) for y in ys]
+    for ref, y in zip(f._outputs, ys, strict=True):
+        v = ref()
+        if v is not None and y.dtype != v._dtype:  # float16 from int8 as in dynamic mode
+            ys = [as_array(y) for y in _as_declared(f, xs, ys, _declared(f))]
+            break
+    for ref, y in zip(f._outputs, ys, strict=True):
+        v = ref()
+        if v is not None:
+            v._data, v._shape, v._dtype = y, y.shape, y.dtype
+    if len(ys) > 1:
+        f._out_meta = [(y.shape, y.dtype) for y in ys]
+    if f.need_outputs:
+        f._ydata = ys
+
+
+# A static graph's flat schedule, per root: one entry per node, in order, with what running it
+# needs resolved once. Entries hold the nodes' inputs (which the root's graph holds anyway) and
+# weak references to outputs, never the root itself (it is the weak key).
+_Entry = tuple[Any, list[Variable], int, "weakref.ref[Variable] | None", bool, Function]
+_SCHEDULES: weakref.WeakKeyDictionary[Variable, tuple[list[_Entry], list[Variable]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _schedule(root: Variable) -> tuple[list[_Entry], list[Variable]]:
+    """The flat schedule of ``root``'s graph and the leaves it reads."""
+    nodes = _ORDERS.get(root)
+    if nodes is None:
+        nodes = _ORDERS[root] = topological_order([root])
+    entries: list[_Entry] = []
+    leaves: dict[Variable, None] = {}
+    for f in nodes:
+        ins = f.inputs
+        for x in ins:
+            if x.parent is None:
+                leaves[x] = None
+        if len(f._outputs) == 1:  # the common case, run inline
+            entries.append((f.forward_impl, ins, len(ins), f._outputs[0], f.need_outputs, f))
+        else:
+            entries.append((None, ins, len(ins), None, False, f))
+    return entries, list(leaves)
+
+
+def _run_schedule(root: Variable) -> None:
+    """Re-runs a static graph from its flat schedule (planned on the first run).
+
+    Per single-output node: the bound ``forward_impl`` on its inputs' arrays, the
+    numpy-scalar fix-up, the output stored; any other case (several outputs, a
+    dtype other than declared) goes through :func:`_set_outputs`. About half the
+    per-node cost of the general loop.
+    """
+    cached = _SCHEDULES.get(root)
+    if cached is None:
+        cached = _SCHEDULES[root] = _schedule(root)
+    entries, leaves = cached
+    for v in leaves:
+        if v._data is None:
+            v.d  # noqa: B018 (an unfilled leaf reads as zeros, as in the general loop)
+    nd = np.ndarray
+    for fwd, ins, n, ref, need_out, f in entries:
+        if n == 1:
+            xs = [ins[0]._data]
+        elif n == 2:
+            xs = [ins[0]._data, ins[1]._data]
+        else:
+            xs = [x._data for x in ins]
+        if fwd is None:
+            ys: list[Any] = [None] * f.n_outputs
+            f.forward_impl(xs, ys)
+            _set_outputs(f, xs, ys)
+            continue
+        ys = [None]
+        fwd(xs, ys)
+        y = ys[0]
+        if type(y) is not nd:
+            y = as_array(y)
+        out = ref()  # type: ignore[misc]
+        if out is not None:
+            if (y.dtype is not out._dtype and y.dtype != out._dtype) or y.shape != out._shape:
+                _set_outputs(f, xs, [y])  # as declared, or as the dynamic mode would store it
+                continue
+            out._data = y
+        if need_out:
+            f._ydata = [y]
+    _plan_checked(root)
 
 
 class _Plan:
