@@ -272,7 +272,10 @@ METHOD = """\
   `mean D(x_f) - mean D(x_r) + 10 mean_n (||d sum D(x_hat) / d x_hat_n|| - 1)^2` w.r.t.
   the critic's weights.
 - W4: per-op overhead: `y = x`; 200 times `y = tanh(y) * 1.01 + 0.1` on a size-16 vector;
-  the second derivative of `sum(y)` w.r.t. `x`.
+  the second derivative of `sum(y)` w.r.t. `x`, by hodiff as `hd.grad` then `.backward()`;
+  W4b: the same as `hd.grad` twice (the second derivative as a Variable); W4s: the same two
+  `hd.grad` recorded once in static mode (`hd.auto_forward(False)`), each call setting `x.d`
+  and running `h.forward()`. PyTorch's `autograd.grad` twice is the reference for all three.
 - W5a: the full Hessian (100x100) of `sum(logsumexp(A @ x))`, `A` 200x100.
 - W5b: the third derivative of `sum(tanh(x)**2)`, `x` of size 1000.
 - W6a, W6b: gradient and HVP of a CNN: 3x3 convolution 1->16 channels on 28x28 (no
