@@ -288,7 +288,9 @@ METHOD = """\
 
 How each library computes them (the idiomatic, fastest public way we know):
 - hodiff: gradients by `zero_grad()` + `loss.backward()`; derivatives of derivatives by
-  `hd.grad` (recording) and a final `.backward()`; `hd.hvp`, `hd.hessian`.
+  `hd.grad` (recording) and a final `.backward()`; `hd.hvp`, `hd.hessian`. W3's final pass
+  is `loss.backward(clear_buffer=True)` (NNabla's training idiom), which frees values as the
+  pass goes, as `torch.autograd.grad` does by default (`retain_graph=False`).
 - PyTorch (eager): `torch.autograd.grad`, double backward with `create_graph=True`;
   `torch.func.hessian` for W5a; `addmm`, `cross_entropy`, `conv2d`.
 - JAX: everything under `jax.jit` (compile time excluded by the warm-up); HVPs as
