@@ -169,9 +169,10 @@ def _set_outputs(f: Function, xs: list[Any], ys: list[Any]) -> None:
 
 
 # A static graph's flat schedule, per root: one entry per node, in order, with what running it
-# needs resolved once. Entries hold the nodes' inputs (which the root's graph holds anyway) and
-# weak references to outputs, never the root itself (it is the weak key).
-_Entry = tuple[Any, list[Variable], int, "weakref.ref[Variable] | None", bool, Function]
+# needs resolved once. Entries hold the nodes, their inputs (which the root's graph holds
+# anyway) and their lists of weak references to outputs (read at run time: a re-linked output
+# replaces its reference in that list), never the root itself (it is the weak key).
+_Entry = tuple[Any, list[Variable], int, "list[weakref.ref[Variable]]", bool, Function]
 _SCHEDULES: weakref.WeakKeyDictionary[Variable, tuple[list[_Entry], list[Variable]]] = (
     weakref.WeakKeyDictionary()
 )
@@ -190,9 +191,9 @@ def _schedule(root: Variable) -> tuple[list[_Entry], list[Variable]]:
             if x.parent is None:
                 leaves[x] = None
         if len(f._outputs) == 1:  # the common case, run inline
-            entries.append((f.forward_impl, ins, len(ins), f._outputs[0], f.need_outputs, f))
+            entries.append((f.forward_impl, ins, len(ins), f._outputs, f.need_outputs, f))
         else:
-            entries.append((None, ins, len(ins), None, False, f))
+            entries.append((None, ins, len(ins), f._outputs, False, f))
     return entries, list(leaves)
 
 
@@ -212,7 +213,7 @@ def _run_schedule(root: Variable) -> None:
         if v._data is None:
             v.d  # noqa: B018 (an unfilled leaf reads as zeros, as in the general loop)
     nd = np.ndarray
-    for fwd, ins, n, ref, need_out, f in entries:
+    for fwd, ins, n, refs, need_out, f in entries:
         if n == 1:
             xs = [ins[0]._data]
         elif n == 2:
@@ -229,7 +230,7 @@ def _run_schedule(root: Variable) -> None:
         y = ys[0]
         if type(y) is not nd:
             y = as_array(y)
-        out = ref()  # type: ignore[misc]
+        out = refs[0]()
         if out is not None:
             if (y.dtype is not out._dtype and y.dtype != out._dtype) or y.shape != out._shape:
                 _set_outputs(f, xs, [y])  # as declared, or as the dynamic mode would store it
