@@ -257,6 +257,24 @@ class Function:
                 if x.need_grad:
                     need = True
                     break
+        if len(ys) == 1:  # the common case, without lists
+            y = ys[0]
+            if y is None:
+                v = _output(specs[0], None)  # type: ignore[index]
+            else:
+                if type(y) is not np.ndarray:
+                    y = as_array(y)
+                v = _new_variable(Variable)
+                v._shape, v._dtype, v._data, v._grad, v.parent = y.shape, y.dtype, y, None, None
+            v.need_grad = need
+            if recording:
+                node = self if "seq" not in self.__dict__ else copy.copy(self)  # reused instance
+                node.inputs = inputs
+                node.seq = next(_seq)
+                v.parent = node
+                node._outputs = [_ref(v)]
+                node._ydata = [y] if self.need_outputs else None
+            return v
         outputs = []
         for i, y in enumerate(ys):
             v = _output(specs[i] if specs is not None else None, y)
@@ -402,7 +420,8 @@ def _output(spec: tuple[tuple[int, ...], Any] | None, y: Any) -> Variable:
         assert spec is not None
         v._shape, v._dtype, v._data = tuple(spec[0]), np.dtype(spec[1]), None
     else:
-        y = as_array(y)
+        if type(y) is not np.ndarray:
+            y = as_array(y)
         v._shape, v._dtype, v._data = y.shape, y.dtype, y
     v._grad = None
     v.need_grad = False
