@@ -19,12 +19,18 @@ TARGETS = (
     ("W3", "torch", 1.0, "W3: hodiff / torch <= 1.0"),
     ("W4", "torch", 1.0, "W4: hodiff / torch <= 1.0"),
     ("W4", "autograd", 0.5, "W4: hodiff / autograd <= 0.5"),
+    ("W4b", "torch", 1.0, "W4 hd.grad twice: hodiff / torch <= 1.0"),
+    ("W4s", "torch", 0.5, "W4 static graph re-run: hodiff / torch <= 0.5"),
     ("W5a", "torch", 1.0, "W5 Hessian: hodiff / torch <= 1.0"),
     ("W5b", "torch", 1.0, "W5 3rd derivative: hodiff / torch <= 1.0"),
     ("W6a", "torch", 1.0, "W6 gradient: hodiff / torch <= 1.0"),
     ("W6b", "torch", 1.0, "W6 HVP: hodiff / torch <= 1.0"),
     ("W7a", "torch", 1.0, "W7 per-example gradients: hodiff / torch.func <= 1.0"),
     ("W7a", "hvp/grad", 3.0, "W7: hodiff per-example / batch gradient <= 3"),
+)
+#: (task, peer, bound, text) on the peak resident-set growth of one call (the memory pass)
+MEMORY_TARGETS = (
+    ("W3", "torch", 1.3, "W3 peak memory: hodiff / torch <= 1.3"),
 )
 NOTES_HEADING = "## Notes"
 
@@ -77,6 +83,12 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
             if value is not None:
                 targets.append({"target": text, "dtype": entry["dtype"], "value": value,
                                 "bound": bound, "met": value <= bound})
+    for task, peer, bound, text in MEMORY_TARGETS:
+        for (t, dtype), rows in table.items():
+            a, b = (rows.get(lib, {}).get("peak_rss_bytes") for lib in ("hodiff", peer))
+            if t == task and a is not None and b:
+                targets.append({"target": text, "dtype": dtype, "value": a / b,
+                                "bound": bound, "met": a / b <= bound})
     return {"ratios": ratios, "hvp_over_grad": hvp, "targets": targets}
 
 
@@ -132,7 +144,7 @@ def markdown_tables(result: dict[str, Any]) -> str:
                          + " | ".join(cells) + " |")
     targets = result["summary"]["targets"]
     if targets:
-        lines += ["", "### Targets of issue 5", "", "| target | dtype | measured | met |",
+        lines += ["", "### Targets (issues 5 and 11)", "", "| target | dtype | measured | met |",
                   "|---|---|---:|:---:|"]
         for t in targets:
             lines.append(f"| {t['target']} | {t['dtype']} | {t['value']:.2f} | "
@@ -260,7 +272,10 @@ METHOD = """\
   `mean D(x_f) - mean D(x_r) + 10 mean_n (||d sum D(x_hat) / d x_hat_n|| - 1)^2` w.r.t.
   the critic's weights.
 - W4: per-op overhead: `y = x`; 200 times `y = tanh(y) * 1.01 + 0.1` on a size-16 vector;
-  the second derivative of `sum(y)` w.r.t. `x`.
+  the second derivative of `sum(y)` w.r.t. `x`, by hodiff as `hd.grad` then `.backward()`;
+  W4b: the same as `hd.grad` twice (the second derivative as a Variable); W4s: the same two
+  `hd.grad` recorded once in static mode (`hd.auto_forward(False)`), each call setting `x.d`
+  and running `h.forward()`. PyTorch's `autograd.grad` twice is the reference for all three.
 - W5a: the full Hessian (100x100) of `sum(logsumexp(A @ x))`, `A` 200x100.
 - W5b: the third derivative of `sum(tanh(x)**2)`, `x` of size 1000.
 - W6a, W6b: gradient and HVP of a CNN: 3x3 convolution 1->16 channels on 28x28 (no
@@ -273,7 +288,9 @@ METHOD = """\
 
 How each library computes them (the idiomatic, fastest public way we know):
 - hodiff: gradients by `zero_grad()` + `loss.backward()`; derivatives of derivatives by
-  `hd.grad` (recording) and a final `.backward()`; `hd.hvp`, `hd.hessian`.
+  `hd.grad` (recording) and a final `.backward()`; `hd.hvp`, `hd.hessian`. W3's final pass
+  is `loss.backward(clear_buffer=True)` (NNabla's training idiom), which frees values as the
+  pass goes, as `torch.autograd.grad` does by default (`retain_graph=False`).
 - PyTorch (eager): `torch.autograd.grad`, double backward with `create_graph=True`;
   `torch.func.hessian` for W5a; `addmm`, `cross_entropy`, `conv2d`.
 - JAX: everything under `jax.jit` (compile time excluded by the warm-up); HVPs as

@@ -148,6 +148,6 @@ def iter_grads(
     if not isinstance(loss, Variable):
         raise TypeError(f"iter_grads: loss must be a hodiff.Variable, got {type(loss).__name__}")
     wanted = None if params is None else set(params)
-    for leaf in graph.backward(loss):
+    for leaf in graph.backward_steps(loss):
         if wanted is None or leaf in wanted:
             yield leaf, leaf.g

@@ -507,7 +507,7 @@ class Communicator:
             )
 
     # ------------------------------------------------------------ the reverse pass
-    def backward(self, loss: Variable, params: Any) -> None:
+    def backward(self, loss: Variable, params: Any) -> None:  # noqa: C901 (the overlapped all-reduce loop: buckets, waits, errors)
         """Reverse pass from ``loss``; afterwards each parameter's ``.g`` is the mean over ranks.
 
         Runs ``loss``'s plain reverse pass (accumulating into ``.g`` as

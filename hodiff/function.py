@@ -219,7 +219,7 @@ class Function:
         )
 
     # ------------------------------------------------------------ calling
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any) -> Any:  # noqa: C901 (the graph-building hot path, kept in one frame for speed)
         # Hot path: written with plain loops (a comprehension costs a frame on Python 3.11).
         if _raw.get():  # plain backward: bare arrays in, bare arrays out, nothing recorded
             ys: list[Any] = [None] * self.n_outputs
@@ -257,6 +257,24 @@ class Function:
                 if x.need_grad:
                     need = True
                     break
+        if len(ys) == 1:  # the common case, without lists
+            y = ys[0]
+            if y is None:
+                v = _output(specs[0], None)  # type: ignore[index]
+            else:
+                if type(y) is not np.ndarray:
+                    y = as_array(y)
+                v = _new_variable(Variable)
+                v._shape, v._dtype, v._data, v._grad, v.parent = y.shape, y.dtype, y, None, None
+            v.need_grad = need
+            if recording:
+                node = self if "seq" not in self.__dict__ else copy.copy(self)  # reused instance
+                node.inputs = inputs
+                node.seq = next(_seq)
+                v.parent = node
+                node._outputs = [_ref(v)]
+                node._ydata = [y] if self.need_outputs else None
+            return v
         outputs = []
         for i, y in enumerate(ys):
             v = _output(specs[i] if specs is not None else None, y)
@@ -386,6 +404,15 @@ class Elementwise(Function, register=False):
             inputs[0].store(outputs[0].grad * self.dydx(x, y), accum[0])
 
 
+def as_array(y: Any) -> Any:
+    """``y``, with numpy's scalars (what numpy returns for 0-d results) made 0-d arrays.
+
+    The one fix-up of values the engine makes: for outputs of functions
+    (:func:`_output`, the static forward) and for gradients of the plain pass.
+    """
+    return np.asarray(y) if type(y) is not np.ndarray and array_module(y) is np else y
+
+
 def _output(spec: tuple[tuple[int, ...], Any] | None, y: Any) -> Variable:
     """A new unlinked Variable for one output (value ``y``, or only ``spec`` when not computed)."""
     v = _new_variable(Variable)
@@ -393,8 +420,8 @@ def _output(spec: tuple[tuple[int, ...], Any] | None, y: Any) -> Variable:
         assert spec is not None
         v._shape, v._dtype, v._data = tuple(spec[0]), np.dtype(spec[1]), None
     else:
-        if type(y) is not np.ndarray and array_module(y) is np:
-            y = np.asarray(y)  # numpy gives scalars for 0-d results
+        if type(y) is not np.ndarray:
+            y = as_array(y)
         v._shape, v._dtype, v._data = y.shape, y.dtype, y
     v._grad = None
     v.need_grad = False

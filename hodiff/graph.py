@@ -29,11 +29,13 @@ from hodiff.function import (
     _as_declared,
     _seq,
     array_module_of,
+    as_array,
 )
-from hodiff.variable import Variable, _no_value
+from hodiff.variable import FREED, Variable, _no_value
 
 __all__ = [
-    "Pullback", "backward", "forward", "grad_graph", "plan", "topological_order", "unused_inputs",
+    "Pullback", "backward", "backward_steps", "forward", "grad_graph", "plan", "topological_order",
+    "unused_inputs",
 ]
 
 _by_seq = attrgetter("seq")
@@ -59,11 +61,6 @@ def topological_order(roots: Sequence[Variable]) -> list[Function]:
                 stack.append(p)
     nodes.sort(key=_by_seq)  # a node is always created after the parents of its inputs
     return nodes
-
-
-def _as_array(y: Any) -> Any:
-    """``y``, with numpy's scalars (its 0-d results) made 0-d arrays."""
-    return np.asarray(y) if type(y) is not np.ndarray and array_module(y) is np else y
 
 
 # Counts the passes that freed values (clear_buffer=True): a cached plan is checked again for
@@ -113,9 +110,14 @@ def forward(roots: Sequence[Variable], clear_buffer: bool = False) -> None:
     """Recomputes every node the roots depend on from the current leaf values.
 
     With ``clear_buffer``, an intermediate value is freed once its last consumer
-    has run, unless some backward rule needs it or it is a root.
+    has run, unless some backward rule needs it or it is a root. One root
+    without ``clear_buffer`` (a static graph re-run) runs its flat schedule,
+    made on the first run (see :func:`_run_schedule`).
     """
     if len(roots) == 1:  # a static graph run many times is ordered once
+        if not clear_buffer:
+            _run_schedule(roots[0])
+            return
         nodes = _ORDERS.get(roots[0])
         if nodes is None:
             nodes = _ORDERS[roots[0]] = topological_order(roots)
@@ -137,20 +139,7 @@ def forward(roots: Sequence[Variable], clear_buffer: bool = False) -> None:
         ys: list[Any] = [None] * f.n_outputs
         xs = [x.d for x in f.inputs]
         f.forward_impl(xs, ys)
-        ys = [_as_array(y) for y in ys]
-        for ref, y in zip(f._outputs, ys, strict=True):
-            v = ref()
-            if v is not None and y.dtype != v._dtype:  # float16 from int8 as in dynamic mode
-                ys = [_as_array(y) for y in _as_declared(f, xs, ys, _declared(f))]
-                break
-        for ref, y in zip(f._outputs, ys, strict=True):
-            v = ref()
-            if v is not None:
-                v._data, v._shape, v._dtype = y, y.shape, y.dtype
-        if len(ys) > 1:
-            f._out_meta = [(y.shape, y.dtype) for y in ys]
-        if f.need_outputs:
-            f._ydata = ys
+        _set_outputs(f, xs, ys)
         if clear_buffer:
             for x in f.inputs:
                 k = id(x)
@@ -158,10 +147,106 @@ def forward(roots: Sequence[Variable], clear_buffer: bool = False) -> None:
                     uses[k] -= 1
                     if uses[k] == 0 and k not in keep:
                         x._data = None
-    if len(roots) == 1:  # this root's plan reads only values this forward computed and kept
-        cached = _PLANS.get(roots[0])
-        if cached is not None:
-            _PLANS[roots[0]] = (cached[0], cached[1], _frees[0])
+    if len(roots) == 1:
+        _plan_checked(roots[0])
+
+
+def _plan_checked(root: Variable) -> None:
+    """Marks the cached plan of ``root`` valid: it reads only values a forward computed and kept."""
+    cached = _PLANS.get(root)
+    if cached is not None:
+        _PLANS[root] = (cached[0], cached[1], _frees[0])
+
+
+def _set_outputs(f: Function, xs: list[Any], ys: list[Any]) -> None:
+    """Stores the output arrays ``ys`` of ``f`` (computed from ``xs``) in its output Variables."""
+    ys = [as_array(y) for y in ys]
+    for ref, y in zip(f._outputs, ys, strict=True):
+        v = ref()
+        if v is not None and y.dtype != v._dtype:  # float16 from int8 as in dynamic mode
+            ys = [as_array(y) for y in _as_declared(f, xs, ys, _declared(f))]
+            break
+    for ref, y in zip(f._outputs, ys, strict=True):
+        v = ref()
+        if v is not None:
+            v._data, v._shape, v._dtype = y, y.shape, y.dtype
+    if len(ys) > 1:
+        f._out_meta = [(y.shape, y.dtype) for y in ys]
+    if f.need_outputs:
+        f._ydata = ys
+
+
+# A static graph's flat schedule, per root: one entry per node, in order, with what running it
+# needs resolved once. Entries hold the nodes, their inputs (which the root's graph holds
+# anyway) and their lists of weak references to outputs (read at run time: a re-linked output
+# replaces its reference in that list), never the root itself (it is the weak key).
+_Entry = tuple[Any, list[Variable], int, "list[weakref.ref[Variable]]", bool, Function]
+_SCHEDULES: weakref.WeakKeyDictionary[Variable, tuple[list[_Entry], list[Variable]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _schedule(root: Variable) -> tuple[list[_Entry], list[Variable]]:
+    """The flat schedule of ``root``'s graph and the leaves it reads."""
+    nodes = _ORDERS.get(root)
+    if nodes is None:
+        nodes = _ORDERS[root] = topological_order([root])
+    entries: list[_Entry] = []
+    leaves: dict[Variable, None] = {}
+    for f in nodes:
+        ins = f.inputs
+        for x in ins:
+            if x.parent is None:
+                leaves[x] = None
+        if len(f._outputs) == 1:  # the common case, run inline
+            entries.append((f.forward_impl, ins, len(ins), f._outputs, f.need_outputs, f))
+        else:
+            entries.append((None, ins, len(ins), f._outputs, False, f))
+    return entries, list(leaves)
+
+
+def _run_schedule(root: Variable) -> None:
+    """Re-runs a static graph from its flat schedule (planned on the first run).
+
+    Per single-output node: the bound ``forward_impl`` on its inputs' arrays, the
+    numpy-scalar fix-up, the output stored; any other case (several outputs, a
+    dtype other than declared) goes through :func:`_set_outputs`. About half the
+    per-node cost of the general loop.
+    """
+    cached = _SCHEDULES.get(root)
+    if cached is None:
+        cached = _SCHEDULES[root] = _schedule(root)
+    entries, leaves = cached
+    for v in leaves:
+        if v._data is None:
+            v.d  # noqa: B018 (an unfilled leaf reads as zeros, as in the general loop)
+    nd = np.ndarray
+    for fwd, ins, n, refs, need_out, f in entries:
+        if n == 1:
+            xs = [ins[0]._data]
+        elif n == 2:
+            xs = [ins[0]._data, ins[1]._data]
+        else:
+            xs = [x._data for x in ins]
+        if fwd is None:
+            ys: list[Any] = [None] * f.n_outputs
+            f.forward_impl(xs, ys)
+            _set_outputs(f, xs, ys)
+            continue
+        ys = [None]
+        fwd(xs, ys)
+        y = ys[0]
+        if type(y) is not nd:
+            y = as_array(y)
+        out = refs[0]()
+        if out is not None:
+            if (y.dtype is not out._dtype and y.dtype != out._dtype) or y.shape != out._shape:
+                _set_outputs(f, xs, [y])  # as declared, or as the dynamic mode would store it
+                continue
+            out._data = y
+        if need_out:
+            f._ydata = [y]
+    _plan_checked(root)
 
 
 class _Plan:
@@ -176,7 +261,7 @@ class _Plan:
 
     __slots__ = ("leaf_uses", "leaves", "steps", "used")
 
-    def __init__(self, roots: Sequence[Variable], wrt: Sequence[Variable] | None) -> None:
+    def __init__(self, roots: Sequence[Variable], wrt: Sequence[Variable] | None) -> None:  # noqa: C901 (the planning loop, one pass over the nodes)
         # wrt=None: the plain pass, towards every leaf with need_grad.
         # Otherwise towards the given variables (leaf or not), whatever their need_grad.
         relevant: set[Variable] = set(wrt) if wrt is not None else set()
@@ -284,13 +369,25 @@ def _check_seed(root: Variable, grad: Any, where: str) -> Any:
     return grad
 
 
-def backward(root: Variable, grad: Any = None, clear_buffer: bool = False) -> Iterator[Variable]:
-    """Plain reverse pass from ``root``: rules run on bare arrays, nothing is recorded.
+def backward(
+    root: Variable, grad: Any = None, clear_buffer: bool = False, retain_grad: bool = False
+) -> None:
+    """Plain reverse pass from ``root`` (see :meth:`Variable.backward`): runs it to the end."""
+    for _ in backward_steps(root, grad, clear_buffer, retain_grad):
+        pass
 
-    Accumulates into ``.g`` of every leaf with need_grad and stores the
-    gradient of each intermediate variable in its ``.g`` (overwritten per pass;
-    not kept with ``clear_buffer``). A generator: it yields each leaf as soon
-    as its gradient is final (all its consumers have run), for ``iter_grads``.
+
+def backward_steps(
+    root: Variable, grad: Any = None, clear_buffer: bool = False, retain_grad: bool = False
+) -> Iterator[Variable]:
+    """The plain reverse pass from ``root`` as a generator: it runs only while iterated.
+
+    Rules run on bare arrays and nothing is recorded. Accumulates into ``.g``
+    of every leaf with need_grad. An intermediate variable's gradient is freed
+    once the node that made the variable has consumed it; with ``retain_grad``
+    it is stored in the variable's ``.g`` instead (overwritten per pass). Yields
+    each leaf as soon as its gradient is final (all its consumers have run),
+    for ``iter_grads``; :func:`backward` is the pass run to the end.
     """
     if root.parent is None and not root.need_grad:
         raise RuntimeError(
@@ -311,106 +408,149 @@ def backward(root: Variable, grad: Any = None, clear_buffer: bool = False) -> It
             _commit(root, seed, handed)
             yield root
         return
-    keep = not clear_buffer
-    if keep:
-        root._grad = seed
-    else:
+    root._grad = seed if retain_grad else FREED
+    if clear_buffer:
         _freed()
-    yield from _array_pass(plan, grads, handed, root, keep, clear_buffer, _NOTHING)
+    yield from _reverse_pass(
+        plan, grads, _NOTHING, False, handed, root, retain_grad, clear_buffer
+    )
 
 
 _NOTHING: frozenset[Variable] = frozenset()
 
 
-def _array_pass(
+def _out_slots(
+    f: Function,
+    grads: dict[Variable, Any],
+    wanted: set[Variable] | frozenset[Variable],
+    keep: bool | None,
+    root: Variable | None,
+    handed: set[int],
+    graph_mode: bool,
+) -> list[Slot]:
+    """The output slots of a multi-output node (empty if no gradient reached it).
+
+    An output that received no gradient gets zeros (rules never see None).
+    """
+    ydata = f._ydata
+    outs = [r() for r in f._outputs]
+    gys = [None if o is None else grads.get(o) if o in wanted else grads.pop(o, None) for o in outs]
+    if all(g is None for g in gys):
+        return []
+    slots = []
+    for i, o in enumerate(outs):
+        g = gys[i]
+        if graph_mode:
+            y = f.output_variable(i) if f.need_outputs else o
+            if g is None:
+                g = Variable.from_array(_zeros_like_output(f, i))
+        else:
+            if g is None:
+                g = _zeros_like_output(f, i)
+            elif keep is not None and o is not root:
+                o._grad = g if keep else FREED  # type: ignore[union-attr]
+            handed.add(id(g))
+            y = ydata[i] if ydata is not None else (o._data if o is not None else None)
+        slots.append(Slot(y, g, g.shape))
+    return slots
+
+
+def _reverse_pass(  # noqa: C901 (the engine's hot loop, kept in one frame: see below)
     plan: _Plan,
     grads: dict[Variable, Any],
-    handed: set[int],
-    root: Variable | None,
-    keep: bool,
-    clear_buffer: bool,
     wanted: set[Variable] | frozenset[Variable],
+    graph_mode: bool,
+    handed: set[int],
+    root: Variable | None = None,
+    keep: bool | None = None,
+    clear_buffer: bool = False,
 ) -> Iterator[Variable]:
-    """The reverse pass on bare arrays shared by :func:`backward` and :class:`Pullback`.
+    """The reverse pass and the one runner of backward rules, plain or recording.
 
-    ``grads`` holds the seeds and receives every gradient; with ``keep`` an
-    intermediate variable's gradient is also stored in its ``.g``; gradients of
-    ``wanted`` variables are kept in ``grads`` for the caller. Leaves of the
-    plan are committed into ``.g`` and yielded when final.
+    For each step of the plan, last first, takes the gradients of the node's
+    outputs out of ``grads`` (leaving those of ``wanted`` variables there),
+    calls ``backward_impl`` (the only call of it in the engine) and puts the
+    input gradients it stored into ``grads``; a node no gradient reached is
+    skipped. ``graph_mode`` false (:func:`backward`, :class:`Pullback`): slots
+    hold arrays, rules run raw; an output's gradient goes into its ``.g`` with
+    ``keep``, its ``.g`` is marked freed with ``keep=False`` and left alone with
+    None; a gradient numpy made a scalar (a 0-d result) is made a 0-d array
+    here; with ``clear_buffer`` values are freed once used; the plan's leaves
+    are committed into ``.g`` and yielded as soon as final. ``graph_mode`` true
+    (:func:`grad_graph`): slots hold Variables and the rules' calls record the
+    gradient graph; nothing is yielded.
+
+    One- and two-input nodes reuse the pass's slots and allocate nothing (slots
+    are only valid during the call; they are emptied after it). The body is one
+    frame on purpose: a call per node would cost about 10% of the plain pass
+    (measured with bench/overhead.py).
     """
     leaf_uses = dict(plan.leaf_uses)  # counted down during the pass; the plan may be reused
-    # one reusable pair of slots for the common one-input, one-output node (slots are only
-    # valid during the backward_impl call)
-    x_slot, y_slot, b_slot = Slot(None, None, ()), Slot(None, None, ()), Slot(None, None, ())
+    x_slot, b_slot, y_slot = Slot(None, None, ()), Slot(None, None, ()), Slot(None, None, ())
     x_slots, y_slots, ab_slots = [x_slot], [y_slot], [x_slot, b_slot]
-    token: Any = _raw.set(True)
+    nd, freed, accum1 = np.ndarray, FREED, _ACCUM  # locals: read once per node
+    token: Any = None if graph_mode else _raw.set(True)
     try:
         for f, prop, leaves in reversed(plan.steps):
             refs = f._outputs
             ydata = f._ydata
-            inputs = f.inputs
+            out_slots: list[Slot] | None = None
             if len(refs) == 1:
                 o = refs[0]()
                 gy = None if o is None else grads.get(o) if o in wanted else grads.pop(o, None)
                 if gy is not None:
-                    if keep and o is not root:
-                        o._grad = gy  # type: ignore[union-attr]
-                    handed.add(id(gy))
-                    y_slot.data = ydata[0] if ydata is not None else o._data  # type: ignore[union-attr]
-                    y_slot.grad = gy
-                    y_slot.shape = gy.shape
-                    if len(inputs) == 1:  # the common case, without allocations
-                        x = inputs[0]
-                        g = grads.get(x)
-                        x_slot.data, x_slot.grad, x_slot.shape = x._data, g, x._shape
-                        f.backward_impl(x_slots, y_slots, prop, _ACCUM[g is not None])
-                        g = x_slot.grad
-                        x_slot.data = x_slot.grad = y_slot.data = y_slot.grad = None
-                        if g is not None:
-                            grads[x] = g
-                    elif len(inputs) == 2 and inputs[0] is not inputs[1]:  # no allocations
-                        a, b = inputs
-                        ga, gb = grads.get(a), grads.get(b)
-                        x_slot.data, x_slot.grad, x_slot.shape = a._data, ga, a._shape
-                        b_slot.data, b_slot.grad, b_slot.shape = b._data, gb, b._shape
-                        accum2 = _ACCUM2[ga is not None][gb is not None]
-                        f.backward_impl(ab_slots, y_slots, prop, accum2)
-                        ga, gb = x_slot.grad, b_slot.grad
-                        x_slot.data = x_slot.grad = b_slot.data = b_slot.grad = None
-                        y_slot.data = y_slot.grad = None
-                        if ga is not None:
-                            grads[a] = ga
-                        if gb is not None:
-                            grads[b] = gb
+                    if graph_mode:
+                        if o._data is None and ydata is not None:  # type: ignore[union-attr]
+                            o._data = ydata[0]  # type: ignore[union-attr]  # freed, but retained
+                        y: Any = o
                     else:
-                        in_slots, accum, slots = _in_slots(inputs, prop, grads, False)
-                        f.backward_impl(in_slots, [Slot(y_slot.data, gy, gy.shape)], prop, accum)
-                        y_slot.data = y_slot.grad = None
-                        for x, s in slots.items():
-                            if s.grad is not None:
-                                grads[x] = s.grad
+                        if keep is not None and o is not root:
+                            o._grad = gy if keep else freed  # type: ignore[union-attr]
+                        handed.add(id(gy))
+                        y = ydata[0] if ydata is not None else o._data  # type: ignore[union-attr]
+                    y_slot.data, y_slot.grad, y_slot.shape = y, gy, gy.shape
+                    out_slots = y_slots
             else:
-                outs = [r() for r in refs]
-                gys = [
-                    None if o is None else grads.get(o) if o in wanted else grads.pop(o, None)
-                    for o in outs
-                ]
-                if any(g is not None for g in gys):
-                    out_slots = []
-                    for i, o in enumerate(outs):
-                        g = gys[i]
-                        if g is None:
-                            g = _zeros_like_output(f, i)
-                        elif keep and o is not root:
-                            o._grad = g  # type: ignore[union-attr]
-                        handed.add(id(g))
-                        y = ydata[i] if ydata is not None else (o._data if o is not None else None)
-                        out_slots.append(Slot(y, g, g.shape))
-                    in_slots, accum, slots = _in_slots(inputs, prop, grads, False)
+                out_slots = _out_slots(f, grads, wanted, keep, root, handed, graph_mode) or None
+            if out_slots is not None:
+                inputs = f.inputs
+                n = len(inputs)
+                if n == 1:  # the common case, without allocations
+                    x = inputs[0]
+                    g = grads.get(x)
+                    x_slot.data = x if graph_mode else x._data
+                    x_slot.grad, x_slot.shape = g, x._shape
+                    f.backward_impl(x_slots, out_slots, prop, accum1[g is not None])
+                    g = x_slot.grad
+                    x_slot.data = x_slot.grad = y_slot.data = y_slot.grad = None
+                    if g is not None:
+                        grads[x] = g if type(g) is nd or graph_mode else as_array(g)
+                elif n == 2 and inputs[0] is not inputs[1]:  # without allocations
+                    a, b = inputs
+                    ga, gb = grads.get(a), grads.get(b)
+                    if graph_mode:
+                        x_slot.data, b_slot.data = a, b
+                    else:
+                        x_slot.data, b_slot.data = a._data, b._data
+                    x_slot.grad, x_slot.shape = ga, a._shape
+                    b_slot.grad, b_slot.shape = gb, b._shape
+                    accum2 = _ACCUM2[ga is not None][gb is not None]
+                    f.backward_impl(ab_slots, out_slots, prop, accum2)
+                    ga, gb = x_slot.grad, b_slot.grad
+                    x_slot.data = x_slot.grad = b_slot.data = b_slot.grad = None
+                    y_slot.data = y_slot.grad = None
+                    if ga is not None:
+                        grads[a] = ga if type(ga) is nd or graph_mode else as_array(ga)
+                    if gb is not None:
+                        grads[b] = gb if type(gb) is nd or graph_mode else as_array(gb)
+                else:
+                    in_slots, accum, slots = _in_slots(inputs, prop, grads, graph_mode)
                     f.backward_impl(in_slots, out_slots, prop, accum)
-                    for x, s in slots.items():
-                        if s.grad is not None:
-                            grads[x] = s.grad
+                    y_slot.data = y_slot.grad = None
+                    for v, s in slots.items():
+                        g = s.grad
+                        if g is not None:
+                            grads[v] = g if type(g) is nd or graph_mode else as_array(g)
             if clear_buffer:
                 f._ydata = None
                 for r in refs:
@@ -418,15 +558,7 @@ def _array_pass(
                     if o is not None and o is not root:
                         o._data = None
             if leaves:
-                done = []
-                for x in leaves:
-                    left = leaf_uses[x] - 1
-                    leaf_uses[x] = left
-                    if left == 0:
-                        g = grads.pop(x, None)
-                        if g is not None:
-                            _commit(x, g, handed)
-                            done.append(x)
+                done = _final_leaves(leaves, leaf_uses, grads, handed)
                 if done:  # user code runs between yields: not in raw mode
                     _raw.reset(token)
                     token = None
@@ -437,6 +569,23 @@ def _array_pass(
     finally:
         if token is not None:
             _raw.reset(token)
+
+
+def _final_leaves(
+    leaves: list[Variable], leaf_uses: dict[Variable, int], grads: dict[Variable, Any],
+    handed: set[int],
+) -> list[Variable]:
+    """Counts down the leaves a step sent gradients to; commits those now final into ``.g``."""
+    done = []
+    for x in leaves:
+        left = leaf_uses[x] - 1
+        leaf_uses[x] = left
+        if left == 0:
+            g = grads.pop(x, None)
+            if g is not None:
+                _commit(x, g, handed)
+                done.append(x)
+    return done
 
 
 def _declared(f: Function) -> list[Any]:
@@ -464,9 +613,7 @@ def _commit(leaf: Variable, g: Any, handed: set[int]) -> None:
     buf = leaf._grad
     if buf is None:
         dtype = leaf._grad_dtype()
-        if isinstance(g, np.generic):  # numpy's 0-d results are scalars
-            g = np.array(g, dtype=dtype)
-        elif g.dtype != dtype:
+        if g.dtype != dtype:
             g = g.astype(dtype)
         elif g.base is not None or id(g) in handed:
             g = g.copy()  # a view or an array also given elsewhere: we will add into it later
@@ -492,86 +639,13 @@ def grad_graph(
     grads: dict[Variable, Variable] = {}
     for o, s in zip(outputs, seeds, strict=True):
         grads[o] = grads[o] + s if o in grads else s
-    x_slot, y_slot = Slot(None, None, ()), Slot(None, None, ())
-    x_slots, y_slots = [x_slot], [y_slot]
     token = _trusted.set(True)
     try:
-        _record_pass(plan, grads, wanted, x_slot, y_slot, x_slots, y_slots)
+        for _ in _reverse_pass(plan, grads, wanted, True, set()):
+            pass  # a plan towards inputs has no leaves to commit: nothing is yielded
     finally:
         _trusted.reset(token)
     return [grads.get(x) for x in inputs]
-
-
-def _record_pass(
-    plan: _Plan,
-    grads: dict[Variable, Variable],
-    wanted: set[Variable],
-    x_slot: Slot,
-    y_slot: Slot,
-    x_slots: list[Slot],
-    y_slots: list[Slot],
-) -> None:
-    try:
-        _record_steps(plan, grads, wanted, x_slot, y_slot, x_slots, y_slots)
-    except GradientShapeError as e:
-        tb, name = e.__traceback__, "a function"
-        while tb is not None:  # the step that failed (looked up only on failure)
-            if tb.tb_frame.f_code is _record_steps.__code__:
-                name = tb.tb_frame.f_locals["f"].name
-            tb = tb.tb_next
-        raise GradientShapeError(f"{name}: backward_impl: {e}") from None
-
-
-def _record_steps(
-    plan: _Plan,
-    grads: dict[Variable, Variable],
-    wanted: set[Variable],
-    x_slot: Slot,
-    y_slot: Slot,
-    x_slots: list[Slot],
-    y_slots: list[Slot],
-) -> None:
-    for f, prop, _ in reversed(plan.steps):
-        refs = f._outputs
-        inputs_f = f.inputs
-        if len(refs) == 1 and len(inputs_f) == 1:  # the common case, without allocations
-            o = refs[0]()  # type: ignore[assignment]
-            if o is None:
-                continue
-            gy = grads.get(o) if o in wanted else grads.pop(o, None)
-            if gy is None:
-                continue
-            x = inputs_f[0]
-            g = grads.get(x)
-            if o._data is None and f._ydata is not None:  # freed by clear_buffer, but retained
-                o._data = f._ydata[0]
-            y_slot.data, y_slot.grad, y_slot.shape = o, gy, gy.shape
-            x_slot.data, x_slot.grad, x_slot.shape = x, g, x._shape
-            f.backward_impl(x_slots, y_slots, prop, _ACCUM[g is not None])
-            g = x_slot.grad
-            x_slot.data = x_slot.grad = y_slot.data = y_slot.grad = None
-            if g is not None:
-                grads[x] = g
-            continue
-        outs = [r() for r in refs]
-        gys = [
-            None if o is None else grads.get(o) if o in wanted else grads.pop(o, None)
-            for o in outs
-        ]
-        if all(gy is None for gy in gys):
-            continue
-        out_slots = []
-        for i, o in enumerate(outs):  # type: ignore[assignment]
-            y = f.output_variable(i) if f.need_outputs else o
-            gy = gys[i]
-            if gy is None:
-                gy = Variable.from_array(_zeros_like_output(f, i))
-            out_slots.append(Slot(y, gy, gy.shape))
-        in_slots, accum, slots = _in_slots(inputs_f, prop, grads, True)
-        f.backward_impl(in_slots, out_slots, prop, accum)
-        for x, s in slots.items():  # type: ignore[assignment]
-            if s.grad is not None:
-                grads[x] = s.grad
 
 
 def plan(outputs: Sequence[Variable], inputs: Sequence[Variable]) -> _Plan:
@@ -614,7 +688,7 @@ class Pullback:
         seeds = [_check_seed(r, s, "pullback") for r, s in zip(self.roots, seeds, strict=True)]
         for r, s in zip(self.roots, seeds, strict=True):
             grads[r] = grads[r] + s if r in grads else s
-        for _ in _array_pass(self.plan, grads, set(), None, False, False, self._wanted):
+        for _ in _reverse_pass(self.plan, grads, self._wanted, False, set()):
             pass  # a plan towards wrt has no leaves to commit: nothing is yielded
         out: list[Any] = []
         for x in self.wrt:
@@ -622,8 +696,6 @@ class Pullback:
             if g is None:
                 xp = array_module(x._data) if x._data is not None else get_default_context().xp
                 g = xp.zeros(x.shape, dtype=x._grad_dtype())
-            elif isinstance(g, np.generic):
-                g = np.asarray(g)
             elif g.base is not None or any(g is s for s in seeds) or any(g is o for o in out):
                 g = g.copy()
             out.append(g)

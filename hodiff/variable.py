@@ -19,6 +19,19 @@ __all__ = ["Variable", "as_variable", "is_scalar"]
 _SCALARS = (int, float, np.floating, np.integer, np.bool_)
 
 
+class _Freed:
+    """The ``_grad`` of an intermediate variable whose gradient a reverse pass used and freed."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<freed gradient>"
+
+
+#: marks the gradient of an intermediate variable freed by ``.backward()`` (no retain_grad)
+FREED: Any = _Freed()
+
+
 def is_scalar(value: Any) -> bool:
     """True for Python and numpy real scalars (not arrays, not Variables)."""
     if isinstance(value, _SCALARS):
@@ -153,11 +166,26 @@ class Variable:
 
     @property
     def g(self) -> Any:
-        """The gradient, same shape and dtype as :attr:`d`; zeros until a backward writes it."""
-        if self._grad is None:
+        """The gradient, same shape and dtype as :attr:`d`; zeros until a backward writes it.
+
+        Raises:
+            RuntimeError: this is an intermediate variable (a function's output)
+                whose gradient ``.backward()`` used and freed: pass
+                ``retain_grad=True`` to keep it.
+        """
+        grad = self._grad
+        if grad is None:
             xp = array_module(self._data) if self._data is not None else get_default_context().xp
-            self._grad = xp.zeros(self.shape, dtype=self._grad_dtype())
-        return self._grad
+            grad = self._grad = xp.zeros(self.shape, dtype=self._grad_dtype())
+        elif grad is FREED:
+            name = self.parent.name if self.parent is not None else "a function"
+            raise RuntimeError(
+                f"Variable.g: this output of {name} (shape {self._shape}) is an intermediate "
+                "variable: .backward() freed its gradient once used; call "
+                ".backward(retain_grad=True) to keep intermediate gradients (or set .g, or "
+                ".zero_grad(), to use .g as a buffer)"
+            )
+        return grad
 
     @g.setter
     def g(self, value: Any) -> None:
@@ -266,15 +294,26 @@ class Variable:
 
         graph.forward([self], clear_buffer=clear_buffer)
 
-    def backward(self, grad: Any = None, clear_buffer: bool = False) -> None:
+    def backward(
+        self, grad: Any = None, clear_buffer: bool = False, *, retain_grad: bool = False
+    ) -> None:
         """Reverse pass from this variable; ACCUMULATES into ``.g`` of every leaf with need_grad.
+
+        Intermediate gradients are freed as soon as they are consumed, so after
+        the pass ``.g`` of a non-leaf variable is whatever it was before (None
+        unless set), as in PyTorch; ``retain_grad=True`` stores each
+        intermediate variable's gradient (and this variable's seed) in its
+        ``.g``, overwritten by every pass: what NNabla does by default. Leaves
+        are not affected: their gradients always accumulate.
 
         Args:
             grad: gradient of some scalar with respect to this variable; defaults
                 to ones of this variable's shape (any shape).
-            clear_buffer: free intermediate gradients and values as soon as they
-                are no longer needed (another backward or ``hd.grad`` through the
+            clear_buffer: free intermediate values as soon as the reverse pass no
+                longer needs them (another backward or ``hd.grad`` through the
                 graph then raises RuntimeError until ``forward()`` recomputes them).
+            retain_grad: keep every intermediate gradient in ``.g`` (costs
+                memory: one array per intermediate variable, alive with the graph).
 
         Raises:
             RuntimeError: the graph was never run (static mode: call ``forward()``),
@@ -283,8 +322,7 @@ class Variable:
         """
         from hodiff import graph
 
-        for _ in graph.backward(self, grad, clear_buffer=clear_buffer):
-            pass
+        graph.backward(self, grad, clear_buffer, retain_grad)
 
     def zero_grad(self) -> None:
         """Sets ``.g`` to zeros (lazily: the buffer is dropped and re-made on read or write)."""

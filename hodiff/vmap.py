@@ -92,7 +92,9 @@ class BatchedVariable(Variable):
     def forward(self, clear_buffer: bool = False) -> None:
         raise TypeError("hd.vmap: forward() of a batched variable; call it on vmap's result")
 
-    def backward(self, grad: Any = None, clear_buffer: bool = False) -> None:
+    def backward(
+        self, grad: Any = None, clear_buffer: bool = False, *, retain_grad: bool = False
+    ) -> None:
         raise TypeError("hd.vmap: backward() inside a mapped function; use hd.grad there")
 
     def unlinked(self, need_grad: bool | None = None) -> Variable:
@@ -130,7 +132,7 @@ class _Strong:
         return self.v
 
 
-def _dispatch(f: Any, inputs: list[Variable]) -> Any:
+def _dispatch(f: Any, inputs: list[Variable]) -> Any:  # noqa: C901 (the batching dispatch: one branch per case of the protocol)
     """``Function.__call__`` with a batched input: the batch rule, and the per-example node.
 
     Returns None when no input is batched (the normal path goes on). Written with plain

@@ -204,7 +204,7 @@ def test_spectral_norm_gradient_equals_nnabla_once_converged() -> None:
     np.testing.assert_allclose(x.g, expected, rtol=1e-8, atol=1e-10)
 
 
-def _warp_loops(x: np.ndarray, grid: np.ndarray, mode: str, padding_mode: str,
+def _warp_loops(x: np.ndarray, grid: np.ndarray, mode: str, padding_mode: str,  # noqa: C901 (a loop reference implementation, written plainly)
                 align: bool) -> np.ndarray:
     """NNabla's C++ reference, point by point (3-D, channel first)."""
 

@@ -48,7 +48,24 @@ def hodiff_fns(inp: dict[str, Any]) -> Fns:
         F.sum(g).backward()
         return x.g
 
-    return {"W4": d2}
+    def d2_grad_twice() -> Any:
+        (g,) = hd.grad(F.sum(_chain(x, steps, F.tanh)), x)
+        (h,) = hd.grad(F.sum(g), x)
+        return h.d
+
+    # the same second derivative as a static graph, recorded once and re-run per call
+    xs = hd.Variable(x.shape, need_grad=True, dtype=x.dtype)
+    with hd.auto_forward(False):
+        (gs,) = hd.grad(F.sum(_chain(xs, steps, F.tanh)), xs)
+        (hs,) = hd.grad(F.sum(gs), xs)
+    data = inp["x"]
+
+    def d2_static() -> Any:
+        xs.d = data
+        hs.forward()
+        return hs.d
+
+    return {"W4": d2, "W4b": d2_grad_twice, "W4s": d2_static}
 
 
 def torch_fns(inp: dict[str, Any]) -> Fns:
@@ -60,7 +77,8 @@ def torch_fns(inp: dict[str, Any]) -> Fns:
         (g,) = torch.autograd.grad(_chain(x, steps, torch.tanh).sum(), x, create_graph=True)
         return torch.autograd.grad(g.sum(), x)
 
-    return {"W4": d2}
+    # one reference for the three ways hodiff runs it (torch has no static graph to re-run)
+    return {"W4": d2, "W4b": d2, "W4s": d2}
 
 
 def jax_fns(inp: dict[str, Any]) -> Fns:
@@ -93,12 +111,17 @@ def autograd_fns(inp: dict[str, Any]) -> Fns:
 WORKLOAD = Workload(
     name="chain",
     title="per-op overhead: 200 x (tanh, *1.01, +0.1) on size 16, second derivative",
-    tasks=(Task("W4", "per-op overhead, 2nd derivative"),),
+    tasks=(
+        Task("W4", "per-op overhead, 2nd derivative"),
+        Task("W4b", "per-op overhead, 2nd derivative, hd.grad twice"),
+        Task("W4s", "per-op overhead, 2nd derivative, static graph re-run"),
+    ),
     dtypes=("float64",),
     make_inputs=make_inputs,
     builders={"hodiff": hodiff_fns, "torch": torch_fns, "jax": jax_fns, "autograd": autograd_fns},
     notes={
-        "hodiff": "hd.grad, then .backward() of its sum",
+        "hodiff": "W4: hd.grad, then .backward() of its sum; W4b: hd.grad twice; W4s: both "
+        "hd.grad recorded once in static mode (auto_forward(False)), then x.d = ...; h.forward()",
         "torch": "autograd.grad(create_graph=True), then autograd.grad",
         "jax": "jax.jit(jax.grad(sum o jax.grad)), loop as lax.fori_loop: compiled, "
         "no per-op cost",

@@ -68,7 +68,9 @@ def hodiff_fns(inp: dict[str, Any]) -> Fns:
         (g,) = hd.grad(F.sum(critic(x_hat)), x_hat)  # a differentiable graph
         penalty = F.mean((F.sqrt(F.sum(g * g, axis=1)) - 1.0) ** 2)
         loss = F.mean(critic(x_fake)) - F.mean(critic(x_real)) + LAMBDA * penalty
-        loss.backward()  # plain reverse pass, through g's graph too
+        # plain reverse pass, through g's graph too; clear_buffer frees each value once the
+        # pass no longer needs it, as torch.autograd.grad does by default (retain_graph=False)
+        loss.backward(clear_buffer=True)
         return [p.g for p in ps]
 
     return {"W3": step}
@@ -136,7 +138,7 @@ WORKLOAD = Workload(
     make_inputs=make_inputs,
     builders={"hodiff": hodiff_fns, "torch": torch_fns, "jax": jax_fns, "autograd": autograd_fns},
     notes={
-        "hodiff": "hd.grad for the penalty's gradient, then loss.backward()",
+        "hodiff": "hd.grad for the penalty's gradient, then loss.backward(clear_buffer=True)",
         "torch": "autograd.grad(create_graph=True), then autograd.grad w.r.t. the weights",
         "jax": "jax.jit(jax.grad(loss)) with jax.grad inside the loss",
         "autograd": "autograd.grad with autograd.grad inside the loss",

@@ -362,4 +362,4 @@ def prelu(x: Any, w: Any, base_axis: int = 1) -> Variable:
 from hodiff import batching as _batching  # noqa: E402
 
 for _cls in (Sigmoid, Softplus, ReLU):
-    _cls.batch_rule = _batching.elementwise  # type: ignore[attr-defined]
+    _cls.batch_rule = _batching.elementwise  # type: ignore[attr-defined,union-attr]

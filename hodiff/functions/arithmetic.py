@@ -450,4 +450,4 @@ def identity(x: Any) -> Variable:
 from hodiff import batching as _batching  # noqa: E402
 
 for _cls in (_Binary, _Scalar, Abs, Sign, Identity):
-    _cls.batch_rule = _batching.elementwise  # type: ignore[attr-defined]
+    _cls.batch_rule = _batching.elementwise  # type: ignore[attr-defined,union-attr]

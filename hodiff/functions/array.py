@@ -636,7 +636,8 @@ def _batch_transpose(self: Any, inputs: Sequence[Any], axes: _Rule) -> Any:
 
 def _batch_flip(self: Any, inputs: Sequence[Any], axes: _Rule) -> Any:
     (x,) = inputs
-    return _batching.renew(self, axes=tuple(_batching.shift_axes(tuple(self.axes), x.ndim - 1)))(x)
+    shifted = _batching.shift_axes(tuple(self.axes), x.ndim - 1)  # a tuple in, a tuple out
+    return _batching.renew(self, axes=tuple(shifted))(x)  # type: ignore[arg-type]
 
 
 def _batch_join(self: Any, inputs: Sequence[Any], axes: _Rule) -> Any:

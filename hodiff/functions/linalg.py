@@ -222,7 +222,7 @@ def _split_ellipsis(subscripts: str, term: str, where: str) -> tuple[str, str, b
 
 
 @functools.lru_cache(maxsize=4096)
-def einsum_plan(subscripts: str, shapes: tuple[tuple[int, ...], ...]) -> EinsumPlan:
+def einsum_plan(subscripts: str, shapes: tuple[tuple[int, ...], ...]) -> EinsumPlan:  # noqa: C901 (one validation branch per einsum subscript error)
     """Parses numpy einsum ``subscripts`` for operands of ``shapes`` (ValueError if invalid)."""
     s = subscripts.replace(" ", "")
     if s.count("->") > 1 or ("->" not in s and ">" in s.replace("->", "")):

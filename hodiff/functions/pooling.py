@@ -511,7 +511,7 @@ def _batch_leading(self: Any, inputs: Sequence[Any], axes: Sequence[int | None])
 
 
 for _cls in (SumPooling, AveragePooling, Interpolate):
-    _cls.batch_rule = _batch_leading  # type: ignore[attr-defined]
+    _cls.batch_rule = _batch_leading  # type: ignore[attr-defined,union-attr]
 
 
 class _LocalIndex(Function, register=False):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,7 +96,7 @@ def positive(shape: tuple[int, ...], lo: float = 0.5, hi: float = 2.0) -> Callab
     return lambda rng: rng.uniform(lo, hi, size=shape)
 
 
-def spec_ids(specs: list[Spec]) -> list[str]:
+def spec_ids(specs: Sequence[Spec]) -> list[str]:
     """Display names, unique: a repeated spec name gets ``#1``, ``#2``... (test ids, CLI rows)."""
     seen: dict[str, int] = {}
     out = []
