@@ -68,6 +68,11 @@ def main() -> None:
     import cupy as cp
     import torch
 
+    import hodiff as hd
+
+    # new arrays (static graphs' seeds, constants) on the GPU, as a cupy user would set it
+    hd.set_default_context(hd.Context(backend="cupy", dtype="float32"))
+
     sync_cp = cp.cuda.Device().synchronize
     sync_torch = torch.cuda.synchronize
     print(f"cupy {cp.__version__}, torch {torch.__version__}, {torch.cuda.get_device_name()}")
