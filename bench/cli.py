@@ -25,35 +25,81 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         description="hodiff against PyTorch, JAX and HIPS autograd: workloads W1..W6 "
         "and the numpy floor (issue 5). Timings are medians of interleaved repeats.",
     )
-    p.add_argument("--quick", action="store_true",
-                   help="fast run: fewer repeats, no memory pass, results under bench/results/")
-    p.add_argument("--size", choices=("full", "tiny"), default="full",
-                   help="problem sizes: the issue's (full) or a smoke-test size (tiny)")
-    p.add_argument("--workloads", nargs="+", choices=GROUPS, default=list(GROUPS),
-                   help="workload groups: mlp (W1, W2), critic (W3), chain (W4), "
-                   "hessian (W5), cnn (W6), per_example (W7)")
-    p.add_argument("--libs", nargs="+", choices=LIBS, default=list(LIBS),
-                   help="libraries (those not installed are skipped); numpy = the hand floor")
-    p.add_argument("--dtypes", nargs="+", choices=("float32", "float64"), default=None,
-                   help="override each workload's dtypes (default: W1-W3, W6 in both, "
-                   "W4, W5 in float64)")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="fast run: fewer repeats, no memory pass, results under bench/results/",
+    )
+    p.add_argument(
+        "--size",
+        choices=("full", "tiny"),
+        default="full",
+        help="problem sizes: the issue's (full) or a smoke-test size (tiny)",
+    )
+    p.add_argument(
+        "--workloads",
+        nargs="+",
+        choices=GROUPS,
+        default=list(GROUPS),
+        help="workload groups: mlp (W1, W2), critic (W3), chain (W4), "
+        "hessian (W5), cnn (W6), per_example (W7)",
+    )
+    p.add_argument(
+        "--libs",
+        nargs="+",
+        choices=LIBS,
+        default=list(LIBS),
+        help="libraries (those not installed are skipped); numpy = the hand floor",
+    )
+    p.add_argument(
+        "--dtypes",
+        nargs="+",
+        choices=("float32", "float64"),
+        default=None,
+        help="override each workload's dtypes (default: W1-W3, W6 in both, W4, W5 in float64)",
+    )
     p.add_argument("--repeats", type=int, default=None, help="timed samples per function")
     p.add_argument("--warmup", type=int, default=None, help="untimed calls first")
-    p.add_argument("--min-time", type=float, default=None,
-                   help="seconds per sample (fast functions are looped to reach it)")
+    p.add_argument(
+        "--min-time",
+        type=float,
+        default=None,
+        help="seconds per sample (fast functions are looped to reach it)",
+    )
     p.add_argument("--threads", type=int, default=1, help="threads for every library")
-    p.add_argument("--no-pin-cpu", dest="pin_cpu", action="store_false",
-                   help="do not restrict the process to --threads CPUs")
-    p.add_argument("--no-memory", dest="memory", action="store_false",
-                   help="skip the peak-memory pass (a child process)")
-    p.add_argument("--docs", action="store_true",
-                   help="also write docs/performance.md and docs/performance.png")
-    p.add_argument("--out", default=None,
-                   help="folder for the JSON and markdown results (default: bench/results)")
-    p.add_argument("--profile", action="store_true",
-                   help="instead of timing, cProfile hodiff on W1 and W4 and print the top entries")
-    p.add_argument("--render", metavar="JSON", default=None,
-                   help="only re-render the markdown, chart (and --docs) from a run's JSON")
+    p.add_argument(
+        "--no-pin-cpu",
+        dest="pin_cpu",
+        action="store_false",
+        help="do not restrict the process to --threads CPUs",
+    )
+    p.add_argument(
+        "--no-memory",
+        dest="memory",
+        action="store_false",
+        help="skip the peak-memory pass (a child process)",
+    )
+    p.add_argument(
+        "--docs",
+        action="store_true",
+        help="also write docs/performance.md and docs/performance.png",
+    )
+    p.add_argument(
+        "--out",
+        default=None,
+        help="folder for the JSON and markdown results (default: bench/results)",
+    )
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="instead of timing, cProfile hodiff on W1 and W4 and print the top entries",
+    )
+    p.add_argument(
+        "--render",
+        metavar="JSON",
+        default=None,
+        help="only re-render the markdown, chart (and --docs) from a run's JSON",
+    )
     p.add_argument("--memory-child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.quick:

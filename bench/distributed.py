@@ -162,19 +162,34 @@ def launch(args: argparse.Namespace, ranks: int, dtype: str, no_comm: bool) -> d
     for var in THREAD_VARS:
         env[var] = "1"
     cmd = [
-        mpiexec(), "-n", str(ranks), sys.executable, "-m", "mpi4py", "-m", "bench.distributed",
-        "--worker", "--dtype", dtype, "--batch", str(args.batch), "--steps", str(args.steps),
-        "--rounds", str(args.rounds),
+        mpiexec(),
+        "-n",
+        str(ranks),
+        sys.executable,
+        "-m",
+        "mpi4py",
+        "-m",
+        "bench.distributed",
+        "--worker",
+        "--dtype",
+        dtype,
+        "--batch",
+        str(args.batch),
+        "--steps",
+        str(args.steps),
+        "--rounds",
+        str(args.rounds),
     ]
     if args.bucket_size is not None:
         cmd += ["--bucket-size", str(args.bucket_size)]
     if no_comm:
         cmd.append("--no-comm")
-    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
-                       check=False)
+    r = subprocess.run(
+        cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False
+    )
     for line in r.stdout.splitlines():
         if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):])
+            return json.loads(line[len("RESULT ") :])
     raise RuntimeError(f"{' '.join(cmd)} failed:\n{r.stdout}\n{r.stderr}")
 
 
@@ -191,7 +206,8 @@ def main(argv: list[str]) -> int:
         for _ in range(args.repeats):
             for n, exchange in configs:
                 runs.setdefault((dtype, n, exchange), []).append(
-                    launch(args, n, dtype, not exchange))
+                    launch(args, n, dtype, not exchange)
+                )
     load_end = os.getloadavg()
     rows = []
     for dtype in args.dtypes:
@@ -202,30 +218,50 @@ def main(argv: list[str]) -> int:
             rs = runs[(dtype, n, exchange)]
             t = statistics.median(r["step_s"] for r in rs)
             best = min(r["step_s_min"] for r in rs)
-            rows.append({
-                "dtype": dtype, "ranks": n if exchange else f"{n}, no exchange",
-                "step_ms": 1e3 * t, "best_ms": 1e3 * best,
-                "samples_per_s": args.batch / t,
-                "speedup": base / t, "speedup_best": base_best / best,
-                "spread": (max(r["step_s_max"] for r in rs) - min(r["step_s_min"] for r in rs)) / t,
-                "comm_share": statistics.median(r["comm_share"] for r in rs),
-                "wait_share": statistics.median(r["wait_share"] for r in rs),
-                "reduce_share": statistics.median(r["reduce_s"] for r in rs) / t,
-            })
-    print(f"WGAN-GP critic step (2-256-256-1, global batch {args.batch}), one BLAS thread and "
-          f"one CPU per rank; {os.cpu_count()} CPUs; load average {load_start} -> {load_end}")
-    print("| dtype | ranks | ms / step | samples / s | vs 1 rank | best round: ms, vs 1 rank | "
-          "spread | communication | final wait | all-reduce alone |")
+            rows.append(
+                {
+                    "dtype": dtype,
+                    "ranks": n if exchange else f"{n}, no exchange",
+                    "step_ms": 1e3 * t,
+                    "best_ms": 1e3 * best,
+                    "samples_per_s": args.batch / t,
+                    "speedup": base / t,
+                    "speedup_best": base_best / best,
+                    "spread": (max(r["step_s_max"] for r in rs) - min(r["step_s_min"] for r in rs))
+                    / t,
+                    "comm_share": statistics.median(r["comm_share"] for r in rs),
+                    "wait_share": statistics.median(r["wait_share"] for r in rs),
+                    "reduce_share": statistics.median(r["reduce_s"] for r in rs) / t,
+                }
+            )
+    print(
+        f"WGAN-GP critic step (2-256-256-1, global batch {args.batch}), one BLAS thread and "
+        f"one CPU per rank; {os.cpu_count()} CPUs; load average {load_start} -> {load_end}"
+    )
+    print(
+        "| dtype | ranks | ms / step | samples / s | vs 1 rank | best round: ms, vs 1 rank | "
+        "spread | communication | final wait | all-reduce alone |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['dtype']} | {r['ranks']} | {r['step_ms']:.2f} | {r['samples_per_s']:.0f} | "
-              f"{r['speedup']:.2f}x | {r['best_ms']:.2f}, {r['speedup_best']:.2f}x | "
-              f"{100 * r['spread']:.0f}% | {100 * r['comm_share']:.1f}% | "
-              f"{100 * r['wait_share']:.1f}% | {100 * r['reduce_share']:.1f}% |")
+        print(
+            f"| {r['dtype']} | {r['ranks']} | {r['step_ms']:.2f} | {r['samples_per_s']:.0f} | "
+            f"{r['speedup']:.2f}x | {r['best_ms']:.2f}, {r['speedup_best']:.2f}x | "
+            f"{100 * r['spread']:.0f}% | {100 * r['comm_share']:.1f}% | "
+            f"{100 * r['wait_share']:.1f}% | {100 * r['reduce_share']:.1f}% |"
+        )
     if args.json:
-        Path(args.json).write_text(json.dumps(
-            {"rows": rows, "runs": {f"{k[0]}/{k[1]}/{k[2]}": v for k, v in runs.items()},
-             "load": [load_start, load_end], "batch": args.batch}, indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "rows": rows,
+                    "runs": {f"{k[0]}/{k[1]}/{k[2]}": v for k, v in runs.items()},
+                    "load": [load_start, load_end],
+                    "batch": args.batch,
+                },
+                indent=1,
+            )
+        )
     return 0
 
 

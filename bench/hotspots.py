@@ -37,8 +37,10 @@ def profile(group: str, task: str, dtype: str, calls: int, size: str, top: int =
     prof.disable()
     buf = io.StringIO()
     stats = pstats.Stats(prof, stream=buf)
-    buf.write(f"## {task} {dtype} ({group}, size {size}): {plain * 1e3:.2f} ms per call "
-              f"unprofiled; {stats.total_calls / calls:.0f} profiled calls per call\n")
+    buf.write(
+        f"## {task} {dtype} ({group}, size {size}): {plain * 1e3:.2f} ms per call "
+        f"unprofiled; {stats.total_calls / calls:.0f} profiled calls per call\n"
+    )
     buf.write("\n### by own time (tottime)\n")
     stats.sort_stats("tottime").print_stats(top)
     buf.write("\n### by cumulative time, hodiff only\n")

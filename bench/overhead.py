@@ -83,10 +83,14 @@ def main() -> None:
     y.backward()
     assert np.allclose(x.g, check, rtol=1e-12), "hodiff and the hand-written backward disagree"
     print(f"chain of {n_ops} elementwise ops on size-{SIZE} arrays (median of 15)")
-    print(f"  plain backward: hodiff {hb * 1e6 / n_ops:6.2f} us/op, numpy by hand "
-          f"{nb * 1e6 / n_ops:6.2f} us/op, ratio {hb / nb:5.1f}")
-    print(f"  forward (build): hodiff {hf * 1e6 / n_ops:6.2f} us/op, numpy by hand "
-          f"{nf * 1e6 / n_ops:6.2f} us/op, ratio {hf / nf:5.1f}")
+    print(
+        f"  plain backward: hodiff {hb * 1e6 / n_ops:6.2f} us/op, numpy by hand "
+        f"{nb * 1e6 / n_ops:6.2f} us/op, ratio {hb / nb:5.1f}"
+    )
+    print(
+        f"  forward (build): hodiff {hf * 1e6 / n_ops:6.2f} us/op, numpy by hand "
+        f"{nf * 1e6 / n_ops:6.2f} us/op, ratio {hf / nf:5.1f}"
+    )
 
 
 if __name__ == "__main__":

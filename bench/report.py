@@ -9,8 +9,13 @@ from typing import Any
 
 LIBS = ("hodiff", "torch", "jax", "autograd", "numpy")
 PEERS = ("torch", "jax", "autograd", "numpy")
-LABEL = {"hodiff": "hodiff", "torch": "PyTorch", "jax": "JAX (jit)", "autograd": "autograd",
-         "numpy": "numpy floor"}
+LABEL = {
+    "hodiff": "hodiff",
+    "torch": "PyTorch",
+    "jax": "JAX (jit)",
+    "autograd": "autograd",
+    "numpy": "numpy floor",
+}
 #: (task, what, bound, text): "what" is a peer (hodiff / peer time) or "hvp/grad"
 TARGETS = (
     ("W1", "numpy", 1.10, "W1: hodiff / numpy floor <= 1.10"),
@@ -29,9 +34,7 @@ TARGETS = (
     ("W7a", "hvp/grad", 3.0, "W7: hodiff per-example / batch gradient <= 3"),
 )
 #: (task, peer, bound, text) on the peak resident-set growth of one call (the memory pass)
-MEMORY_TARGETS = (
-    ("W3", "torch", 1.3, "W3 peak memory: hodiff / torch <= 1.3"),
-)
+MEMORY_TARGETS = (("W3", "torch", 1.3, "W3 peak memory: hodiff / torch <= 1.3"),)
 NOTES_HEADING = "## Notes"
 
 
@@ -81,14 +84,28 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
                 continue
             value = entry.get("hodiff" if what == "hvp/grad" else f"hodiff/{what}")
             if value is not None:
-                targets.append({"target": text, "dtype": entry["dtype"], "value": value,
-                                "bound": bound, "met": value <= bound})
+                targets.append(
+                    {
+                        "target": text,
+                        "dtype": entry["dtype"],
+                        "value": value,
+                        "bound": bound,
+                        "met": value <= bound,
+                    }
+                )
     for task, peer, bound, text in MEMORY_TARGETS:
         for (t, dtype), rows in table.items():
             a, b = (rows.get(lib, {}).get("peak_rss_bytes") for lib in ("hodiff", peer))
             if t == task and a is not None and b:
-                targets.append({"target": text, "dtype": dtype, "value": a / b,
-                                "bound": bound, "met": a / b <= bound})
+                targets.append(
+                    {
+                        "target": text,
+                        "dtype": dtype,
+                        "value": a / b,
+                        "bound": bound,
+                        "met": a / b <= bound,
+                    }
+                )
     return {"ratios": ratios, "hvp_over_grad": hvp, "targets": targets}
 
 
@@ -125,8 +142,11 @@ def markdown_tables(result: dict[str, Any]) -> str:
     lines = [
         "### Median time per call (ms) and hodiff / peer ratios (< 1: hodiff is faster)",
         "",
-        "| task | dtype | " + " | ".join(LABEL[lib] for lib in libs) + " | "
-        + " | ".join(f"hodiff / {LABEL[p]}" for p in peers) + " |",
+        "| task | dtype | "
+        + " | ".join(LABEL[lib] for lib in libs)
+        + " | "
+        + " | ".join(f"hodiff / {LABEL[p]}" for p in peers)
+        + " |",
         "|---|---|" + "---:|" * (len(libs) + len(peers)),
     ]
     for (task, dtype), rows in table.items():
@@ -135,35 +155,56 @@ def markdown_tables(result: dict[str, Any]) -> str:
         lines.append(f"| {task} {titles[task]} | {dtype} | " + " | ".join(cells) + " |")
     hvp = result["summary"]["hvp_over_grad"]
     if hvp:
-        lines += ["", "### HVP time / gradient time (same library, same run)", "",
-                  "| HVP | dtype | " + " | ".join(LABEL[lib] for lib in libs) + " |",
-                  "|---|---|" + "---:|" * len(libs)]
+        lines += [
+            "",
+            "### HVP time / gradient time (same library, same run)",
+            "",
+            "| HVP | dtype | " + " | ".join(LABEL[lib] for lib in libs) + " |",
+            "|---|---|" + "---:|" * len(libs),
+        ]
         for h in hvp:
             cells = [_x(h.get(lib)) for lib in libs]
-            lines.append(f"| {h['task']} / {h['grad_task']} | {h['dtype']} | "
-                         + " | ".join(cells) + " |")
+            lines.append(
+                f"| {h['task']} / {h['grad_task']} | {h['dtype']} | " + " | ".join(cells) + " |"
+            )
     targets = result["summary"]["targets"]
     if targets:
-        lines += ["", "### Targets (issues 5 and 11)", "", "| target | dtype | measured | met |",
-                  "|---|---|---:|:---:|"]
+        lines += [
+            "",
+            "### Targets (issues 5 and 11)",
+            "",
+            "| target | dtype | measured | met |",
+            "|---|---|---:|:---:|",
+        ]
         for t in targets:
-            lines.append(f"| {t['target']} | {t['dtype']} | {t['value']:.2f} | "
-                         f"{'yes' if t['met'] else '**no**'} |")
-    lines += ["", "### Correctness: largest relative error against hodiff (checked before "
-              "timing; float64 bound 1e-10)", "",
-              "| task | dtype | " + " | ".join(LABEL[p] for p in peers) + " |",
-              "|---|---|" + "---:|" * len(peers)]
+            lines.append(
+                f"| {t['target']} | {t['dtype']} | {t['value']:.2f} | "
+                f"{'yes' if t['met'] else '**no**'} |"
+            )
+    lines += [
+        "",
+        "### Correctness: largest relative error against hodiff (checked before "
+        "timing; float64 bound 1e-10)",
+        "",
+        "| task | dtype | " + " | ".join(LABEL[p] for p in peers) + " |",
+        "|---|---|" + "---:|" * len(peers),
+    ]
     for (task, dtype), rows in table.items():
         cells = [f"{rows[p]['rel_err']:.1e}" if p in rows else "-" for p in peers]
         lines.append(f"| {task} | {dtype} | " + " | ".join(cells) + " |")
     if any("peak_rss_bytes" in r for r in result["results"]):
-        lines += ["", "### Peak memory of one call (MiB): resident-set growth; in parentheses "
-                  "the tracemalloc peak (numpy-based libraries)", "",
-                  "| task | dtype | " + " | ".join(LABEL[lib] for lib in libs) + " |",
-                  "|---|---|" + "---:|" * len(libs)]
+        lines += [
+            "",
+            "### Peak memory of one call (MiB): resident-set growth; in parentheses "
+            "the tracemalloc peak (numpy-based libraries)",
+            "",
+            "| task | dtype | " + " | ".join(LABEL[lib] for lib in libs) + " |",
+            "|---|---|" + "---:|" * len(libs),
+        ]
         for (task, dtype), rows in table.items():
-            lines.append(f"| {task} | {dtype} | "
-                         + " | ".join(_mib(rows.get(lib)) for lib in libs) + " |")
+            lines.append(
+                f"| {task} | {dtype} | " + " | ".join(_mib(rows.get(lib)) for lib in libs) + " |"
+            )
     if result.get("errors"):
         lines += ["", "### Errors", ""]
         lines += [f"- {e['group']} {e['dtype']} {e['lib']}: {e['error']}" for e in result["errors"]]
@@ -174,26 +215,37 @@ def header(result: dict[str, Any]) -> str:
     m, v, th, s = result["machine"], result["versions"], result["threads"], result["settings"]
     blas = th.get("blas")
     if isinstance(blas, list):
-        blas = ", ".join(f"{b['internal_api']} {b['version'] or ''} {b['num_threads']} thread(s)"
-                         .replace("  ", " ") for b in blas)
+        blas = ", ".join(
+            f"{b['internal_api']} {b['version'] or ''} {b['num_threads']} thread(s)".replace(
+                "  ", " "
+            )
+            for b in blas
+        )
     torch_threads = th.get("torch")
     if isinstance(torch_threads, dict):
-        torch_threads = (f"intra-op {torch_threads['intra_op']}, "
-                         f"inter-op {torch_threads['inter_op']}")
-    return "\n".join([
-        f"- date: {result['date']}; hodiff {v.get('hodiff', '?')} at {v.get('hodiff_commit', '?')}",
-        f"- machine: {m['cpu']}, {m['logical_cpus']} logical CPUs, {m['memory_gib']} GiB; "
-        f"{m['os']}; Python {m['python']}; load average at start "
-        f"{m.get('load_average_at_start')}",
-        "- versions: " + ", ".join(f"{k} {v[k]}" for k in ("numpy", "torch", "jax", "autograd")
-                                    if k in v),
-        f"- threads: {th['requested']} for every library (process pinned to CPUs "
-        f"{th.get('cpu_affinity')}; BLAS: {blas}; torch: {torch_threads}; "
-        f"XLA_FLAGS: `{th.get('xla_flags', '')}`)",
-        f"- timing: median of {s['repeats']} interleaved rounds after {s['warmup']} warm-up "
-        f"calls; calls shorter than {s['min_time'] * 1e3:g} ms are looped within a round; "
-        f"sizes: {s['size']}",
-    ]) + "\n"
+        torch_threads = (
+            f"intra-op {torch_threads['intra_op']}, inter-op {torch_threads['inter_op']}"
+        )
+    return (
+        "\n".join(
+            [
+                f"- date: {result['date']}; hodiff {v.get('hodiff', '?')} at "
+                f"{v.get('hodiff_commit', '?')}",
+                f"- machine: {m['cpu']}, {m['logical_cpus']} logical CPUs, {m['memory_gib']} GiB; "
+                f"{m['os']}; Python {m['python']}; load average at start "
+                f"{m.get('load_average_at_start')}",
+                "- versions: "
+                + ", ".join(f"{k} {v[k]}" for k in ("numpy", "torch", "jax", "autograd") if k in v),
+                f"- threads: {th['requested']} for every library (process pinned to CPUs "
+                f"{th.get('cpu_affinity')}; BLAS: {blas}; torch: {torch_threads}; "
+                f"XLA_FLAGS: `{th.get('xla_flags', '')}`)",
+                f"- timing: median of {s['repeats']} interleaved rounds after {s['warmup']} "
+                f"warm-up calls; calls shorter than {s['min_time'] * 1e3:g} ms are looped within "
+                f"a round; sizes: {s['size']}",
+            ]
+        )
+        + "\n"
+    )
 
 
 def write_all(result: dict[str, Any], out: Path, docs: bool, root: Path) -> list[Path]:
@@ -201,8 +253,9 @@ def write_all(result: dict[str, Any], out: Path, docs: bool, root: Path) -> list
     stem = "quick" if result["settings"]["quick"] else "latest"
     paths = [out / f"{stem}.json", out / f"{stem}.md"]
     paths[0].write_text(json.dumps(result, indent=1, default=str) + "\n")
-    paths[1].write_text(f"# hodiff benchmark ({stem})\n\n" + header(result) + "\n"
-                        + markdown_tables(result))
+    paths[1].write_text(
+        f"# hodiff benchmark ({stem})\n\n" + header(result) + "\n" + markdown_tables(result)
+    )
     png = out / f"{stem}.png"
     if plot(result, png):
         paths.append(png)
@@ -233,8 +286,13 @@ def plot(result: dict[str, Any], path: Path) -> bool:
     libs = [lib for lib in LIBS if any(_median(rows, lib) for _, rows in groups)]
     if not groups:
         return False
-    colors = {"hodiff": "#d62728", "torch": "#ee8a2a", "jax": "#1f77b4", "autograd": "#2ca02c",
-              "numpy": "#7f7f7f"}
+    colors = {
+        "hodiff": "#d62728",
+        "torch": "#ee8a2a",
+        "jax": "#1f77b4",
+        "autograd": "#2ca02c",
+        "numpy": "#7f7f7f",
+    }
     width = 0.8 / len(libs)
     fig, ax = plt.subplots(figsize=(max(8.0, 0.9 * len(groups) + 2), 4.8))
     for j, lib in enumerate(libs):
@@ -318,7 +376,7 @@ def performance_md(result: dict[str, Any], path: Path, with_png: bool) -> str:
     if path.exists():
         old = path.read_text()
         if NOTES_HEADING in old:
-            notes = old[old.index(NOTES_HEADING):]
+            notes = old[old.index(NOTES_HEADING) :]
     parts = [
         "# Performance\n",
         "hodiff against PyTorch, JAX and HIPS autograd on the workloads of issue 5. "

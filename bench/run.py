@@ -50,8 +50,10 @@ def limit_threads(n: int, libs: list[str]) -> dict[str, Any]:
         torch.set_num_threads(n)
         with contextlib.suppress(RuntimeError):  # already set: the pool has started
             torch.set_num_interop_threads(n)
-        info["torch"] = {"intra_op": torch.get_num_threads(),
-                         "inter_op": torch.get_num_interop_threads()}
+        info["torch"] = {
+            "intra_op": torch.get_num_threads(),
+            "inter_op": torch.get_num_interop_threads(),
+        }
     if "jax" in libs:
         importlib.import_module("jax")  # loads XLA under XLA_FLAGS
         info["xla_flags"] = os.environ.get("XLA_FLAGS", "")
@@ -65,8 +67,9 @@ def limit_threads(n: int, libs: list[str]) -> dict[str, Any]:
             {k: p.get(k) for k in ("user_api", "internal_api", "version", "num_threads", "prefix")}
             for p in threadpoolctl.threadpool_info()
         ]
-    info["env"] = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                                                   "MKL_NUM_THREADS")}
+    info["env"] = {
+        k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+    }
     return info
 
 
@@ -87,9 +90,14 @@ def machine() -> dict[str, Any]:
     except (OSError, ValueError, IndexError):
         pass
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
-    return {"cpu": cpu, "logical_cpus": os.cpu_count(), "memory_gib": mem,
-            "os": platform.platform(), "python": platform.python_version(),
-            "load_average_at_start": None if load is None else [round(v, 2) for v in load]}
+    return {
+        "cpu": cpu,
+        "logical_cpus": os.cpu_count(),
+        "memory_gib": mem,
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "load_average_at_start": None if load is None else [round(v, 2) for v in load],
+    }
 
 
 def versions(libs: list[str]) -> dict[str, str]:
@@ -101,8 +109,12 @@ def versions(libs: list[str]) -> dict[str, str]:
             except importlib.metadata.PackageNotFoundError:
                 out[lib] = getattr(importlib.import_module(lib), "__version__", "?")
     try:
-        commit = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
-                                capture_output=True, text=True, timeout=10).stdout.strip()
+        commit = subprocess.run(
+            ["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
         out["hodiff_commit"] = commit or "?"
     except (OSError, subprocess.SubprocessError):
         out["hodiff_commit"] = "?"
@@ -144,8 +156,9 @@ def build(w: Workload, dtype: str, libs: list[str], size: str) -> tuple[dict, di
                 fns[(tid, lib)] = fn
         except Exception as e:  # a library that fails is reported, not fatal
             traceback.print_exc()
-            errors.append({"lib": lib, "dtype": dtype, "group": w.name,
-                           "error": f"{type(e).__name__}: {e}"})
+            errors.append(
+                {"lib": lib, "dtype": dtype, "group": w.name, "error": f"{type(e).__name__}: {e}"}
+            )
     return fns, outs, errors
 
 
@@ -159,18 +172,28 @@ def run_group(w: Workload, dtype: str, libs: list[str], args: argparse.Namespace
             key = (task.id, lib)
             if key not in outs:
                 continue
-            row = {"task": task.id, "title": task.title, "group": w.name, "dtype": dtype,
-                   "lib": lib, "reference": ref_lib, "tolerance": TOLERANCE[dtype]}
+            row = {
+                "task": task.id,
+                "title": task.title,
+                "group": w.name,
+                "dtype": dtype,
+                "lib": lib,
+                "reference": ref_lib,
+                "tolerance": TOLERANCE[dtype],
+            }
             row["rel_err"] = 0.0 if lib == ref_lib else rel_err(outs[key], outs[(task.id, ref_lib)])
             row["check_ok"] = row["rel_err"] <= TOLERANCE[dtype]
             if not row["check_ok"]:
-                log(f"  CHECK FAILED: {task.id} {dtype} {lib}: relative error {row['rel_err']:.3g} "
-                    f"against {ref_lib} (tolerance {TOLERANCE[dtype]:g}); not timed")
+                log(
+                    f"  CHECK FAILED: {task.id} {dtype} {lib}: relative error {row['rel_err']:.3g} "
+                    f"against {ref_lib} (tolerance {TOLERANCE[dtype]:g}); not timed"
+                )
                 del fns[key]
             rows.append(row)
     log(f"{w.name} {dtype}: timing {len(fns)} functions, {args.repeats} interleaved rounds")
-    stats = timing.interleaved(fns, args.repeats, args.warmup, args.min_time,
-                               progress=sys.stderr.isatty())
+    stats = timing.interleaved(
+        fns, args.repeats, args.warmup, args.min_time, progress=sys.stderr.isatty()
+    )
     for row in rows:
         row.update(stats.get((row["task"], row["lib"]), {}))
     return rows, errors
@@ -180,8 +203,21 @@ def memory_pass(args: argparse.Namespace, libs: list[str]) -> dict[str, dict[str
     """Peak memory of every function, measured in a child process (see :func:`memory_child`)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "memory.json")
-        cmd = [sys.executable, "-m", "bench", "--memory-child", path, "--size", args.size,
-               "--threads", str(args.threads), "--workloads", *args.workloads, "--libs", *libs]
+        cmd = [
+            sys.executable,
+            "-m",
+            "bench",
+            "--memory-child",
+            path,
+            "--size",
+            args.size,
+            "--threads",
+            str(args.threads),
+            "--workloads",
+            *args.workloads,
+            "--libs",
+            *libs,
+        ]
         if args.dtypes:
             cmd += ["--dtypes", *args.dtypes]
         if not args.pin_cpu:
@@ -246,15 +282,19 @@ def main(args: argparse.Namespace) -> int:
         "machine": machine(),
         "versions": versions(libs),
         "threads": threads,
-        "settings": {k: getattr(args, k) for k in ("size", "repeats", "warmup", "min_time",
-                                                    "quick", "threads", "pin_cpu")},
+        "settings": {
+            k: getattr(args, k)
+            for k in ("size", "repeats", "warmup", "min_time", "quick", "threads", "pin_cpu")
+        },
         "notes": {w: WORKLOADS[w].notes for w in args.workloads},
     }
     blas = threads["blas"]
     if isinstance(blas, list):
         blas = [(b["internal_api"], b["num_threads"]) for b in blas]
-    log(f"threads: {args.threads} for every library; CPUs {threads.get('cpu_affinity')}; "
-        f"torch {threads.get('torch')}; BLAS {blas}")
+    log(
+        f"threads: {args.threads} for every library; CPUs {threads.get('cpu_affinity')}; "
+        f"torch {threads.get('torch')}; BLAS {blas}"
+    )
     rows: list[dict[str, Any]] = []
     errors: list[dict[str, Any]] = []
     for name in args.workloads:

@@ -31,8 +31,11 @@ from bench.workloads import mlp
 SOLVERS = ("Adam", "AdamW", "Momentum", "Sgd")
 
 
-def median_times(fns: dict[str, Callable[[], object]], repeats: int,
-                 stat: Callable[[list[float]], float] = statistics.median) -> dict[str, float]:
+def median_times(
+    fns: dict[str, Callable[[], object]],
+    repeats: int,
+    stat: Callable[[list[float]], float] = statistics.median,
+) -> dict[str, float]:
     for fn in fns.values():  # warm up (solver states are made on the first step)
         fn()
     times: dict[str, list[float]] = {k: [] for k in fns}
@@ -53,14 +56,21 @@ def torch_steps(inp: dict[str, Any], grads: list[Any]) -> dict[str, Callable[[],
     ps = [torch.tensor(p, requires_grad=True) for p in inp["params"]]
     for p, g in zip(ps, grads, strict=True):
         p.grad = torch.tensor(g)
-    opts = {"Adam": torch.optim.Adam(ps, lr=1e-3), "AdamW": torch.optim.AdamW(ps, lr=1e-3),
-            "Momentum": torch.optim.SGD(ps, lr=1e-3, momentum=0.9),
-            "Sgd": torch.optim.SGD(ps, lr=1e-3)}
+    opts = {
+        "Adam": torch.optim.Adam(ps, lr=1e-3),
+        "AdamW": torch.optim.AdamW(ps, lr=1e-3),
+        "Momentum": torch.optim.SGD(ps, lr=1e-3, momentum=0.9),
+        "Sgd": torch.optim.SGD(ps, lr=1e-3),
+    }
     return {f"torch {k}": o.step for k, o in opts.items()}
 
 
-def run(size: str = "full", dtype: str = "float32", repeats: int = 30,
-        stat: Callable[[list[float]], float] = statistics.median) -> dict[str, float]:
+def run(
+    size: str = "full",
+    dtype: str = "float32",
+    repeats: int = 30,
+    stat: Callable[[list[float]], float] = statistics.median,
+) -> dict[str, float]:
     """Seconds (``stat`` of the repeats) of W1 and of each solver's step."""
     inp = mlp.make_inputs(size, dtype)
     ps = [hd.Variable.from_array(p, need_grad=True) for p in inp["params"]]
@@ -87,8 +97,12 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     parser.add_argument("--size", choices=sorted(mlp.SIZES), default="full")
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--dtypes", nargs="+", default=["float32", "float64"])
-    parser.add_argument("--stat", choices=["median", "min"], default="median",
-                        help="min: the best of the repeats (a loaded machine)")
+    parser.add_argument(
+        "--stat",
+        choices=["median", "min"],
+        default="median",
+        help="min: the best of the repeats (a loaded machine)",
+    )
     args = parser.parse_args(argv)
     stat = statistics.median if args.stat == "median" else min
     results = {}
@@ -96,8 +110,10 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         times = run(args.size, dtype, args.repeats, stat)
         results[dtype] = times
         w1 = times["W1"]
-        print(f"MLP {mlp.SIZES[args.size][0]}, batch {mlp.SIZES[args.size][1]}, {dtype}, "
-              f"1 thread, {args.stat} of {args.repeats}: W1 {w1 * 1e3:.2f} ms")
+        print(
+            f"MLP {mlp.SIZES[args.size][0]}, batch {mlp.SIZES[args.size][1]}, {dtype}, "
+            f"1 thread, {args.stat} of {args.repeats}: W1 {w1 * 1e3:.2f} ms"
+        )
         for k, s in times.items():
             if k != "W1":
                 print(f"  {k:<16} {s * 1e3:8.3f} ms  ({100 * s / w1:5.2f} % of W1)")

@@ -34,8 +34,14 @@ from docsgen import reference  # noqa: E402
 _PAGES: dict[str, str] = {}
 MATHJAX_DIR = "javascripts/mathjax"
 # MathJax 3 files the pages load: the TeX/MathML component, AsciiMath input, CHTML fonts, menu.
-_MATHJAX_PARTS = ("tex-mml-chtml.js", "input/asciimath.js", "output/chtml", "ui", "a11y",
-                  "adaptors")
+_MATHJAX_PARTS = (
+    "tex-mml-chtml.js",
+    "input/asciimath.js",
+    "output/chtml",
+    "ui",
+    "a11y",
+    "adaptors",
+)
 
 
 def _pages() -> dict[str, str]:

@@ -88,14 +88,79 @@ _NOT_MATH = re.compile(
 # Names MathJax's AsciiMath knows (functions set upright, Greek letters, symbols); any other
 # name of two letters or more is set upright as text, so that sigmoid(x) does not read as
 # s*i*g*m*o*i*d and digamma as d*i*gamma.
-_ASCIIMATH_NAMES = frozenset({
-    "sin", "cos", "tan", "sec", "csc", "cot", "sinh", "cosh", "tanh", "arcsin", "arccos",
-    "arctan", "exp", "log", "ln", "det", "dim", "lim", "mod", "gcd", "lcm", "min", "max", "sqrt",
-    "root", "sum", "prod", "int", "oint", "del", "grad", "abs", "floor", "ceil", "norm", "cdot",
-    "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa",
-    "lambda", "mu", "nu", "xi", "pi", "rho", "sigma", "tau", "upsilon", "phi", "chi", "psi",
-    "omega", "Gamma", "Delta", "Theta", "Lambda", "Xi", "Pi", "Sigma", "Phi", "Psi", "Omega",
-})
+_ASCIIMATH_NAMES = frozenset(
+    {
+        "sin",
+        "cos",
+        "tan",
+        "sec",
+        "csc",
+        "cot",
+        "sinh",
+        "cosh",
+        "tanh",
+        "arcsin",
+        "arccos",
+        "arctan",
+        "exp",
+        "log",
+        "ln",
+        "det",
+        "dim",
+        "lim",
+        "mod",
+        "gcd",
+        "lcm",
+        "min",
+        "max",
+        "sqrt",
+        "root",
+        "sum",
+        "prod",
+        "int",
+        "oint",
+        "del",
+        "grad",
+        "abs",
+        "floor",
+        "ceil",
+        "norm",
+        "cdot",
+        "alpha",
+        "beta",
+        "gamma",
+        "delta",
+        "epsilon",
+        "zeta",
+        "eta",
+        "theta",
+        "iota",
+        "kappa",
+        "lambda",
+        "mu",
+        "nu",
+        "xi",
+        "pi",
+        "rho",
+        "sigma",
+        "tau",
+        "upsilon",
+        "phi",
+        "chi",
+        "psi",
+        "omega",
+        "Gamma",
+        "Delta",
+        "Theta",
+        "Lambda",
+        "Xi",
+        "Pi",
+        "Sigma",
+        "Phi",
+        "Psi",
+        "Omega",
+    }
+)
 _RENAME = {"eps": "epsilon", "inf": "oo", "infty": "oo"}
 _NAME = re.compile(r"(?<![A-Za-z0-9])([A-Za-z][A-Za-z0-9]+)(?![A-Za-z0-9])")
 
@@ -125,8 +190,9 @@ def to_asciimath(span: str) -> str:
 def math_html(span: str) -> str:
     """Inline HTML that MathJax typesets; safe inside Markdown paragraphs and tables."""
     special = set("*_`\\[]|{}#+-!")
-    escaped = "".join(f"&#{ord(c)};" if c in special else html.escape(c, quote=False)
-                      for c in to_asciimath(span))
+    escaped = "".join(
+        f"&#{ord(c)};" if c in special else html.escape(c, quote=False) for c in to_asciimath(span)
+    )
     return f'<span class="arithmatex">&#96;{escaped}&#96;</span>'
 
 
@@ -163,8 +229,9 @@ def transform_docstring(text: str) -> str:
     joined = re.sub(r"(\S)::$", r"\1:", joined, flags=re.M)  # reST "::" before a code block
     parts = re.split(r"(```pycon.*?```)", joined, flags=re.S)
     for k in range(0, len(parts), 2):
-        parts[k] = _SPAN.sub(lambda m: math_html(m.group(1)) if is_formula(m.group(1))
-                             else m.group(0), parts[k])
+        parts[k] = _SPAN.sub(
+            lambda m: math_html(m.group(1)) if is_formula(m.group(1)) else m.group(0), parts[k]
+        )
     return "".join(parts)
 
 
@@ -242,9 +309,10 @@ def _link(text: str, target: str) -> str:
 
 def _module_doc(module_name: str, level: int) -> str:
     """A module's docstring, without its members (they get blocks of their own)."""
-    return (_block(module_name, level).replace("show_root_heading: true",
-                                               "show_root_heading: false")
-            + "      members: false\n")
+    return (
+        _block(module_name, level).replace("show_root_heading: true", "show_root_heading: false")
+        + "      members: false\n"
+    )
 
 
 def hodiff_page() -> str:
@@ -355,8 +423,9 @@ def function_pages() -> dict[str, str]:
             path = canonical(obj, f"hodiff.functions.{name}")
             span = formula(obj)
             definition = math_html(span) if span else summary(obj).replace("|", "&#124;")
-            lines.append(f"| {_link(f'`{name}`', path)} | {definition} | "
-                         f"{_order_cell(orders, name)} |")
+            lines.append(
+                f"| {_link(f'`{name}`', path)} | {definition} | {_order_cell(orders, name)} |"
+            )
             blocks += [
                 _block(path, 2),
                 f"Derivatives checked against finite differences to order "
@@ -375,8 +444,14 @@ def toolkit_page(module_name: str) -> str:
     if names is None:
         # Not importable here (an optional dependency is missing): griffe still reads the
         # source, and mkdocstrings shows the members of its __all__.
-        return "\n".join([*lines, _block(module_name, 1).replace(
-            "show_root_heading: true", "show_root_heading: false")])
+        return "\n".join(
+            [
+                *lines,
+                _block(module_name, 1).replace(
+                    "show_root_heading: true", "show_root_heading: false"
+                ),
+            ]
+        )
     module = importlib.import_module(module_name)
     lines += [_module_doc(module_name, 2), ""]
     for name in names:
@@ -424,10 +499,14 @@ def nav(docs_dir: str | Path, reference: Iterable[str]) -> list[dict[str, Any]]:
     tutorials = [p for p in TUTORIALS if p in present]
     tutorials += [p for p in present if p not in listed and not p.startswith(f"{API_DIR}/")]
     reference = list(reference)
-    functions = [p for p in reference if p.startswith(f"{API_DIR}/functions/")
-                 and not p.endswith("index.md")]
-    api: list[Any] = [f"{API_DIR}/index.md", f"{API_DIR}/hodiff.md",
-                      {"hodiff.functions": [f"{API_DIR}/functions/index.md", *functions]}]
+    functions = [
+        p for p in reference if p.startswith(f"{API_DIR}/functions/") and not p.endswith("index.md")
+    ]
+    api: list[Any] = [
+        f"{API_DIR}/index.md",
+        f"{API_DIR}/hodiff.md",
+        {"hodiff.functions": [f"{API_DIR}/functions/index.md", *functions]},
+    ]
     api += [p for p in reference if p not in api and not p.startswith(f"{API_DIR}/functions/")]
     out: list[dict[str, Any]] = []
     if HOME in present:

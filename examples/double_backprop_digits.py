@@ -73,8 +73,17 @@ def accuracy(x: np.ndarray, t: np.ndarray, scope: str, width: int) -> float:
     return float(np.mean(scores.argmax(axis=1) == t[:, 0]))
 
 
-def train(data: tuple[np.ndarray, ...], scope: str, lam: float, epochs: int, batch: int,
-          width: int, lr: float, seed: int, verbose: bool) -> list[float]:
+def train(
+    data: tuple[np.ndarray, ...],
+    scope: str,
+    lam: float,
+    epochs: int,
+    batch: int,
+    width: int,
+    lr: float,
+    seed: int,
+    verbose: bool,
+) -> list[float]:
     x_train, t_train, x_test, t_test = data
     rng = np.random.default_rng(seed)
     with hd.parameter_scope(scope):
@@ -90,7 +99,7 @@ def train(data: tuple[np.ndarray, ...], scope: str, lam: float, epochs: int, bat
     for _ in epochs_iter:
         order = rng.permutation(len(x_train))
         for i in range(0, len(order), batch):
-            idx = order[i:i + batch]
+            idx = order[i : i + batch]
             x = hd.Variable.from_array(x_train[idx], need_grad=lam > 0)
             ce = F.softmax_cross_entropy(model(x, scope, width), t_train[idx])  # (B, 1)
             loss = F.mean(ce)
@@ -104,8 +113,9 @@ def train(data: tuple[np.ndarray, ...], scope: str, lam: float, epochs: int, bat
     return curve
 
 
-def fgsm_accuracy(x: np.ndarray, t: np.ndarray, scope: str, width: int,
-                  eps_list: list[float]) -> list[float]:
+def fgsm_accuracy(
+    x: np.ndarray, t: np.ndarray, scope: str, width: int, eps_list: list[float]
+) -> list[float]:
     sign = np.sign(input_gradient(x, t, scope, width))
     return [accuracy(np.clip(x + eps * sign, 0, 1), t, scope, width) for eps in eps_list]
 
@@ -127,11 +137,17 @@ def plot(path: Path, result: dict[str, Any]) -> None:
         axes[1].hist(r["grad_norms"], bins=bins, alpha=0.6, label=label)
         axes[2].plot(result["eps"], r["fgsm"], "o-", label=label)
     axes[0].set(xlabel="epoch", ylabel="test accuracy", title="test accuracy")
-    axes[1].set(xlabel="||d CE / d x|| per test digit", ylabel="test digits",
-                title="input-gradient norms (test set)")
+    axes[1].set(
+        xlabel="||d CE / d x|| per test digit",
+        ylabel="test digits",
+        title="input-gradient norms (test set)",
+    )
     axes[1].set_xscale("log")
-    axes[2].set(xlabel="eps (pixels in [0, 1])", ylabel="test accuracy",
-                title="accuracy under the attack x + eps sign(grad_x CE)")
+    axes[2].set(
+        xlabel="eps (pixels in [0, 1])",
+        ylabel="test accuracy",
+        title="accuracy under the attack x + eps sign(grad_x CE)",
+    )
     for ax in axes:
         ax.legend(fontsize=8)
     fig.tight_layout()
@@ -154,14 +170,22 @@ def main(
     """Trains both models; returns accuracies, gradient norms, attack results; saves a picture."""
     if threadpool_limits is not None:
         with threadpool_limits(1):
-            return _main(epochs, batch, width, lam, lr, seed, n_train, list(eps_list), out,
-                         verbose)
+            return _main(epochs, batch, width, lam, lr, seed, n_train, list(eps_list), out, verbose)
     return _main(epochs, batch, width, lam, lr, seed, n_train, list(eps_list), out, verbose)
 
 
-def _main(epochs: int, batch: int, width: int, lam: float, lr: float, seed: int,
-          n_train: int | None, eps_list: list[float], out: str | Path | None,
-          verbose: bool) -> dict[str, Any]:
+def _main(
+    epochs: int,
+    batch: int,
+    width: int,
+    lam: float,
+    lr: float,
+    seed: int,
+    n_train: int | None,
+    eps_list: list[float],
+    out: str | Path | None,
+    verbose: bool,
+) -> dict[str, Any]:
     t0 = time.perf_counter()
     data = load(seed=seed)
     if n_train is not None:
@@ -191,14 +215,21 @@ def _main(epochs: int, batch: int, width: int, lam: float, lr: float, seed: int,
             if verbose:
                 print("matplotlib is not installed: pip install 'hodiff[plot]' for the picture")
     if verbose:
-        print(f"{'model':>10} {'test acc':>9} {'mean ||grad_x CE||':>19}   accuracy at eps "
-              + " ".join(f"{e:.2f}" for e in eps_list))
+        print(
+            f"{'model':>10} {'test acc':>9} {'mean ||grad_x CE||':>19}   accuracy at eps "
+            + " ".join(f"{e:.2f}" for e in eps_list)
+        )
         for scope in ("plain", "penalty"):
             r = result[scope]
-            print(f"{scope:>10} {r['accuracy']:9.3f} {r['mean_grad_norm']:19.4f}   "
-                  + "                " + " ".join(f"{a:.2f}" for a in r["fgsm"]))
-        print(f"{result['seconds']:.1f} s" + (f"; picture: {result['png']}" if "png" in result
-                                              else ""))
+            print(
+                f"{scope:>10} {r['accuracy']:9.3f} {r['mean_grad_norm']:19.4f}   "
+                + "                "
+                + " ".join(f"{a:.2f}" for a in r["fgsm"])
+            )
+        print(
+            f"{result['seconds']:.1f} s"
+            + (f"; picture: {result['png']}" if "png" in result else "")
+        )
     return result
 
 

@@ -29,8 +29,9 @@ def mlp_graphs() -> tuple[hd.Variable, list[hd.Variable], dict[str, hd.Variable]
     loss = F.mean(F.squared_error(F.affine(h, w2, b2), t))
     grads = hd.grad(loss, [w1, b1, w2, b2])
     names = {"x": x, "t": t, "W1": w1, "b1": b1, "W2": w2, "b2": b2, "h": h, "loss": loss}
-    names.update({f"d loss / d {k}": g for k, g in zip(["W1", "b1", "W2", "b2"], grads,
-                                                        strict=True)})
+    names.update(
+        {f"d loss / d {k}": g for k, g in zip(["W1", "b1", "W2", "b2"], grads, strict=True)}
+    )
     return loss, grads, names
 
 

@@ -55,12 +55,21 @@ def dense_hessian(loss, params: Sequence[np.ndarray]) -> np.ndarray:
     """The blocks of ``hd.hessian`` assembled into one ``n x n`` matrix."""
     blocks = hd.hessian(loss, tuple(params))
     sizes = [p.size for p in params]
-    return np.block([[b.reshape(m, n) for b, n in zip(row, sizes, strict=True)]
-                     for row, m in zip(blocks, sizes, strict=True)])
+    return np.block(
+        [
+            [b.reshape(m, n) for b, n in zip(row, sizes, strict=True)]
+            for row, m in zip(blocks, sizes, strict=True)
+        ]
+    )
 
 
-def main(batch: int = 64, sizes: Sequence[int] = (8, 16, 3), k: int = 5, seed: int = 0,
-         verbose: bool = True) -> dict[str, Any]:
+def main(
+    batch: int = 64,
+    sizes: Sequence[int] = (8, 16, 3),
+    k: int = 5,
+    seed: int = 0,
+    verbose: bool = True,
+) -> dict[str, Any]:
     x, t, arrays = make_problem(batch, sizes, seed)
     loss = mlp_loss(x, t)
 
@@ -80,10 +89,17 @@ def main(batch: int = 64, sizes: Sequence[int] = (8, 16, 3), k: int = 5, seed: i
         print(f"MLP {list(sizes)}, batch {batch}: {hess.shape[0]} parameters")
         print(f"top-{k} eigenvalues, eigsh ({hess.n_matvec} HVPs, {t_eigsh:.2f}s): {top}")
         print(f"top-{k} eigenvalues, dense Hessian ({t_dense:.2f}s):    {reference}")
-        print(f"max difference {err:.2e}; dense Hessian symmetric to "
-              f"{np.max(np.abs(dense - dense.T)):.1e}")
-    return {"eigsh": top, "dense": reference, "max_error": err, "n_matvec": hess.n_matvec,
-            "n_params": hess.shape[0]}
+        print(
+            f"max difference {err:.2e}; dense Hessian symmetric to "
+            f"{np.max(np.abs(dense - dense.T)):.1e}"
+        )
+    return {
+        "eigsh": top,
+        "dense": reference,
+        "max_error": err,
+        "n_matvec": hess.n_matvec,
+        "n_params": hess.shape[0],
+    }
 
 
 if __name__ == "__main__":

@@ -46,9 +46,16 @@ def spiral(n_per_class: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 def init_params(seed: int = 0) -> dict[str, hd.Variable]:
     rng = np.random.default_rng(seed)
-    shapes = {"fc1/W": (2, HIDDEN), "fc1/b": (HIDDEN,), "bn/beta": (1, HIDDEN),
-              "bn/gamma": (1, HIDDEN), "fc2/W": (HIDDEN, HIDDEN), "fc2/b": (HIDDEN,),
-              "fc3/W": (HIDDEN, CLASSES), "fc3/b": (CLASSES,)}
+    shapes = {
+        "fc1/W": (2, HIDDEN),
+        "fc1/b": (HIDDEN,),
+        "bn/beta": (1, HIDDEN),
+        "bn/gamma": (1, HIDDEN),
+        "fc2/W": (HIDDEN, HIDDEN),
+        "fc2/b": (HIDDEN,),
+        "fc3/W": (HIDDEN, CLASSES),
+        "fc3/b": (CLASSES,),
+    }
     params = {}
     for name, shape in shapes.items():
         if name.endswith("/W"):
@@ -70,8 +77,9 @@ def make_loss(params: dict[str, hd.Variable]) -> Any:
         w = dict(zip(p, ws, strict=True)) if ws else p
         x, t = batch
         h = F.affine(x, w["fc1/W"], w["fc1/b"])
-        h = F.batch_normalization(h, w["bn/beta"], w["bn/gamma"], running["mean"],
-                                  running["var"], axes=(1,))
+        h = F.batch_normalization(
+            h, w["bn/beta"], w["bn/gamma"], running["mean"], running["var"], axes=(1,)
+        )
         h = F.tanh(h)
         h = F.tanh(F.affine(h, w["fc2/W"], w["fc2/b"]))
         return F.mean(F.softmax_cross_entropy(F.affine(h, w["fc3/W"], w["fc3/b"]), t))
@@ -79,8 +87,14 @@ def make_loss(params: dict[str, hd.Variable]) -> Any:
     return loss
 
 
-def train(params: dict[str, hd.Variable], loss: Any, data: tuple[np.ndarray, np.ndarray],
-          steps: int, lr: float = 0.3, momentum: float = 0.9) -> list[float]:
+def train(
+    params: dict[str, hd.Variable],
+    loss: Any,
+    data: tuple[np.ndarray, np.ndarray],
+    steps: int,
+    lr: float = 0.3,
+    momentum: float = 0.9,
+) -> list[float]:
     velocity = {k: np.zeros_like(p.d) for k, p in params.items()}
     history = []
     for _ in range(steps):
@@ -102,57 +116,90 @@ def dense_hessian(params: dict[str, hd.Variable], loss: Any, batches: list[Any])
     total = 0.0
     for batch in batches:
         blocks = hd.hessian(lambda *ws, batch=batch: loss(batch, *ws), arrays)
-        total = total + np.block([[b.reshape(m, n) for b, n in zip(row, sizes, strict=True)]
-                                  for row, m in zip(blocks, sizes, strict=True)])
+        total = total + np.block(
+            [
+                [b.reshape(m, n) for b, n in zip(row, sizes, strict=True)]
+                for row, m in zip(blocks, sizes, strict=True)
+            ]
+        )
     return total / len(batches)
 
 
-def main(n_per_class: int = 128, steps: int = 400, n_batches: int = 4, k: int = 4,
-         n_probes: int = 10, n_steps: int = 80,
-         out: str | Path | None = "docs/img/hessian_density.png", seed: int = 0,
-         verbose: bool = True) -> dict[str, Any]:
+def main(
+    n_per_class: int = 128,
+    steps: int = 400,
+    n_batches: int = 4,
+    k: int = 4,
+    n_probes: int = 10,
+    n_steps: int = 80,
+    out: str | Path | None = "docs/img/hessian_density.png",
+    seed: int = 0,
+    verbose: bool = True,
+) -> dict[str, Any]:
     x, t = spiral(n_per_class, seed)
     params = init_params(seed)
     loss = make_loss(params)
     history = train(params, loss, (x, t), steps)
     accuracy = float(np.mean(np.argmax(_logits(params, loss, x), axis=1) == t[:, 0]))
-    batches = [(xb, tb) for xb, tb in zip(np.array_split(x, n_batches),
-                                          np.array_split(t, n_batches), strict=True)]
+    batches = [
+        (xb, tb)
+        for xb, tb in zip(np.array_split(x, n_batches), np.array_split(t, n_batches), strict=True)
+    ]
     n = sum(p.size for p in params.values())
 
     top, _ = curvature.eigenvalues(loss, params, k=k, data=batches)
     bottom, _ = curvature.eigenvalues(loss, params, k=1, which="SA", data=batches)
     tr = curvature.trace(loss, params, n_samples=100, data=batches)
-    grid, values = curvature.density(loss, params, n_probes=n_probes, n_steps=n_steps,
-                                       sigma=SIGMA, data=batches)
+    grid, values = curvature.density(
+        loss, params, n_probes=n_probes, n_steps=n_steps, sigma=SIGMA, data=batches
+    )
     exact = np.linalg.eigvalsh(dense_hessian(params, loss, batches))
 
     dt = grid[1] - grid[0]
     near = np.min(np.abs(grid[:, None] - exact[None, :]), axis=1) < 0.05 * (grid[-1] - grid[0])
     results = {
-        "n_params": n, "loss": history, "accuracy": accuracy, "top": top, "bottom": bottom,
-        "exact": exact, "top_error": float(np.max(np.abs(top - exact[::-1][:k]))),
-        "bottom_error": float(abs(bottom[0] - exact[0])), "trace": tr,
-        "exact_trace": float(exact.sum()), "grid": grid, "density": values,
+        "n_params": n,
+        "loss": history,
+        "accuracy": accuracy,
+        "top": top,
+        "bottom": bottom,
+        "exact": exact,
+        "top_error": float(np.max(np.abs(top - exact[::-1][:k]))),
+        "bottom_error": float(abs(bottom[0] - exact[0])),
+        "trace": tr,
+        "exact_trace": float(exact.sum()),
+        "grid": grid,
+        "density": values,
         "mass": float(np.sum((values[1:] + values[:-1]) * np.diff(grid)) / 2),
         "mass_near_exact": float(np.sum(values[near]) * dt),
     }
     if out is not None:
         results["png"] = curvature.plot_density(
-            grid, values, out, eigenvalues=exact, sigma=SIGMA,
-            title=f"Hessian spectrum of a trained 2-16-16-3 MLP with batch norm ({n} params)")
+            grid,
+            values,
+            out,
+            eigenvalues=exact,
+            sigma=SIGMA,
+            title=f"Hessian spectrum of a trained 2-16-16-3 MLP with batch norm ({n} params)",
+        )
     if verbose:
         print(f"spiral, {len(x)} points; MLP with batch norm, {n} parameters")
-        print(f"trained {steps} steps: loss {history[0]:.3f} -> {history[-1]:.3f}, "
-              f"accuracy {accuracy:.1%}")
-        print(f"Hessian of the loss averaged over {n_batches} batches: hodiff.curvature "
-              "vs eigvalsh of the dense Hessian")
+        print(
+            f"trained {steps} steps: loss {history[0]:.3f} -> {history[-1]:.3f}, "
+            f"accuracy {accuracy:.1%}"
+        )
+        print(
+            f"Hessian of the loss averaged over {n_batches} batches: hodiff.curvature "
+            "vs eigvalsh of the dense Hessian"
+        )
         print(f"top-{k} eigenvalues: {np.round(top, 5)}")
         print(f"           exact:   {np.round(exact[::-1][:k], 5)}")
         print(f"smallest eigenvalue {bottom[0]:.5f}   exact {exact[0]:.5f}")
         print(f"trace {float(tr):.4f} +- {tr.stderr:.4f}   exact {exact.sum():.4f}")
-        print(f"density integrates to {results['mass']:.6f}; "
-              f"{results['mass_near_exact']:.1%} of its mass lies near exact eigenvalues")
+        print(
+            f"density integrates to {results['mass']:.6f}; "
+            f"{results['mass_near_exact']:.1%} of its mass lies near exact eigenvalues"
+        )
         if out is not None:
             print(f"picture: {results['png']}")
     return results

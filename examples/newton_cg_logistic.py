@@ -42,8 +42,9 @@ def logistic_loss(x: np.ndarray, y: np.ndarray, lam: float):
     return loss
 
 
-def main(n: int = 2000, d: int = 50, lam: float = 1e-2, seed: int = 0,
-         verbose: bool = True) -> dict[str, Any]:
+def main(
+    n: int = 2000, d: int = 50, lam: float = 1e-2, seed: int = 0, verbose: bool = True
+) -> dict[str, Any]:
     x, y = make_data(n, d, seed)
     loss = logistic_loss(x, y, lam)
     w0 = np.zeros(d)
@@ -55,18 +56,27 @@ def main(n: int = 2000, d: int = 50, lam: float = 1e-2, seed: int = 0,
         res = scipy.optimize.minimize(kwargs.pop("fun"), w0, method=method, tol=1e-12, **kwargs)
         elapsed = time.perf_counter() - t0
         results[method] = {
-            "x": res.x, "fun": res.fun, "nit": res.nit, "forward": obj.n_forward,
-            "gradients": obj.n_grad, "hessp": obj.n_hessp, "seconds": elapsed,
+            "x": res.x,
+            "fun": res.fun,
+            "nit": res.nit,
+            "forward": obj.n_forward,
+            "gradients": obj.n_grad,
+            "hessp": obj.n_hessp,
+            "seconds": elapsed,
             "grad_norm": float(np.linalg.norm(obj.jac(res.x))),
         }
     if verbose:
         print(f"logistic regression, n={n}, d={d}, lam={lam}")
-        print(f"{'method':<10} {'iterations':>10} {'f evals':>8} {'gradients':>9} {'hessp':>6} "
-              f"{'loss':>14} {'|grad|':>9} {'time':>8}")
+        print(
+            f"{'method':<10} {'iterations':>10} {'f evals':>8} {'gradients':>9} {'hessp':>6} "
+            f"{'loss':>14} {'|grad|':>9} {'time':>8}"
+        )
         for method, r in results.items():
-            print(f"{method:<10} {r['nit']:>10} {r['forward']:>8} {r['gradients']:>9} "
-                  f"{r['hessp']:>6} {r['fun']:>14.10f} {r['grad_norm']:>9.1e} "
-                  f"{r['seconds']:>7.2f}s")
+            print(
+                f"{method:<10} {r['nit']:>10} {r['forward']:>8} {r['gradients']:>9} "
+                f"{r['hessp']:>6} {r['fun']:>14.10f} {r['grad_norm']:>9.1e} "
+                f"{r['seconds']:>7.2f}s"
+            )
         gap = np.max(np.abs(results["Newton-CG"]["x"] - results["BFGS"]["x"]))
         print(f"max |w_newton_cg - w_bfgs| = {gap:.2e}")
     return results

@@ -97,8 +97,10 @@ def main(seed: int = 0, verbose: bool = True) -> dict[str, Any]:
         print("1. tanh at", x)
         print("   f'''(x) =", d3)
         print(f"   max error of f', f'', f''' vs closed form: {err_tanh:.1e}")
-        print(f"2. D^3 L(w)[u,u,u] of an MLP loss: {third:.8f}; differences of u^T H u: "
-              f"{numeric:.8f} (relative gap {err_mlp:.1e})")
+        print(
+            f"2. D^3 L(w)[u,u,u] of an MLP loss: {third:.8f}; differences of u^T H u: "
+            f"{numeric:.8f} (relative gap {err_mlp:.1e})"
+        )
         print("3. T(x) u = d(H(x) u)/dx for exp(a.x):")
         print(np.array2string(tu, precision=6))
         print(f"   max error vs exp(a.x) (a.u) a a^T: {err_tensor:.1e}")

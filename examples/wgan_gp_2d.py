@@ -85,8 +85,16 @@ def build(batch: int, width: int, lam: float) -> dict[str, Any]:
         z = F.randn(shape=(batch, 2))  # fresh on every forward
         fake = generator(z, width)
         g_loss = -F.mean(critic(fake, width))
-    return {"real": real, "fake_in": fake_in, "d_loss": d_loss, "w_dist": w_dist,
-            "penalty": penalty, "grad_norm": grad_norm, "fake": fake, "g_loss": g_loss}
+    return {
+        "real": real,
+        "fake_in": fake_in,
+        "d_loss": d_loss,
+        "w_dist": w_dist,
+        "penalty": penalty,
+        "grad_norm": grad_norm,
+        "fake": fake,
+        "g_loss": g_loss,
+    }
 
 
 def critic_field(width: int, lim: float = 3.0, n: int = 80) -> tuple[np.ndarray, ...]:
@@ -98,8 +106,13 @@ def critic_field(width: int, lim: float = 3.0, n: int = 80) -> tuple[np.ndarray,
     return gx, gy, d
 
 
-def plot(path: Path, real: np.ndarray, fake: np.ndarray, field: tuple[np.ndarray, ...],
-         history: dict[str, list[float]]) -> None:
+def plot(
+    path: Path,
+    real: np.ndarray,
+    fake: np.ndarray,
+    field: tuple[np.ndarray, ...],
+    history: dict[str, list[float]],
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -121,8 +134,10 @@ def plot(path: Path, real: np.ndarray, fake: np.ndarray, field: tuple[np.ndarray
     ax.plot(steps, history["penalty"], label="gradient penalty  E (||grad D|| - 1)^2")
     ax.plot(steps, history["g_loss"], label="generator loss  -E D(G(z))", alpha=0.6)
     ax.set_xlabel("generator step")
-    ax.set_ylim(*np.percentile(np.concatenate([history[k] for k in history if k != "grad_norm"]),
-                               [0.5, 99]) * 1.2)
+    ax.set_ylim(
+        *np.percentile(np.concatenate([history[k] for k in history if k != "grad_norm"]), [0.5, 99])
+        * 1.2
+    )
     ax.set_title("losses")
     ax.legend(fontsize=8)
     ax = axes[2]
@@ -155,8 +170,17 @@ def main(
     return _main(iterations, batch, n_critic, width, lam, lr, seed, out, verbose)
 
 
-def _main(iterations: int, batch: int, n_critic: int, width: int, lam: float, lr: float,
-          seed: int, out: str | Path | None, verbose: bool) -> dict[str, Any]:
+def _main(
+    iterations: int,
+    batch: int,
+    n_critic: int,
+    width: int,
+    lam: float,
+    lr: float,
+    seed: int,
+    out: str | Path | None,
+    verbose: bool,
+) -> dict[str, Any]:
     t0 = time.perf_counter()
     hd.seed(seed)
     rng = np.random.default_rng(seed)
@@ -168,8 +192,12 @@ def _main(iterations: int, batch: int, n_critic: int, width: int, lam: float, lr
         d_solver.set_parameters({k: v for k, v in params.items() if k.startswith("critic/")})
         g_solver = S.Adam(lr, beta1=0.5, beta2=0.9)
         g_solver.set_parameters({k: v for k, v in params.items() if k.startswith("gen/")})
-        history: dict[str, list[float]] = {"w_dist": [], "penalty": [], "grad_norm": [],
-                                           "g_loss": []}
+        history: dict[str, list[float]] = {
+            "w_dist": [],
+            "penalty": [],
+            "grad_norm": [],
+            "g_loss": [],
+        }
         steps = range(iterations)
         bar = tqdm(steps, desc="WGAN-GP", disable=not verbose) if tqdm is not None else steps
         for _ in bar:
@@ -191,8 +219,9 @@ def _main(iterations: int, batch: int, n_critic: int, width: int, lam: float, lr
             history["g_loss"].append(float(g["g_loss"].d))
         real = ring(1000, rng)
         with hd.no_grad():
-            fake = generator(np.random.default_rng(seed + 1).standard_normal((1000, 2))
-                             .astype(np.float32), width).d
+            fake = generator(
+                np.random.default_rng(seed + 1).standard_normal((1000, 2)).astype(np.float32), width
+            ).d
         field = critic_field(width)
     seconds = time.perf_counter() - t0
     tail = max(1, iterations // 10)
@@ -211,9 +240,11 @@ def _main(iterations: int, batch: int, n_critic: int, width: int, lam: float, lr
             if verbose:
                 print("matplotlib is not installed: pip install 'hodiff[plot]' for the picture")
     if verbose:
-        print(f"{iterations} generator steps in {seconds:.1f} s; "
-              f"mean ||grad_x D|| at the interpolates (last {tail} steps): "
-              f"{result['grad_norm']:.3f}")
+        print(
+            f"{iterations} generator steps in {seconds:.1f} s; "
+            f"mean ||grad_x D|| at the interpolates (last {tail} steps): "
+            f"{result['grad_norm']:.3f}"
+        )
         if "png" in result:
             print(f"picture: {result['png']}")
     return result

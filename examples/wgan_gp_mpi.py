@@ -127,8 +127,11 @@ def main(
         w = comm.all_reduce(np.array([float(w_distance.d)]), op="mean")[0]  # global estimate
         history.append(float(w))
         if verbose and comm.rank == 0 and (step % max(1, steps // 10) == 0 or step == steps - 1):
-            print(f"step {step:5d}  Wasserstein estimate {w:8.4f}  "
-                  f"({time.perf_counter() - t0:.1f} s, {comm.size} ranks)", flush=True)
+            print(
+                f"step {step:5d}  Wasserstein estimate {w:8.4f}  "
+                f"({time.perf_counter() - t0:.1f} s, {comm.size} ranks)",
+                flush=True,
+            )
     if save is not None and comm.rank == 0:  # every rank holds the same: rank 0 writes
         hd.save_parameters(f"{save}.params.npz")
         solver_g.save_states(f"{save}.gen.npz")
@@ -177,5 +180,13 @@ if __name__ == "__main__":
     p.add_argument("--save", default=None, help="checkpoint prefix written at the end (rank 0)")
     p.add_argument("--load", default=None, help="checkpoint prefix read at the start (rank 0)")
     a = p.parse_args()
-    main(steps=a.steps, batch=a.batch, n_critic=a.n_critic, seed=a.seed, check=a.check,
-         plot=a.plot, save=a.save, load=a.load)
+    main(
+        steps=a.steps,
+        batch=a.batch,
+        n_critic=a.n_critic,
+        seed=a.seed,
+        check=a.check,
+        plot=a.plot,
+        save=a.save,
+        load=a.load,
+    )

@@ -33,8 +33,16 @@ from typing import Any
 from hodiff.variable import Variable
 
 __all__ = [
-    "align", "batch_size", "batched", "elementwise", "fallback_primitives", "loop", "map_axis",
-    "renew", "shift_axes", "unbatched_ndim",
+    "align",
+    "batch_size",
+    "batched",
+    "elementwise",
+    "fallback_primitives",
+    "loop",
+    "map_axis",
+    "renew",
+    "shift_axes",
+    "unbatched_ndim",
 ]
 
 Axes = Sequence[int | None]

@@ -71,9 +71,7 @@ class GradcheckReport:
             orders = sorted({r[1] for r in self.rows})
             worst = max(r[5] for r in self.rows)
             span = f"order {orders[0]}" if len(orders) == 1 else f"orders {orders[0]}-{orders[-1]}"
-            return (
-                f"all {len(self.rows)} elements passed ({span}, largest error {worst:.2e})"
-            )
+            return f"all {len(self.rows)} elements passed ({span}, largest error {worst:.2e})"
         head = (
             f"{'input':>5} {'order':>5} {'element':>12} {'analytic':>14} {'numeric':>14}"
             f" {'error':>10}"
@@ -88,9 +86,8 @@ class GradcheckReport:
     def __str__(self) -> str:
         n_bad = len(self.failures())
         status = "passed" if not n_bad else f"{n_bad} of {len(self.rows)} elements failed"
-        return (
-            f"gradcheck {status} (atol={self.atol:g}, rtol={self.rtol:g})\n"
-            + self.table(only_failures=bool(n_bad))
+        return f"gradcheck {status} (atol={self.atol:g}, rtol={self.rtol:g})\n" + self.table(
+            only_failures=bool(n_bad)
         )
 
 
@@ -98,9 +95,12 @@ def _to_numpy(a: Any) -> np.ndarray:
     return np.asarray(a.get() if hasattr(a, "get") else a)
 
 
-
 def directional(
-    f: Callable[..., Any], k: int, arrays: Sequence[Any], diff: Sequence[int], u: Any,
+    f: Callable[..., Any],
+    k: int,
+    arrays: Sequence[Any],
+    diff: Sequence[int],
+    u: Any,
     directions: Sequence[Sequence[Any]],
 ) -> tuple[Variable, list[Variable]]:
     """``S_k`` at ``arrays`` and the Variables it was built from: ``S_1 = sum(u * f(x))``,

@@ -77,8 +77,14 @@ def check_spec(spec: Spec, order: int, name: str | None = None) -> list[Row]:
         ws = [rng.standard_normal(o.shape) for o in outputs_of(y)]
 
         def check(power: int, k: int) -> GradcheckReport:
-            return gradcheck(scalarized(spec, ws, power), xs, order=k, atol=spec.atol,
-                             rtol=spec.rtol, raise_exception=False)
+            return gradcheck(
+                scalarized(spec, ws, power),
+                xs,
+                order=k,
+                atol=spec.atol,
+                rtol=spec.rtol,
+                raise_exception=False,
+            )
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # a NaN fails the check anyway
@@ -100,8 +106,12 @@ def _progress(items: Sequence[Any], names: Sequence[str]) -> Iterator[Any]:
         tty = sys.stderr.isatty()  # a terminal: one line rewritten; a log: one line per spec
         for i, (item, name) in enumerate(zip(items, names, strict=True)):
             line = f"[{i + 1}/{n}] {name}"
-            print(f"\r{line:<50.50}" if tty else line, end="" if tty else "\n",
-                  file=sys.stderr, flush=True)
+            print(
+                f"\r{line:<50.50}" if tty else line,
+                end="" if tty else "\n",
+                file=sys.stderr,
+                flush=True,
+            )
             yield item
         if n and tty:
             print(file=sys.stderr)
@@ -129,20 +139,31 @@ def list_functions(specs: Sequence[Spec] | None = None) -> str:
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     """The ``check`` subcommand on an ``argparse`` subparsers object."""
     names = ", ".join(_function_names(all_specs()))
-    epilog = "functions:\n" + textwrap.fill(
-        names, width=78, initial_indent="  ", subsequent_indent="  "
-    ) + "\n\nexamples:\n  python -m hodiff check --order 2 --functions exp tanh\n" \
+    epilog = (
+        "functions:\n"
+        + textwrap.fill(names, width=78, initial_indent="  ", subsequent_indent="  ")
+        + "\n\nexamples:\n  python -m hodiff check --order 2 --functions exp tanh\n"
         "  python -m hodiff check --list"
+    )
     check = sub.add_parser(
-        "check", help="verify every function against finite differences",
-        description=DESCRIPTION, epilog=epilog,
+        "check",
+        help="verify every function against finite differences",
+        description=DESCRIPTION,
+        epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     check.add_argument("--order", type=int, default=3, help="highest order to check (default 3)")
-    check.add_argument("--functions", nargs="*", metavar="NAME",
-                       help="only these functions (a name, or a variant such as add2[broadcast])")
-    check.add_argument("--list", action="store_true",
-                       help="list the functions (spec variants) and their orders, then exit")
+    check.add_argument(
+        "--functions",
+        nargs="*",
+        metavar="NAME",
+        help="only these functions (a name, or a variant such as add2[broadcast])",
+    )
+    check.add_argument(
+        "--list",
+        action="store_true",
+        help="list the functions (spec variants) and their orders, then exit",
+    )
     return check
 
 
@@ -178,8 +199,11 @@ def run_check(order: int = 3, functions: Sequence[str] | None = None) -> int:
                 print(f"hodiff check: no spec for {u}{hint}", file=sys.stderr)
             print("hodiff check: --list shows every function", file=sys.stderr)
             return 2
-        picked = [(s, n) for s, n in zip(specs, names, strict=True)
-                  if s.fn.__name__ in wanted or s.name in wanted]
+        picked = [
+            (s, n)
+            for s, n in zip(specs, names, strict=True)
+            if s.fn.__name__ in wanted or s.name in wanted
+        ]
     else:
         picked = list(zip(specs, names, strict=True))
     top = max([s.order for s, _ in picked] + [0])

@@ -78,9 +78,7 @@ _DEFAULT = Context()
 _auto_forward: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "hodiff_auto_forward", default=True
 )
-_recording: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "hodiff_recording", default=True
-)
+_recording: contextvars.ContextVar[bool] = contextvars.ContextVar("hodiff_recording", default=True)
 # True while a plain .backward() runs backward rules on bare arrays.
 _raw: contextvars.ContextVar[bool] = contextvars.ContextVar("hodiff_raw", default=False)
 # True while hd.grad runs backward rules: their calls are consistent by construction, so in

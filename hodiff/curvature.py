@@ -91,8 +91,11 @@ class _Hessian:
         self.pullbacks: list[Pullback] = []
         if data is None:
             if not isinstance(loss, Variable):
-                hint = " (pass data= to average a callable loss over batches)" if callable(
-                    loss) else ""
+                hint = (
+                    " (pass data= to average a callable loss over batches)"
+                    if callable(loss)
+                    else ""
+                )
                 raise TypeError(
                     f"{name}: loss must be a scalar hodiff.Variable, got {type(loss).__name__}"
                     + hint
@@ -123,8 +126,9 @@ class _Hessian:
 
     def _record(self, loss: Variable, what: str) -> None:
         if loss.size != 1:
-            raise ValueError(f"{self.name}: {what} must be a scalar (size 1), got shape "
-                             f"{loss.shape}")
+            raise ValueError(
+                f"{self.name}: {what} must be a scalar (size 1), got shape {loss.shape}"
+            )
         if loss._data is None:  # built in static mode and not computed yet
             graph.forward([loss])
         with _graph_mode():
@@ -136,8 +140,9 @@ class _Hessian:
                 i = int(str(e).split("inputs[")[1].split("]")[0])
                 key = self.keys[i]
                 label = "params" if self.kind == "variable" else f"params[{key!r}]"
-                raise ValueError(f"{self.name}: {what} does not depend on {label} "
-                                 f"(shape {self.params[i].shape})") from None
+                raise ValueError(
+                    f"{self.name}: {what} does not depend on {label} (shape {self.params[i].shape})"
+                ) from None
             pullback = Pullback(gs, self.params)
             _evaluate(pullback.roots)
         self.pullbacks.append(pullback)
@@ -153,8 +158,7 @@ class _Hessian:
         seeds = self.split(v)
         out = None
         for pullback in self.pullbacks:
-            hv = self.xp.concatenate([h.reshape(-1) for h in pullback(seeds)]).astype(
-                np.float64)
+            hv = self.xp.concatenate([h.reshape(-1) for h in pullback(seeds)]).astype(np.float64)
             out = hv if out is None else out + hv
         self.n_matvec += 1
         assert out is not None
@@ -317,8 +321,9 @@ def eigenvalues(
     op = _Hessian(name, loss, params, data)
     n = op.n
     if not isinstance(k, int | np.integer) or not 1 <= k <= n:
-        raise ValueError(f"{name}: k must be an integer in [1, {n}] (the number of parameters), "
-                         f"got {k!r}")
+        raise ValueError(
+            f"{name}: k must be an integer in [1, {n}] (the number of parameters), got {k!r}"
+        )
     k = int(k)
     m = min(n, max(2 * k + 20, 40)) if ncv is None else int(ncv)
     if not (k < m <= n or m == n):
@@ -518,8 +523,10 @@ def density(
     if grid is not None:
         grid = np.array(_host(grid), dtype=np.float64)  # a copy: the caller keeps theirs
         if grid.ndim != 1 or grid.size < 2 or np.any(np.diff(grid) <= 0):
-            raise ValueError(f"{name}: grid must be a 1-d increasing array of 2 or more points, "
-                             f"got shape {grid.shape}")
+            raise ValueError(
+                f"{name}: grid must be a 1-d increasing array of 2 or more points, "
+                f"got shape {grid.shape}"
+            )
     op = _Hessian(name, loss, params, data)
     rng = np.random.default_rng(seed)
     m = min(int(n_steps), op.n)
@@ -544,11 +551,15 @@ def density(
         values += w * norm * np.exp(-0.5 * ((grid - t) / sigma) ** 2)
     mass = _trapezoid(values, grid)
     if not mass > 0:
-        raise ValueError(f"{name}: the grid [{grid[0]:g}, {grid[-1]:g}] misses the spectrum "
-                         f"[{lo:g}, {hi:g}]")
+        raise ValueError(
+            f"{name}: the grid [{grid[0]:g}, {grid[-1]:g}] misses the spectrum [{lo:g}, {hi:g}]"
+        )
     if mass < 0.99:
-        warnings.warn(f"{name}: the grid holds {mass:.1%} of the density's mass; the values are "
-                      "renormalized to integrate to 1 over it", stacklevel=2)
+        warnings.warn(
+            f"{name}: the grid holds {mass:.1%} of the density's mass; the values are "
+            "renormalized to integrate to 1 over it",
+            stacklevel=2,
+        )
     return grid, values / mass
 
 
@@ -596,12 +607,19 @@ def plot_density(
     grid = np.asarray(grid, dtype=np.float64)
     values = np.asarray(values, dtype=np.float64)
     if grid.shape != values.shape or grid.ndim != 1:
-        raise ValueError(f"curvature.plot_density: grid of shape {grid.shape} and values of "
-                         f"shape {values.shape} must be 1-d and of equal length")
+        raise ValueError(
+            f"curvature.plot_density: grid of shape {grid.shape} and values of "
+            f"shape {values.shape} must be 1-d and of equal length"
+        )
     fig, ax = plt.subplots(figsize=(7, 4))
     floor = max(float(values.max()) * 1e-8, 1e-300)
-    ax.plot(grid, np.maximum(values, floor) if log else values, color="C0", lw=1.5,
-            label="density (stochastic Lanczos quadrature)")
+    ax.plot(
+        grid,
+        np.maximum(values, floor) if log else values,
+        color="C0",
+        lw=1.5,
+        label="density (stochastic Lanczos quadrature)",
+    )
     if log:
         ax.set_yscale("log")
         ax.set_ylim(floor * 10, float(values.max()) * 3)
@@ -610,10 +628,22 @@ def plot_density(
         if sigma is not None:
             exact = np.exp(-0.5 * ((grid[:, None] - ev[None, :]) / sigma) ** 2).sum(axis=1)
             exact /= _trapezoid(exact, grid)
-            ax.plot(grid, np.maximum(exact, floor) if log else exact, "--", color="C1",
-                    lw=1.2, label="exact eigenvalues, same smoothing")
-        ax.plot(ev, np.full(ev.shape, floor * 30 if log else 0.0), "|", color="C3",
-                markersize=12, label=f"exact eigenvalues ({ev.size})")
+            ax.plot(
+                grid,
+                np.maximum(exact, floor) if log else exact,
+                "--",
+                color="C1",
+                lw=1.2,
+                label="exact eigenvalues, same smoothing",
+            )
+        ax.plot(
+            ev,
+            np.full(ev.shape, floor * 30 if log else 0.0),
+            "|",
+            color="C3",
+            markersize=12,
+            label=f"exact eigenvalues ({ev.size})",
+        )
     ax.set_xlabel("eigenvalue")
     ax.set_ylabel("density")
     if title:

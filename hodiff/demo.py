@@ -8,8 +8,9 @@ import hodiff as hd
 import hodiff.functions as F
 
 
-def mlp(x: hd.Variable, w1: hd.Variable, b1: hd.Variable, w2: hd.Variable, b2: hd.Variable
-        ) -> hd.Variable:
+def mlp(
+    x: hd.Variable, w1: hd.Variable, b1: hd.Variable, w2: hd.Variable, b2: hd.Variable
+) -> hd.Variable:
     """A 3-8-1 tanh network: ``tanh(tanh(x W1 + b1) W2 + b2)``."""
     return F.tanh(F.affine(F.tanh(F.affine(x, w1, b1)), w2, b2))
 
@@ -19,8 +20,10 @@ def run_demo() -> int:
     x = hd.Variable.from_array(rng.standard_normal((16, 3)))
     t = hd.Variable.from_array(rng.standard_normal((16, 1)) * 0.5)
     shapes = {"w1": (3, 8), "b1": (8,), "w2": (8, 1), "b2": (1,)}
-    params = {k: hd.Variable.from_array(rng.standard_normal(s) * 0.5, need_grad=True)
-              for k, s in shapes.items()}
+    params = {
+        k: hd.Variable.from_array(rng.standard_normal(s) * 0.5, need_grad=True)
+        for k, s in shapes.items()
+    }
     ps = list(params.values())
 
     def loss_of(*ws: hd.Variable) -> hd.Variable:
@@ -34,8 +37,10 @@ def run_demo() -> int:
     loss.backward()
     print("1. gradient (hd.grad vs plain .backward())")
     for (name, p), g in zip(params.items(), grads, strict=True):
-        print(f"   d loss / d {name:<3} |g| = {np.linalg.norm(g.d):.6f}"
-              f"   max |graph - plain| = {np.abs(g.d - p.g).max():.1e}")
+        print(
+            f"   d loss / d {name:<3} |g| = {np.linalg.norm(g.d):.6f}"
+            f"   max |graph - plain| = {np.abs(g.d - p.g).max():.1e}"
+        )
 
     # 2. Hessian-vector product: differentiate <grad, v> once more
     vs = [rng.standard_normal(p.shape) for p in ps]
@@ -44,15 +49,21 @@ def run_demo() -> int:
         dot = dot + F.sum(g * v)
     hvs = hd.grad(dot, ps)
     eps = 1e-6
+
     def flat_grad(shift: float) -> np.ndarray:
-        moved = [hd.Variable.from_array(p.d + shift * v, need_grad=True)
-                 for p, v in zip(ps, vs, strict=True)]
+        moved = [
+            hd.Variable.from_array(p.d + shift * v, need_grad=True)
+            for p, v in zip(ps, vs, strict=True)
+        ]
         return np.concatenate([g.d.ravel() for g in hd.grad(loss_of(*moved), moved)])
+
     fd = (flat_grad(eps) - flat_grad(-eps)) / (2 * eps)
     hv = np.concatenate([h.d.ravel() for h in hvs])
     print("\n2. Hessian-vector product H v (reverse over reverse)")
-    print(f"   |Hv| = {np.linalg.norm(hv):.6f}   max |Hv - finite difference of grad| = "
-          f"{np.abs(hv - fd).max():.1e}")
+    print(
+        f"   |Hv| = {np.linalg.norm(hv):.6f}   max |Hv - finite difference of grad| = "
+        f"{np.abs(hv - fd).max():.1e}"
+    )
 
     # 3. third derivative of the network output along its input
     s = hd.Variable.from_array(np.array([[0.3, -0.2, 0.1]]), need_grad=True)
@@ -64,8 +75,7 @@ def run_demo() -> int:
     print(f"   sum_ij d3y/dx_i dx_j dx_k = {d3.d.ravel()}  (k = 1..3)")
 
     # 4. gradcheck of the whole model, orders 1..3, against finite differences
-    report = hd.gradcheck(lambda *w: loss_of(*w), [p.d for p in ps], order=3,
-                          raise_exception=False)
+    report = hd.gradcheck(lambda *w: loss_of(*w), [p.d for p in ps], order=3, raise_exception=False)
     print("\n4. gradcheck of the loss w.r.t. all parameters (float64 central differences)")
     print(f"   {'order':>5} {'elements':>9} {'max abs err':>12} {'max rel err':>12}  result")
     for k in (1, 2, 3):
@@ -80,14 +90,20 @@ def run_demo() -> int:
     from hodiff import curvature
 
     blocks = hd.hessian(loss_of, tuple(p.d for p in ps))
-    dense = np.block([[b.reshape(p.size, q.size) for b, q in zip(row, ps, strict=True)]
-                      for row, p in zip(blocks, ps, strict=True)])
+    dense = np.block(
+        [
+            [b.reshape(p.size, q.size) for b, q in zip(row, ps, strict=True)]
+            for row, p in zip(blocks, ps, strict=True)
+        ]
+    )
     top, _ = curvature.eigenvalues(loss, params, k=1)
     tr = curvature.trace(loss, params, n_samples=200)
     ok = ok and abs(top[0] - np.linalg.eigvalsh(dense)[-1]) < 1e-8
-    print(f"\n5. curvature: top Hessian eigenvalue {top[0]:.6f} (dense eigvalsh "
-          f"{np.linalg.eigvalsh(dense)[-1]:.6f}), trace {float(tr):.4f} +- {tr.stderr:.4f} "
-          f"(exact {np.trace(dense):.4f})")
+    print(
+        f"\n5. curvature: top Hessian eigenvalue {top[0]:.6f} (dense eigvalsh "
+        f"{np.linalg.eigvalsh(dense)[-1]:.6f}), trace {float(tr):.4f} +- {tr.stderr:.4f} "
+        f"(exact {np.trace(dense):.4f})"
+    )
 
     # 6. check_function: a custom primitive, and a variant whose rule ignores accum
     from hodiff.testing import check_function
@@ -95,9 +111,11 @@ def run_demo() -> int:
     good = check_function(_Softplus(), x.d[:2, 0], order=2, raise_exception=False)
     bad = check_function(_SoftplusNoAccum(), x.d[:2, 0], order=2, raise_exception=False)
     ok = ok and bool(good) and not bad
-    print(f"\n6. check_function: custom Softplus passes {len(good.rows)}/{len(good.rows)} "
-          f"checks; a variant ignoring accum fails: "
-          f"{', '.join(r.property for r in bad.failures())}")
+    print(
+        f"\n6. check_function: custom Softplus passes {len(good.rows)}/{len(good.rows)} "
+        f"checks; a variant ignoring accum fails: "
+        f"{', '.join(r.property for r in bad.failures())}"
+    )
 
     _graph_line(x, loss, ps)
     return 0 if ok else 1
@@ -115,12 +133,16 @@ def _graph_line(x: hd.Variable, loss: hd.Variable, ps: list[hd.Variable]) -> Non
         size = os.path.getsize(path)
     loaded = f(x)
     grads = hd.grad(loss, ps)
-    err = max(np.abs(a.d - b.d).max()
-              for a, b in zip(hd.grad(loaded, list(f.parameters.values())), grads, strict=True))
+    err = max(
+        np.abs(a.d - b.d).max()
+        for a, b in zip(hd.grad(loaded, list(f.parameters.values())), grads, strict=True)
+    )
     n = len(f.definition["functions"])
-    print(f"\n7. graphs as data: loss graph saved and loaded ({n} functions, {size} bytes): "
-          f"|loss - loaded| = {abs(float(loaded.d) - float(loss.d)):.1e}, "
-          f"|grad - loaded grad| = {err:.1e}")
+    print(
+        f"\n7. graphs as data: loss graph saved and loaded ({n} functions, {size} bytes): "
+        f"|loss - loaded| = {abs(float(loaded.d) - float(loss.d)):.1e}, "
+        f"|grad - loaded grad| = {err:.1e}"
+    )
 
 
 class _Softplus(hd.Function, register=False):  # a user primitive: not registered

@@ -245,8 +245,9 @@ class Communicator:
         or the process started by mpiexec), else :meth:`single_process`.
         """
         global _SINGLE
-        started = any(k in os.environ for k in ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE",
-                                                "PMIX_RANK"))
+        started = any(
+            k in os.environ for k in ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK")
+        )
         if "mpi4py.MPI" in sys.modules or started:
             return cls.of(_mpi().COMM_WORLD)
         if _SINGLE is None:

@@ -46,7 +46,7 @@ TITLES = {
 #: a paragraph under a section's title, for families that need one
 NOTES = {
     "random": "No inputs, no gradient (order 0); every forward of a static graph draws anew, and\n"
-              "`hd.seed(n)` makes the draws reproducible (see docs/training.md).",
+    "`hd.seed(n)` makes the draws reproducible (see docs/training.md).",
 }
 
 HEADER = """# Function reference

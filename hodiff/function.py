@@ -100,7 +100,13 @@ from hodiff.context import (
 from hodiff.variable import Variable, as_variable
 
 __all__ = [
-    "REGISTRY", "Elementwise", "Flags", "Function", "GradientShapeError", "Slot", "Slots",
+    "REGISTRY",
+    "Elementwise",
+    "Flags",
+    "Function",
+    "GradientShapeError",
+    "Slot",
+    "Slots",
     "float_dtype",
 ]
 

@@ -34,7 +34,13 @@ from hodiff.function import (
 from hodiff.variable import FREED, Variable, _no_value
 
 __all__ = [
-    "Pullback", "backward", "backward_steps", "forward", "grad_graph", "plan", "topological_order",
+    "Pullback",
+    "backward",
+    "backward_steps",
+    "forward",
+    "grad_graph",
+    "plan",
+    "topological_order",
     "unused_inputs",
 ]
 
@@ -88,9 +94,7 @@ def check_values(plan: _Plan, where: str) -> None:
         if need is not False:
             for i, x in enumerate(f.inputs):
                 if x._data is None and x.parent is not None and (need is True or i in need):
-                    raise RuntimeError(
-                        f"{where}: {f.name} needs its input {i}, {_no_value(x)}"
-                    )
+                    raise RuntimeError(f"{where}: {f.name} needs its input {i}, {_no_value(x)}")
         if f.need_outputs and f._ydata is None:
             for i, r in enumerate(f._outputs):
                 o = r()
@@ -411,9 +415,7 @@ def backward_steps(
     root._grad = seed if retain_grad else FREED
     if clear_buffer:
         _freed()
-    yield from _reverse_pass(
-        plan, grads, _NOTHING, False, handed, root, retain_grad, clear_buffer
-    )
+    yield from _reverse_pass(plan, grads, _NOTHING, False, handed, root, retain_grad, clear_buffer)
 
 
 _NOTHING: frozenset[Variable] = frozenset()
@@ -572,7 +574,9 @@ def _reverse_pass(  # noqa: C901 (the engine's hot loop, kept in one frame: see 
 
 
 def _final_leaves(
-    leaves: list[Variable], leaf_uses: dict[Variable, int], grads: dict[Variable, Any],
+    leaves: list[Variable],
+    leaf_uses: dict[Variable, int],
+    grads: dict[Variable, Any],
     handed: set[int],
 ) -> list[Variable]:
     """Counts down the leaves a step sent gradients to; commits those now final into ``.g``."""

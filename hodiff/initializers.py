@@ -67,15 +67,17 @@ class UniformInitializer(BaseInitializer):
             lim = (-float(lim), float(lim))
         lo, hi = (float(v) for v in lim)
         if lo > hi:
-            raise ValueError(f"UniformInitializer: lim must be (low, high) with low <= high, "
-                             f"got {lim}")
+            raise ValueError(
+                f"UniformInitializer: lim must be (low, high) with low <= high, got {lim}"
+            )
         self.lim = (lo, hi)
         self.rng = rng
 
     def __call__(self, shape: Sequence[int] | int) -> np.ndarray:
         shape = _shape("UniformInitializer", shape)
-        return np.asarray(self._rng().uniform(self.lim[0], self.lim[1], size=shape),
-                          dtype=np.float64)
+        return np.asarray(
+            self._rng().uniform(self.lim[0], self.lim[1], size=shape), dtype=np.float64
+        )
 
     def __repr__(self) -> str:
         return f"UniformInitializer(lim={self.lim})"
@@ -142,8 +144,6 @@ def calc_normal_std_he_forward(inmaps: int, outmaps: int, kernel: Sequence[int] 
     return float(np.sqrt(2.0 / (np.prod(kernel) * inmaps)))
 
 
-def calc_normal_std_he_backward(
-    inmaps: int, outmaps: int, kernel: Sequence[int] = (1, 1)
-) -> float:
+def calc_normal_std_he_backward(inmaps: int, outmaps: int, kernel: Sequence[int] = (1, 1)) -> float:
     """He standard deviation for the backward pass, ``sqrt(2 / (prod(kernel) outmaps))``."""
     return float(np.sqrt(2.0 / (np.prod(kernel) * outmaps)))

@@ -84,8 +84,7 @@ def current_scope() -> str:
     return _scope.get()[:-1]
 
 
-def _as_array(where: str, name: str, value: Any, shape: tuple[int, ...] | None,
-              dtype: Any) -> Any:
+def _as_array(where: str, name: str, value: Any, shape: tuple[int, ...] | None, dtype: Any) -> Any:
     """``value`` as an array of ``dtype`` on the context's device (checked against ``shape``)."""
     a = np.asarray(value) if array_module(value) is np else value
     if shape is not None and tuple(a.shape) != shape:
@@ -171,7 +170,8 @@ def get_parameters(grad_only: bool = True) -> dict[str, Variable]:
     n = len(prefix)
     with _lock:
         return {
-            k[n:]: v for k, v in _params.items()
+            k[n:]: v
+            for k, v in _params.items()
             if k.startswith(prefix) and (v.need_grad or not grad_only)
         }
 

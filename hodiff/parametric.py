@@ -58,8 +58,9 @@ def _shape_of(name: str, x: Any) -> tuple[int, ...]:
     try:
         return tuple(np.shape(x))
     except Exception:
-        raise TypeError(f"PF.{name}: x must be a Variable or an array, got {type(x).__name__}"
-                        ) from None
+        raise TypeError(
+            f"PF.{name}: x must be a Variable or an array, got {type(x).__name__}"
+        ) from None
 
 
 def _axis(name: str, arg: str, axis: int, ndim: int) -> int:
@@ -70,8 +71,7 @@ def _axis(name: str, arg: str, axis: int, ndim: int) -> int:
 
 def _channels(name: str, shape: tuple[int, ...], base_axis: int, channel_last: bool) -> int:
     axis = -1 if channel_last else base_axis
-    return shape[_axis(name, "base_axis" if not channel_last else "channel axis", axis,
-                       len(shape))]
+    return shape[_axis(name, "base_axis" if not channel_last else "channel axis", axis, len(shape))]
 
 
 def _glorot(inmaps: int, outmaps: int, kernel: Sequence[int] = (1, 1)) -> I.UniformInitializer:
@@ -79,8 +79,13 @@ def _glorot(inmaps: int, outmaps: int, kernel: Sequence[int] = (1, 1)) -> I.Unif
 
 
 def _weight_and_bias(
-    name: str, w_shape: tuple[int, ...], w_default: Init, b_shape: tuple[int, ...],
-    with_bias: bool, w_init: Init, b_init: Init,
+    name: str,
+    w_shape: tuple[int, ...],
+    w_default: Init,
+    b_shape: tuple[int, ...],
+    with_bias: bool,
+    w_init: Init,
+    b_init: Init,
 ) -> tuple[Variable, Variable | None]:
     """``name/W`` (``w_default``, Glorot uniform, unless ``w_init``) and, with a bias,
     ``name/b`` (zeros unless ``b_init``): the parameters of the affine and convolution layers.
@@ -90,8 +95,10 @@ def _weight_and_bias(
         b = None
         if with_bias:
             b = get_parameter_or_create(
-                "b", b_shape, I.ConstantInitializer() if b_init is None else b_init)
+                "b", b_shape, I.ConstantInitializer() if b_init is None else b_init
+            )
     return w, b
+
 
 def affine(
     x: Any,
@@ -126,8 +133,15 @@ def affine(
     else:
         outs = [int(n) for n in n_outmaps]
     inmaps = int(np.prod(shape[base_axis:]))
-    w, b = _weight_and_bias(name, (inmaps, *outs), _glorot(inmaps, int(np.prod(outs))),
-                            tuple(outs), with_bias, w_init, b_init)
+    w, b = _weight_and_bias(
+        name,
+        (inmaps, *outs),
+        _glorot(inmaps, int(np.prod(outs))),
+        tuple(outs),
+        with_bias,
+        w_init,
+        b_init,
+    )
     return F.affine(x, w, b, base_axis=base_axis)
 
 
@@ -173,10 +187,20 @@ def convolution(
     if group < 1 or c % group:
         raise ValueError(f"PF.convolution: {c} input channels are not divisible by group={group}")
     w_shape = (outmaps, *kernel, c // group) if channel_last else (outmaps, c // group, *kernel)
-    w, b = _weight_and_bias(name, w_shape, _glorot(c, outmaps, kernel), (outmaps,), with_bias,
-                            w_init, b_init)
-    return F.convolution(x, w, b, base_axis=base_axis, pad=pad, stride=stride,
-                         dilation=dilation, group=group, channel_last=channel_last)
+    w, b = _weight_and_bias(
+        name, w_shape, _glorot(c, outmaps, kernel), (outmaps,), with_bias, w_init, b_init
+    )
+    return F.convolution(
+        x,
+        w,
+        b,
+        base_axis=base_axis,
+        pad=pad,
+        stride=stride,
+        dilation=dilation,
+        group=group,
+        channel_last=channel_last,
+    )
 
 
 def deconvolution(
@@ -210,11 +234,21 @@ def deconvolution(
     if group < 1 or outmaps % group:
         raise ValueError(f"PF.deconvolution: outmaps={outmaps} is not divisible by group={group}")
     w_shape = (c, *kernel, outmaps // group) if channel_last else (c, outmaps // group, *kernel)
-    w, b = _weight_and_bias(name, w_shape, _glorot(outmaps, c, kernel), (outmaps,), with_bias,
-                            w_init, b_init)
-    return F.deconvolution(x, w, b, base_axis=base_axis, pad=pad, stride=stride,
-                           dilation=dilation, group=group, channel_last=channel_last,
-                           output_padding=output_padding)
+    w, b = _weight_and_bias(
+        name, w_shape, _glorot(outmaps, c, kernel), (outmaps,), with_bias, w_init, b_init
+    )
+    return F.deconvolution(
+        x,
+        w,
+        b,
+        base_axis=base_axis,
+        pad=pad,
+        stride=stride,
+        dilation=dilation,
+        group=group,
+        channel_last=channel_last,
+        output_padding=output_padding,
+    )
 
 
 def depthwise_convolution(
@@ -242,19 +276,35 @@ def depthwise_convolution(
     kernel = tuple(int(k) for k in kernel)
     c = _channels("depthwise_convolution", shape, base_axis, False)
     out = c * int(multiplier)
-    w, b = _weight_and_bias(name, (out, *kernel), _glorot(out, c, kernel), (out,), with_bias,
-                            w_init, b_init)
-    return F.depthwise_convolution(x, w, b, base_axis=base_axis, pad=pad, stride=stride,
-                                   dilation=dilation, multiplier=multiplier)
+    w, b = _weight_and_bias(
+        name, (out, *kernel), _glorot(out, c, kernel), (out,), with_bias, w_init, b_init
+    )
+    return F.depthwise_convolution(
+        x,
+        w,
+        b,
+        base_axis=base_axis,
+        pad=pad,
+        stride=stride,
+        dilation=dilation,
+        multiplier=multiplier,
+    )
 
 
-def _beta_gamma(shape: tuple[int, ...], param_init: dict[str, Init] | None, no_bias: bool,
-                no_scale: bool) -> tuple[Variable | None, Variable | None]:
+def _beta_gamma(
+    shape: tuple[int, ...], param_init: dict[str, Init] | None, no_bias: bool, no_scale: bool
+) -> tuple[Variable | None, Variable | None]:
     init = param_init or {}
-    beta = None if no_bias else get_parameter_or_create(
-        "beta", shape, init.get("beta", I.ConstantInitializer(0)))
-    gamma = None if no_scale else get_parameter_or_create(
-        "gamma", shape, init.get("gamma", I.ConstantInitializer(1)))
+    beta = (
+        None
+        if no_bias
+        else get_parameter_or_create("beta", shape, init.get("beta", I.ConstantInitializer(0)))
+    )
+    gamma = (
+        None
+        if no_scale
+        else get_parameter_or_create("gamma", shape, init.get("gamma", I.ConstantInitializer(1)))
+    )
     return beta, gamma
 
 
@@ -298,12 +348,15 @@ def batch_normalization(
     init = param_init or {}
     with parameter_scope(name):
         beta, gamma = _beta_gamma(stat, init, no_bias, no_scale)
-        mean = get_parameter_or_create("mean", stat, init.get("mean", I.ConstantInitializer(0)),
-                                       need_grad=False)
-        var = get_parameter_or_create("var", stat, init.get("var", I.ConstantInitializer(1)),
-                                      need_grad=False)
-    return F.batch_normalization(x, beta, gamma, mean, var, axes=kept, decay_rate=decay_rate,
-                                 eps=eps, batch_stat=batch_stat)
+        mean = get_parameter_or_create(
+            "mean", stat, init.get("mean", I.ConstantInitializer(0)), need_grad=False
+        )
+        var = get_parameter_or_create(
+            "var", stat, init.get("var", I.ConstantInitializer(1)), need_grad=False
+        )
+    return F.batch_normalization(
+        x, beta, gamma, mean, var, axes=kept, decay_rate=decay_rate, eps=eps, batch_stat=batch_stat
+    )
 
 
 def layer_normalization(
@@ -338,14 +391,20 @@ def embed(
     """
     with parameter_scope(name):
         w = get_parameter_or_create(
-            "W", (int(n_inputs), int(n_features)),
-            I.UniformInitializer((-np.sqrt(3.0), np.sqrt(3.0))) if initializer is None
-            else initializer)
+            "W",
+            (int(n_inputs), int(n_features)),
+            I.UniformInitializer((-np.sqrt(3.0), np.sqrt(3.0)))
+            if initializer is None
+            else initializer,
+        )
     return F.embed(x, w)
 
 
 def prelu(
-    x: Any, base_axis: int = 1, shared: bool = True, slope_init: Init = None,
+    x: Any,
+    base_axis: int = 1,
+    shared: bool = True,
+    slope_init: Init = None,
     name: str = "prelu",
 ) -> Variable:
     """Parametric ReLU ``y = max(0, x) + w min(0, x)`` with the slope ``name/slope``.
@@ -356,12 +415,14 @@ def prelu(
     w_shape = () if shared else (shape[_axis("prelu", "base_axis", base_axis, len(shape))],)
     with parameter_scope(name):
         w = get_parameter_or_create(
-            "slope", w_shape, I.ConstantInitializer(0.25) if slope_init is None else slope_init)
+            "slope", w_shape, I.ConstantInitializer(0.25) if slope_init is None else slope_init
+        )
     return F.prelu(x, w, base_axis=base_axis)
 
 
-def _recurrent_init(gates: tuple[int, ...], n_dir: int, hidden: int, first_in: int,
-                    layers: int) -> Callable[[tuple[int, ...]], np.ndarray]:
+def _recurrent_init(
+    gates: tuple[int, ...], n_dir: int, hidden: int, first_in: int, layers: int
+) -> Callable[[tuple[int, ...]], np.ndarray]:
     """NNabla's default: Glorot-uniform input and hidden blocks, concatenated on the last axis."""
     lead = (layers,) if layers else ()
 
@@ -374,28 +435,45 @@ def _recurrent_init(gates: tuple[int, ...], n_dir: int, hidden: int, first_in: i
 
 
 def _recurrent_params(
-    name: str, x: Any, h: Any, gates: tuple[int, ...], bias_gates: tuple[int, ...],
-    num_layers: int, bidirectional: bool, with_bias: bool, w0_init: Init, w_init: Init,
+    name: str,
+    x: Any,
+    h: Any,
+    gates: tuple[int, ...],
+    bias_gates: tuple[int, ...],
+    num_layers: int,
+    bidirectional: bool,
+    with_bias: bool,
+    w0_init: Init,
+    w_init: Init,
     b_init: Init,
 ) -> tuple[Variable, Variable | None, Variable | None]:
     xs, hs = _shape_of(name, x), _shape_of(name, h)
     if len(xs) != 3 or len(hs) != 4:
-        raise ValueError(f"PF.{name}: x must be (T, B, I) and h (L, D, B, H), got shapes "
-                         f"{xs} and {hs}")
+        raise ValueError(
+            f"PF.{name}: x must be (T, B, I) and h (L, D, B, H), got shapes {xs} and {hs}"
+        )
     n_in, hidden, n_dir = xs[2], hs[3], 2 if bidirectional else 1
     w0 = get_parameter_or_create(
-        "weight_l0", (n_dir, *gates, hidden, n_in + hidden),
-        _recurrent_init(gates, n_dir, hidden, n_in, 0) if w0_init is None else w0_init)
+        "weight_l0",
+        (n_dir, *gates, hidden, n_in + hidden),
+        _recurrent_init(gates, n_dir, hidden, n_in, 0) if w0_init is None else w0_init,
+    )
     w = None
     if num_layers > 1:
         w = get_parameter_or_create(
-            "weight", (num_layers - 1, n_dir, *gates, hidden, n_dir * hidden + hidden),
+            "weight",
+            (num_layers - 1, n_dir, *gates, hidden, n_dir * hidden + hidden),
             _recurrent_init(gates, n_dir, hidden, n_dir * hidden, num_layers - 1)
-            if w_init is None else w_init)
+            if w_init is None
+            else w_init,
+        )
     b = None
     if with_bias:
-        b = get_parameter_or_create("bias", (num_layers, n_dir, *bias_gates, hidden),
-                                    I.ConstantInitializer() if b_init is None else b_init)
+        b = get_parameter_or_create(
+            "bias",
+            (num_layers, n_dir, *bias_gates, hidden),
+            I.ConstantInitializer() if b_init is None else b_init,
+        )
     return w0, w, b
 
 
@@ -423,10 +501,21 @@ def rnn(
         ``(y, h_n)`` as F.rnn.
     """
     with parameter_scope(name):
-        w0, w, b = _recurrent_params("rnn", x, h, (), (), num_layers, bidirectional, with_bias,
-                                     w0_init, w_init, b_init)
-    return F.rnn(x, h, w0, w, b, num_layers=num_layers, nonlinearity=nonlinearity,
-                 dropout=dropout, bidirectional=bidirectional, training=training)
+        w0, w, b = _recurrent_params(
+            "rnn", x, h, (), (), num_layers, bidirectional, with_bias, w0_init, w_init, b_init
+        )
+    return F.rnn(
+        x,
+        h,
+        w0,
+        w,
+        b,
+        num_layers=num_layers,
+        nonlinearity=nonlinearity,
+        dropout=dropout,
+        bidirectional=bidirectional,
+        training=training,
+    )
 
 
 def lstm(
@@ -452,10 +541,21 @@ def lstm(
         ``(y, h_n, c_n)`` as F.lstm.
     """
     with parameter_scope(name):
-        w0, w, b = _recurrent_params("lstm", x, h, (4,), (4,), num_layers, bidirectional,
-                                     with_bias, w0_init, w_init, b_init)
-    return F.lstm(x, h, c, w0, w, b, num_layers=num_layers, dropout=dropout,
-                  bidirectional=bidirectional, training=training)
+        w0, w, b = _recurrent_params(
+            "lstm", x, h, (4,), (4,), num_layers, bidirectional, with_bias, w0_init, w_init, b_init
+        )
+    return F.lstm(
+        x,
+        h,
+        c,
+        w0,
+        w,
+        b,
+        num_layers=num_layers,
+        dropout=dropout,
+        bidirectional=bidirectional,
+        training=training,
+    )
 
 
 def gru(
@@ -481,10 +581,20 @@ def gru(
         ``(y, h_n)`` as F.gru.
     """
     with parameter_scope(name):
-        w0, w, b = _recurrent_params("gru", x, h, (3,), (4,), num_layers, bidirectional,
-                                     with_bias, w0_init, w_init, b_init)
-    return F.gru(x, h, w0, w, b, num_layers=num_layers, dropout=dropout,
-                 bidirectional=bidirectional, training=training)
+        w0, w, b = _recurrent_params(
+            "gru", x, h, (3,), (4,), num_layers, bidirectional, with_bias, w0_init, w_init, b_init
+        )
+    return F.gru(
+        x,
+        h,
+        w0,
+        w,
+        b,
+        num_layers=num_layers,
+        dropout=dropout,
+        bidirectional=bidirectional,
+        training=training,
+    )
 
 
 def spectral_norm(
@@ -510,7 +620,10 @@ def spectral_norm(
     wv = as_variable(w)
     d = _axis("spectral_norm", "dim", dim, wv.ndim)
     with parameter_scope(name):
-        u = get_parameter_or_create("u", (wv.shape[d],),
-                                    I.NormalInitializer() if u_init is None else u_init,
-                                    need_grad=False)
+        u = get_parameter_or_create(
+            "u",
+            (wv.shape[d],),
+            I.NormalInitializer() if u_init is None else u_init,
+            need_grad=False,
+        )
     return F.spectral_norm(wv, u, dim=dim, itr=itr, eps=eps, test=test)

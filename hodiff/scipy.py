@@ -48,8 +48,9 @@ def _numpy(a: Any) -> np.ndarray:
 class _Point:
     """The graph of ``f`` at one point: value now, gradient and Hessian products on demand."""
 
-    def __init__(self, f: Callable[..., Variable], x: np.ndarray, shape: tuple[int, ...],
-                 dtype: Any) -> None:
+    def __init__(
+        self, f: Callable[..., Variable], x: np.ndarray, shape: tuple[int, ...], dtype: Any
+    ) -> None:
         self.x = x.copy()
         with _graph_mode():
             self.leaf = Variable.from_array(self.x.reshape(shape).astype(dtype), need_grad=True)
@@ -103,8 +104,12 @@ class Objective:
 
     """
 
-    def __init__(self, f: Callable[..., Variable], shape: Sequence[int] | None = None,
-                 dtype: Any = np.float64) -> None:
+    def __init__(
+        self,
+        f: Callable[..., Variable],
+        shape: Sequence[int] | None = None,
+        dtype: Any = np.float64,
+    ) -> None:
         if not callable(f):
             raise TypeError(f"Objective: f must be callable, got {type(f).__name__}")
         self.f = f
@@ -150,8 +155,9 @@ class Objective:
         p = np.asarray(p, dtype=np.float64)
         point = self._at(x)
         if p.shape != point.x.shape:
-            raise ValueError(f"Objective.hessp: p of shape {p.shape} does not match x of shape "
-                             f"{point.x.shape}")
+            raise ValueError(
+                f"Objective.hessp: p of shape {p.shape} does not match x of shape {point.x.shape}"
+            )
         self.n_hessp += 1
         return point.hessp(p)
 
@@ -171,8 +177,7 @@ class Objective:
         return out
 
 
-def minimize(f: Callable[..., Variable], x0: Any, method: str = "trust-ncg",
-             **kwargs: Any) -> Any:
+def minimize(f: Callable[..., Variable], x0: Any, method: str = "trust-ncg", **kwargs: Any) -> Any:
     """``scipy.optimize.minimize`` of a hodiff scalar function, with hodiff's derivatives.
 
     ``x0`` may have any shape: ``f`` receives a Variable of that shape, and
@@ -230,16 +235,20 @@ class HessianOperator(scipy.sparse.linalg.LinearOperator):
 
     """
 
-    def __init__(self, loss: Variable, params: Variable | Sequence[Variable],
-                 allow_unused: bool = False) -> None:
+    def __init__(
+        self, loss: Variable, params: Variable | Sequence[Variable], allow_unused: bool = False
+    ) -> None:
         if not isinstance(loss, Variable):
-            raise TypeError(f"HessianOperator: loss must be a hodiff.Variable, "
-                            f"got {type(loss).__name__}")
+            raise TypeError(
+                f"HessianOperator: loss must be a hodiff.Variable, got {type(loss).__name__}"
+            )
         ps = [params] if isinstance(params, Variable) else list(params)
         for i, p in enumerate(ps):
             if not isinstance(p, Variable):
-                raise TypeError(f"HessianOperator: params[{i}] must be a hodiff.Variable, "
-                                f"got {type(p).__name__}")
+                raise TypeError(
+                    f"HessianOperator: params[{i}] must be a hodiff.Variable, "
+                    f"got {type(p).__name__}"
+                )
         _scalar("HessianOperator", loss)
         with _graph_mode():
             gs = grad(loss, ps, allow_unused=allow_unused)

@@ -102,8 +102,9 @@ class Solver:
         elif isinstance(params, Sequence):
             items = [(str(i), p) for i, p in enumerate(params)]
         else:
-            raise TypeError(f"{where}: params must be a dict name -> Variable, "
-                            f"got {type(params).__name__}")
+            raise TypeError(
+                f"{where}: params must be a dict name -> Variable, got {type(params).__name__}"
+            )
         for k, p in items:
             if not isinstance(p, Variable):
                 raise TypeError(f"{where}: {k!r} must be a hodiff.Variable, got {type(p).__name__}")
@@ -241,18 +242,23 @@ class Solver:
             name, _, s = key.rpartition("::")
             p = self._params.get(name)
             if p is None:
-                raise ValueError(f"{where}: the file has a state for {name!r}, which is not a "
-                                 f"parameter of this solver ({sorted(self._params)})")
+                raise ValueError(
+                    f"{where}: the file has a state for {name!r}, which is not a "
+                    f"parameter of this solver ({sorted(self._params)})"
+                )
             st = states.setdefault(name, {})
             if s == "t":
                 st["t"] = int(a)
                 continue
             if s not in self.states:
-                raise ValueError(f"{where}: unknown state {s!r} for {name!r} "
-                                 f"(this solver keeps {self.states})")
+                raise ValueError(
+                    f"{where}: unknown state {s!r} for {name!r} (this solver keeps {self.states})"
+                )
             if a.shape != p.shape:
-                raise ValueError(f"{where}: state {key!r} has shape {a.shape}, parameter "
-                                 f"{name!r} has shape {p.shape}")
+                raise ValueError(
+                    f"{where}: state {key!r} has shape {a.shape}, parameter "
+                    f"{name!r} has shape {p.shape}"
+                )
             st[s] = array_module(p.d).asarray(a, dtype=p.dtype).copy()
         for name, st in states.items():
             missing = [s for s in (*self.states, "t") if s not in st]
@@ -369,8 +375,9 @@ class Adam(Solver):
 
     states = ("m", "v")
 
-    def __init__(self, lr: float = 1e-3, beta1: float = 0.9, beta2: float = 0.999,
-                 eps: float = 1e-8) -> None:
+    def __init__(
+        self, lr: float = 1e-3, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8
+    ) -> None:
         super().__init__(lr)
         name = type(self).__name__
         self.beta1 = _unit(name, "beta1", beta1)
@@ -406,8 +413,14 @@ class Adam(Solver):
 class AdamW(Adam):
     """AdamW (``torch.optim.AdamW(weight_decay=wd)``): ``w *= 1 - lr wd``, then the Adam step."""
 
-    def __init__(self, lr: float = 1e-3, beta1: float = 0.9, beta2: float = 0.999,
-                 eps: float = 1e-8, wd: float = 1e-2) -> None:
+    def __init__(
+        self,
+        lr: float = 1e-3,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        eps: float = 1e-8,
+        wd: float = 1e-2,
+    ) -> None:
         super().__init__(lr, beta1, beta2, eps)
         self.wd = _positive("AdamW", "wd", wd)
 

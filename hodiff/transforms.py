@@ -123,7 +123,11 @@ def _n_directions(v: Any, like: Sequence[Variable], multi: bool) -> int | None:
 
 
 def _directions(
-    name: str, v: Any, like: Sequence[Variable], multi: bool, what: str = "inputs",
+    name: str,
+    v: Any,
+    like: Sequence[Variable],
+    multi: bool,
+    what: str = "inputs",
     batch: int | None = None,
 ) -> list[Any]:
     """``v`` as one array per Variable of ``like`` (same shape, gradient dtype; with ``batch``
@@ -297,8 +301,6 @@ def hvp(f: Callable[..., Variable], inputs: Any, v: Any, mode: str = "rev-rev") 
     return y.d, _pack(hv, multi)
 
 
-
-
 def _unit_rows(xp: Any, n: int, shape: tuple[int, ...], dtype: Any, a: int, b: int) -> Any:
     """Rows ``a..b`` of the identity of size ``n``, each shaped ``shape``."""
     e = xp.zeros((b - a, n), dtype=dtype)
@@ -352,8 +354,10 @@ def _batched_pass(
             empty = [xp.zeros((0, *x.shape), dtype=x._grad_dtype()) for x in wrt]
             return [Variable.from_array(e) for e in empty] if create_graph else empty
         if create_graph:
-            return [p[0] if len(parts) == 1 else F.concatenate(*p, axis=0)
-                    for p in zip(*parts, strict=True)]
+            return [
+                p[0] if len(parts) == 1 else F.concatenate(*p, axis=0)
+                for p in zip(*parts, strict=True)
+            ]
         if len(parts) == 1:
             return parts[0]
         xp = _xp(list(wrt))
@@ -385,7 +389,9 @@ def _reshape(a: Any, shape: tuple[int, ...]) -> Any:
 
 
 def hessian(
-    f: Callable[..., Variable], inputs: Any, chunk_size: int | None = None,
+    f: Callable[..., Variable],
+    inputs: Any,
+    chunk_size: int | None = None,
     create_graph: bool = False,
 ) -> Any:
     """The full Hessian of a scalar ``f`` at ``inputs``.
@@ -433,16 +439,18 @@ def hessian(
                 return [_unit_rows(xp, xi.size, xi.shape, dtype, a, b)]
 
             rows = _batched_pass([g], xs, xi.size, seeds, chunk_size, create_graph)
-            out.append(tuple(
-                _reshape(r, xi.shape + xj.shape) for r, xj in zip(rows, xs, strict=True)
-            ))
+            out.append(
+                tuple(_reshape(r, xi.shape + xj.shape) for r, xj in zip(rows, xs, strict=True))
+            )
         if create_graph and not get_auto_forward():
             graph.forward([b for row in out for b in row])
     return tuple(out) if multi else out[0][0]
 
 
 def jacobian(
-    f: Callable[..., Variable], inputs: Any, chunk_size: int | None = None,
+    f: Callable[..., Variable],
+    inputs: Any,
+    chunk_size: int | None = None,
     create_graph: bool = False,
 ) -> Any:
     """The full Jacobian of ``f`` at ``inputs``: ``J[o..., i...] = d f[o...] / d x[i...]``.

@@ -459,8 +459,9 @@ class Variable:
 
     def reshape(self, *shape: Any) -> Variable:
         """``F.reshape(self, shape)``; ``shape`` as a tuple or as separate ints."""
-        return _F().reshape(self, shape[0] if len(shape) == 1 and not is_scalar(shape[0])
-                            else shape)
+        return _F().reshape(
+            self, shape[0] if len(shape) == 1 and not is_scalar(shape[0]) else shape
+        )
 
     def transpose(self, *axes: Any) -> Variable:
         """``F.transpose(self, axes)``; no axes reverse them, as numpy."""

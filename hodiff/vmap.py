@@ -183,8 +183,11 @@ def _dispatch(f: Any, inputs: list[Variable]) -> Any:  # noqa: C901 (the batchin
             result = rule(f, values, axes)
         finally:
             _trusted.reset(token)
-    outs = result if type(result) is tuple else (
-        tuple(result) if isinstance(result, list) else (result,))
+    outs = (
+        result
+        if type(result) is tuple
+        else (tuple(result) if isinstance(result, list) else (result,))
+    )
     size = first._shape[0]
     outputs = []
     ok = len(outs) == f.n_outputs
@@ -240,8 +243,13 @@ def _same_backend(ref: Any, values: list[Any], axes: list[int | None]) -> None:
     if xp is np:
         return
     for i, v in enumerate(values):
-        if (axes[i] is None and type(v) is Variable and v.parent is None and not v.need_grad
-                and type(v._data) is np.ndarray):
+        if (
+            axes[i] is None
+            and type(v) is Variable
+            and v.parent is None
+            and not v.need_grad
+            and type(v._data) is np.ndarray
+        ):
             values[i] = Variable.from_array(xp.asarray(v._data))
 
 
@@ -335,8 +343,7 @@ def vmap(f: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0) -> Callable
             v = a if isinstance(a, Variable) else Variable.from_array(_array(a, i))
             if not -v.ndim <= ax < v.ndim:
                 raise ValueError(
-                    f"vmap: in_axes[{i}] = {ax} is out of range for argument {i} of shape "
-                    f"{v.shape}"
+                    f"vmap: in_axes[{i}] = {ax} is out of range for argument {i} of shape {v.shape}"
                 )
             ax %= v.ndim
             n = v.shape[ax]

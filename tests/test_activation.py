@@ -96,10 +96,16 @@ def test_sigmoid_without_scipy_matches_scipy(no_scipy: None) -> None:
         (F.hard_sigmoid, lambda x: np.clip(0.2 * x + 0.5, 0, 1)),
         (F.hard_tanh, lambda x: np.clip(x, -1, 1)),
         (F.log_sigmoid, lambda x: -np.log1p(np.exp(-x))),
-        (lambda x: F.prelu(x, np.array([0.5, 0.25, 2.0])), lambda x: np.where(x > 0, x, x * [
-            [0.5, 0.25, 2.0]])),
-        (lambda x: F.celu(x, axis=0), lambda x: np.concatenate([np.where(
-            x > 0, x, np.expm1(x)), np.where(x < 0, -x, np.expm1(-x))])),
+        (
+            lambda x: F.prelu(x, np.array([0.5, 0.25, 2.0])),
+            lambda x: np.where(x > 0, x, x * [[0.5, 0.25, 2.0]]),
+        ),
+        (
+            lambda x: F.celu(x, axis=0),
+            lambda x: np.concatenate(
+                [np.where(x > 0, x, np.expm1(x)), np.where(x < 0, -x, np.expm1(-x))]
+            ),
+        ),
     ],
 )
 def test_compositions_run_on_bare_arrays(fn, ref) -> None:
@@ -117,8 +123,9 @@ def test_compositions_run_on_bare_arrays(fn, ref) -> None:
 def test_nnabla_definitions() -> None:
     np.testing.assert_allclose(F.hard_sigmoid(np.array([-2.5, 2.5, 3.0])).d, [0.0, 1.0, 1.0])
     x = np.array([-1.0, 1.0])
-    np.testing.assert_allclose(F.selu(x).d, [1.05070098735548 * 1.673263242354377 *
-                                             np.expm1(-1.0), 1.05070098735548])
+    np.testing.assert_allclose(
+        F.selu(x).d, [1.05070098735548 * 1.673263242354377 * np.expm1(-1.0), 1.05070098735548]
+    )
     np.testing.assert_allclose(F.celu(np.ones((2, 3)), axis=1).shape, (2, 6))
     np.testing.assert_allclose(F.softplus(np.array([1.0]), beta=2.0).d, np.log1p(np.e**2) / 2)
     # relu's gradient at 0 is 0, as NNabla's
@@ -173,8 +180,11 @@ def test_fused_backward_nodes_leave_inputs_alone_and_promote() -> None:
     ("call", "error", "words"),
     [
         (lambda: F.prelu(np.ones((2, 3)), np.ones(4)), ValueError, ["prelu", "(4,)", "(2, 3)"]),
-        (lambda: F.prelu(np.ones((2, 3)), np.ones(3), base_axis=2), ValueError,
-         ["prelu", "base_axis"]),
+        (
+            lambda: F.prelu(np.ones((2, 3)), np.ones(3), base_axis=2),
+            ValueError,
+            ["prelu", "base_axis"],
+        ),
         (lambda: F.celu(np.ones((2, 3)), axis=2), ValueError, ["celu", "axis 2", "(2, 3)"]),
         (lambda: F.softplus(np.ones(2), beta=0.0), ValueError, ["softplus", "beta"]),
         (lambda: F.leaky_relu(np.ones(2), alpha=np.ones(2)), TypeError, ["leaky_relu", "alpha"]),

@@ -179,8 +179,9 @@ def test_pad_widths_cover_the_last_axes_in_order() -> None:
 
 def test_pad_modes_match_nnabla_examples() -> None:
     x = np.array([1.0, 2.0, 3.0, 4.0])
-    np.testing.assert_array_equal(F.pad(x, (3, 3), "constant", constant_value=-1).d,
-                                  [-1, -1, -1, 1, 2, 3, 4, -1, -1, -1])
+    np.testing.assert_array_equal(
+        F.pad(x, (3, 3), "constant", constant_value=-1).d, [-1, -1, -1, 1, 2, 3, 4, -1, -1, -1]
+    )
     np.testing.assert_array_equal(F.pad(x, (3, 3), "reflect").d, [4, 3, 2, 1, 2, 3, 4, 3, 2, 1])
     np.testing.assert_array_equal(F.pad(x, (3, 3), "repeat").d, [1, 1, 1, 1, 2, 3, 4, 4, 4, 4])
 
@@ -208,8 +209,10 @@ def test_flip_default_is_the_last_axis() -> None:
         F.flip(a, (0, -2))
 
 
-@pytest.mark.parametrize(("shape", "reps"), [((3,), (2,)), ((2, 3), (2,)), ((3,), (2, 1, 2)),
-                                             ((2, 1), (1, 3)), ((), (2, 2))])
+@pytest.mark.parametrize(
+    ("shape", "reps"),
+    [((3,), (2,)), ((2, 3), (2,)), ((3,), (2, 1, 2)), ((2, 1), (1, 3)), ((), (2, 2))],
+)
 def test_tile_matches_numpy(shape: tuple[int, ...], reps: tuple[int, ...]) -> None:
     a = np.arange(float(np.prod(shape))).reshape(shape)
     np.testing.assert_array_equal(F.tile(a, reps).d, np.tile(a, reps))
@@ -262,8 +265,9 @@ def test_comparisons_cut_the_graph() -> None:
 def _specs_of(module: str) -> list[Any]:
     import importlib
 
-    return [s for s in importlib.import_module(f"hodiff.testing.specs.{module}").SPECS
-            if s.order >= 1]
+    return [
+        s for s in importlib.import_module(f"hodiff.testing.specs.{module}").SPECS if s.order >= 1
+    ]
 
 
 def check_freed_buffers_suffice(spec: Any) -> None:

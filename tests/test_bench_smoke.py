@@ -87,20 +87,36 @@ def test_interleaved_timing_and_memory():
 
 
 def _row(task, lib, t, dtype="float64", ok=True):
-    return {"task": task, "title": task, "group": "g", "dtype": dtype, "lib": lib,
-            "median_s": t, "check_ok": ok, "rel_err": 0.0 if ok else 1.0}
+    return {
+        "task": task,
+        "title": task,
+        "group": "g",
+        "dtype": dtype,
+        "lib": lib,
+        "median_s": t,
+        "check_ok": ok,
+        "rel_err": 0.0 if ok else 1.0,
+    }
 
 
 def test_report_ratios_targets_and_files(tmp_path):
-    rows = [_row("W1", "hodiff", 0.002), _row("W1", "torch", 0.004), _row("W1", "numpy", 0.001),
-            _row("W2", "hodiff", 0.006), _row("W2", "torch", 0.008),
-            _row("W2", "jax", 0.001, ok=False)]
-    result = {"results": rows, "errors": [], "date": "today",
-              "machine": {"cpu": "cpu", "logical_cpus": 1, "memory_gib": 1, "os": "os",
-                          "python": "3"},
-              "versions": {"numpy": "2"}, "threads": {"requested": 1, "blas": "env"},
-              "settings": {"repeats": 3, "warmup": 1, "min_time": 0.01, "size": "tiny",
-                           "quick": True}}
+    rows = [
+        _row("W1", "hodiff", 0.002),
+        _row("W1", "torch", 0.004),
+        _row("W1", "numpy", 0.001),
+        _row("W2", "hodiff", 0.006),
+        _row("W2", "torch", 0.008),
+        _row("W2", "jax", 0.001, ok=False),
+    ]
+    result = {
+        "results": rows,
+        "errors": [],
+        "date": "today",
+        "machine": {"cpu": "cpu", "logical_cpus": 1, "memory_gib": 1, "os": "os", "python": "3"},
+        "versions": {"numpy": "2"},
+        "threads": {"requested": 1, "blas": "env"},
+        "settings": {"repeats": 3, "warmup": 1, "min_time": 0.01, "size": "tiny", "quick": True},
+    }
     s = result["summary"] = report.summarize(result)
     w1 = next(r for r in s["ratios"] if r["task"] == "W1")
     assert w1["hodiff/torch"] == 0.5
@@ -116,9 +132,7 @@ def test_report_ratios_targets_and_files(tmp_path):
     assert "wrong (1.0e+00)" in md
     assert "| W1 W1 | float64 | 2 | 4 |" in md
     paths = report.write_all(result, tmp_path, docs=False, root=tmp_path)
-    assert json.loads((tmp_path / "quick.json").read_text())["summary"] == json.loads(
-        json.dumps(s)
-    )
+    assert json.loads((tmp_path / "quick.json").read_text())["summary"] == json.loads(json.dumps(s))
     assert all(p.exists() for p in paths)
 
 

@@ -29,8 +29,11 @@ def reduce_to(g: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 
 
 @settings(max_examples=40, deadline=None)
-@given(shapes=hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=3),
-       op=st.sampled_from(sorted(OPS)), seed=st.integers(0, 2**16))
+@given(
+    shapes=hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=3),
+    op=st.sampled_from(sorted(OPS)),
+    seed=st.integers(0, 2**16),
+)
 def test_broadcast_gradients_sum_back_to_each_input(shapes, op, seed) -> None:
     fn, rule = OPS[op]
     rng = np.random.default_rng(seed)

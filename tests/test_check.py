@@ -19,8 +19,13 @@ class WrongSin(hd.Function):
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = np.sin(inputs[0])
 
-    def backward_impl(self, inputs: Sequence[Slot], outputs: Sequence[Slot],
-                      prop_down: Sequence[bool], accum: Sequence[bool]) -> None:
+    def backward_impl(
+        self,
+        inputs: Sequence[Slot],
+        outputs: Sequence[Slot],
+        prop_down: Sequence[bool],
+        accum: Sequence[bool],
+    ) -> None:
         if prop_down[0]:
             inputs[0].store(-outputs[0].grad * Cos()(inputs[0].data), accum[0])
 
@@ -29,8 +34,13 @@ class Cos(hd.Function):
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = np.cos(inputs[0])
 
-    def backward_impl(self, inputs: Sequence[Slot], outputs: Sequence[Slot],
-                      prop_down: Sequence[bool], accum: Sequence[bool]) -> None:
+    def backward_impl(
+        self,
+        inputs: Sequence[Slot],
+        outputs: Sequence[Slot],
+        prop_down: Sequence[bool],
+        accum: Sequence[bool],
+    ) -> None:
         if prop_down[0]:
             inputs[0].store(-outputs[0].grad * Sin()(inputs[0].data), accum[0])
 
@@ -39,8 +49,13 @@ class Sin(hd.Function):
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = np.sin(inputs[0])
 
-    def backward_impl(self, inputs: Sequence[Slot], outputs: Sequence[Slot],
-                      prop_down: Sequence[bool], accum: Sequence[bool]) -> None:
+    def backward_impl(
+        self,
+        inputs: Sequence[Slot],
+        outputs: Sequence[Slot],
+        prop_down: Sequence[bool],
+        accum: Sequence[bool],
+    ) -> None:
         if prop_down[0]:
             inputs[0].store(outputs[0].grad * Cos()(inputs[0].data), accum[0])
 
@@ -51,8 +66,13 @@ class SinWrongSecond(hd.Function):
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = np.sin(inputs[0])
 
-    def backward_impl(self, inputs: Sequence[Slot], outputs: Sequence[Slot],
-                      prop_down: Sequence[bool], accum: Sequence[bool]) -> None:
+    def backward_impl(
+        self,
+        inputs: Sequence[Slot],
+        outputs: Sequence[Slot],
+        prop_down: Sequence[bool],
+        accum: Sequence[bool],
+    ) -> None:
         if prop_down[0]:
             inputs[0].store(outputs[0].grad * WrongCos()(inputs[0].data), accum[0])
 
@@ -61,8 +81,13 @@ class WrongCos(hd.Function):
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = np.cos(inputs[0])
 
-    def backward_impl(self, inputs: Sequence[Slot], outputs: Sequence[Slot],
-                      prop_down: Sequence[bool], accum: Sequence[bool]) -> None:
+    def backward_impl(
+        self,
+        inputs: Sequence[Slot],
+        outputs: Sequence[Slot],
+        prop_down: Sequence[bool],
+        accum: Sequence[bool],
+    ) -> None:
         if prop_down[0]:  # should be -sin
             inputs[0].store(outputs[0].grad * Sin()(inputs[0].data), accum[0])
 
@@ -73,8 +98,13 @@ class ConstantInside(hd.Function):
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = inputs[0] * np.exp(inputs[0])
 
-    def backward_impl(self, inputs: Sequence[Slot], outputs: Sequence[Slot],
-                      prop_down: Sequence[bool], accum: Sequence[bool]) -> None:
+    def backward_impl(
+        self,
+        inputs: Sequence[Slot],
+        outputs: Sequence[Slot],
+        prop_down: Sequence[bool],
+        accum: Sequence[bool],
+    ) -> None:
         if prop_down[0]:
             inputs[0].store(outputs[0].grad * F.exp(inputs[0].data), accum[0])
 

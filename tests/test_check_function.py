@@ -144,10 +144,17 @@ def test_a_correct_primitive_passes_every_property():
     report = check_function(Square(), X)
     assert report
     props = [r.property for r in report.rows]
-    assert props == ["finite differences, order 1", "finite differences, order 2",
-                     "finite differences, order 3", "grad vs backward",
-                     "accumulate vs overwrite", "prop_down=False untouched",
-                     "static vs dynamic", "float32 preserved", "freed buffers"]
+    assert props == [
+        "finite differences, order 1",
+        "finite differences, order 2",
+        "finite differences, order 3",
+        "grad vs backward",
+        "accumulate vs overwrite",
+        "prop_down=False untouched",
+        "static vs dynamic",
+        "float32 preserved",
+        "freed buffers",
+    ]
     assert "1 node(s) of Square" in report["accumulate vs overwrite"].detail
     assert check_function(Mul(), (X, X + 1.0))
 
@@ -173,8 +180,9 @@ def test_a_rule_reading_its_output_without_declaring_it():
 
 
 def test_a_callable_with_a_broken_primitive_inside():
-    report = check_function(lambda x, w: F.tanh(NoAccum()(x) * w), (X, X + 2.0),
-                            raise_exception=False)
+    report = check_function(
+        lambda x, w: F.tanh(NoAccum()(x) * w), (X, X + 2.0), raise_exception=False
+    )
     assert not report["accumulate vs overwrite"].ok
     assert "node NoAccum" in report["accumulate vs overwrite"].detail
     # hodiff's own functions only: nothing custom to call backward_impl on
@@ -186,16 +194,23 @@ def test_labels_multiple_outputs_and_order():
     t = np.array([[0], [2]])
     x = np.array([[0.1, -0.3, 0.5], [1.0, 0.2, -0.4]])
     report = check_function(lambda x, t: F.softmax_cross_entropy(x, t), (x, t), order=2)
-    assert [r.property for r in report.rows][:2] == ["finite differences, order 1",
-                                                      "finite differences, order 2"]
+    assert [r.property for r in report.rows][:2] == [
+        "finite differences, order 1",
+        "finite differences, order 2",
+    ]
     assert check_function(lambda x: (F.sin(x), Square()(x) * 2.0), X, order=2)
 
 
 @pytest.mark.parametrize("name", ["tanh", "affine", "sum", "batch_normalization"])
 def test_hodiffs_own_functions_pass(name):
     spec = next(s for s in all_specs() if s.fn.__name__ == name)
-    check_function(lambda *xs: spec.fn(*xs, **spec.kwargs), tuple(spec.sample()),
-                   order=min(2, spec.order), atol=spec.atol, rtol=spec.rtol)
+    check_function(
+        lambda *xs: spec.fn(*xs, **spec.kwargs),
+        tuple(spec.sample()),
+        order=min(2, spec.order),
+        atol=spec.atol,
+        rtol=spec.rtol,
+    )
 
 
 def test_argument_errors():
@@ -229,8 +244,7 @@ def test_fast_gradcheck_projects_and_falls_back():
     wrong = Counting(lambda x: WrongGrad()(x))
     with pytest.raises(hd.GradcheckError, match=r"3 of 3 elements failed"):
         hd.gradcheck(wrong, X, fast=True)  # the full table after the projection failed
-    report = hd.gradcheck(lambda x: DetachedGrad()(x), X, order=2, fast=True,
-                          raise_exception=False)
+    report = hd.gradcheck(lambda x: DetachedGrad()(x), X, order=2, fast=True, raise_exception=False)
     assert not report
     assert {r[1] for r in report.failures()} == {2}
     assert all(r[0] == 0 for r in report.rows)  # the full report, element by element
@@ -243,8 +257,13 @@ def test_strategies_draw_from_the_declared_domain():
 
     from hodiff.testing.strategies import arrays, spec_inputs
 
-    spec = Spec(F.softmax_cross_entropy, ((3, 4), labels((3, 1), 4)), domain=(-3.0, 3.0),
-                kinks=(0.0,), gap=0.25)
+    spec = Spec(
+        F.softmax_cross_entropy,
+        ((3, 4), labels((3, 1), 4)),
+        domain=(-3.0, 3.0),
+        kinks=(0.0,),
+        gap=0.25,
+    )
     seen = []
 
     @settings(max_examples=8, deadline=None, database=None)

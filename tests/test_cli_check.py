@@ -86,8 +86,17 @@ def rows_of(out: str) -> dict[tuple[str, int], str]:
 def test_known_good_functions_pass(capsys):
     assert cli.run_check(order=3, functions=["add2", "mul2", "exp"]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[0].split() == ["function", "order", "max", "abs", "err", "max",
-                                           "rel", "err", "result"]
+    assert out.splitlines()[0].split() == [
+        "function",
+        "order",
+        "max",
+        "abs",
+        "err",
+        "max",
+        "rel",
+        "err",
+        "result",
+    ]
     rows = rows_of(out)
     for name in ("add2", "add2[broadcast]", "mul2", "exp"):
         assert [rows[(name, k)] for k in (1, 2, 3)] == ["pass"] * 3
@@ -153,7 +162,10 @@ def test_main_dispatches_to_run_check(monkeypatch, capsys):
 def test_python_dash_m(names, status):
     proc = subprocess.run(
         [sys.executable, "-m", "hodiff", "check", "--order", "2", "--functions", *names],
-        capture_output=True, text=True, timeout=300, check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert proc.returncode == status, proc.stdout + proc.stderr
     if status == 0:

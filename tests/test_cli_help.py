@@ -59,8 +59,9 @@ def test_a_passing_report_table_is_one_readable_line():
     line = report.table()
     assert "\n" not in line
     assert line.startswith("all 4 elements passed (orders 1-2, largest error")
-    failing = hd.gradcheck(lambda x: F.exp(x.unlinked()) * x, np.array([0.5]),
-                           raise_exception=False)  # drops the derivative of exp(x)
+    failing = hd.gradcheck(
+        lambda x: F.exp(x.unlinked()) * x, np.array([0.5]), raise_exception=False
+    )  # drops the derivative of exp(x)
     assert not failing
     assert "analytic" in failing.table()  # failures: the table
     assert "analytic" in report.table(only_failures=False)  # the full table on request

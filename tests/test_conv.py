@@ -30,8 +30,9 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("case", "group", "channel_last"),
-                         list(itertools.product(CASES, (1, 2), (False, True))))
+@pytest.mark.parametrize(
+    ("case", "group", "channel_last"), list(itertools.product(CASES, (1, 2), (False, True)))
+)
 def test_convolution_matches_loops(case, group, channel_last):
     size, kernel, pad, stride, dilation = case
     c, oc = 2 * group, 3 * group
@@ -41,13 +42,15 @@ def test_convolution_matches_loops(case, group, channel_last):
     want = ref_convolution(x, w, b, pad=pad, stride=stride, dilation=dilation, group=group)
     if channel_last:
         x, w, want = np.moveaxis(x, 1, -1), np.moveaxis(w, 1, -1), np.moveaxis(want, 1, -1)
-    y = F.convolution(x, w, b, pad=pad, stride=stride, dilation=dilation, group=group,
-                      channel_last=channel_last)
+    y = F.convolution(
+        x, w, b, pad=pad, stride=stride, dilation=dilation, group=group, channel_last=channel_last
+    )
     np.testing.assert_allclose(y.d, want, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize(("case", "group", "channel_last"),
-                         list(itertools.product(CASES, (1, 2), (False, True))))
+@pytest.mark.parametrize(
+    ("case", "group", "channel_last"), list(itertools.product(CASES, (1, 2), (False, True)))
+)
 def test_deconvolution_matches_loops(case, group, channel_last):
     size, kernel, pad, stride, dilation = case
     size = tuple(max(2, s // 2) for s in size)
@@ -56,12 +59,22 @@ def test_deconvolution_matches_loops(case, group, channel_last):
     x = RNG.standard_normal((2, c, *size))
     w = RNG.standard_normal((c, ocg, *kernel))
     b = RNG.standard_normal(ocg * group)
-    want = ref_deconvolution(x, w, b, pad=pad, stride=stride, dilation=dilation, group=group,
-                             output_padding=op)
+    want = ref_deconvolution(
+        x, w, b, pad=pad, stride=stride, dilation=dilation, group=group, output_padding=op
+    )
     if channel_last:
         x, w, want = np.moveaxis(x, 1, -1), np.moveaxis(w, 1, -1), np.moveaxis(want, 1, -1)
-    y = F.deconvolution(x, w, b, pad=pad, stride=stride, dilation=dilation, group=group,
-                        channel_last=channel_last, output_padding=op)
+    y = F.deconvolution(
+        x,
+        w,
+        b,
+        pad=pad,
+        stride=stride,
+        dilation=dilation,
+        group=group,
+        channel_last=channel_last,
+        output_padding=op,
+    )
     np.testing.assert_allclose(y.d, want, rtol=1e-12, atol=1e-12)
 
 
@@ -86,8 +99,9 @@ def test_deconvolution_is_the_transpose_of_convolution(case):
         n + 2 * p - d * (k - 1) - 1 - s * (o - 1)
         for n, o, k, p, s, d in zip(size, y.shape[2:], kernel, pad, stride, dilation, strict=True)
     )
-    xt = F.deconvolution(u, w, pad=pad, stride=stride, dilation=dilation, group=2,
-                         output_padding=op).d
+    xt = F.deconvolution(
+        u, w, pad=pad, stride=stride, dilation=dilation, group=2, output_padding=op
+    ).d
     assert xt.shape == x.shape
     np.testing.assert_allclose(np.vdot(y, u), np.vdot(x, xt), rtol=1e-11)
 
@@ -119,13 +133,12 @@ def test_depthwise_layout_is_nnabla_s():
 
 
 def test_float32_stays_float32_through_backward():
-    x = hd.Variable.from_array(RNG.standard_normal((2, 3, 5, 5)).astype(np.float32),
-                               need_grad=True)
-    w = hd.Variable.from_array(RNG.standard_normal((4, 3, 3, 3)).astype(np.float32),
-                               need_grad=True)
+    x = hd.Variable.from_array(RNG.standard_normal((2, 3, 5, 5)).astype(np.float32), need_grad=True)
+    w = hd.Variable.from_array(RNG.standard_normal((4, 3, 3, 3)).astype(np.float32), need_grad=True)
     b = hd.Variable.from_array(np.zeros(4, np.float32), need_grad=True)
-    y = F.deconvolution(F.convolution(x, w, b, stride=(2, 2)), w, stride=(2, 2),
-                        output_padding=(0, 0))
+    y = F.deconvolution(
+        F.convolution(x, w, b, stride=(2, 2)), w, stride=(2, 2), output_padding=(0, 0)
+    )
     assert y.dtype == np.float32
     F.sum(y * y).backward()
     assert x.g.dtype == w.g.dtype == b.g.dtype == np.float32
@@ -151,13 +164,19 @@ def test_gradient_penalty_through_a_small_cnn_is_second_order_exact():
 # ---------------------------------------------------------------- bad input
 def test_channel_group_mismatch():
     x = np.zeros((2, 3, 5, 5))
-    with pytest.raises(ValueError, match=r"convolution: x of shape \(2, 3, 5, 5\) and w of "
-                                         r"shape \(4, 2, 3, 3\) with group=1"):
+    with pytest.raises(
+        ValueError,
+        match=r"convolution: x of shape \(2, 3, 5, 5\) and w of "
+        r"shape \(4, 2, 3, 3\) with group=1",
+    ):
         F.convolution(x, np.zeros((4, 2, 3, 3)))
     with pytest.raises(ValueError, match=r"divisible by group"):
         F.convolution(x, np.zeros((4, 1, 3, 3)), group=2)
-    with pytest.raises(ValueError, match=r"deconvolution: x of shape \(2, 3, 5, 5\) and w of "
-                                         r"shape \(2, 2, 3, 3\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"deconvolution: x of shape \(2, 3, 5, 5\) and w of "
+        r"shape \(2, 2, 3, 3\)",
+    ):
         F.deconvolution(x, np.zeros((2, 2, 3, 3)))
     with pytest.raises(ValueError, match=r"depthwise_convolution: w of shape \(3, 3, 3\)"):
         F.depthwise_convolution(x, np.zeros((3, 3, 3)), multiplier=2)
@@ -166,9 +185,12 @@ def test_channel_group_mismatch():
 
 
 def test_kernel_larger_than_padded_input():
-    with pytest.raises(ValueError, match=r"convolution: the kernel of w of shape \(1, 1, 3, 5\) "
-                                         r".*larger than the padded input along spatial axis 1 "
-                                         r"of x of shape \(1, 1, 4, 4\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"convolution: the kernel of w of shape \(1, 1, 3, 5\) "
+        r".*larger than the padded input along spatial axis 1 "
+        r"of x of shape \(1, 1, 4, 4\)",
+    ):
         F.convolution(np.zeros((1, 1, 4, 4)), np.zeros((1, 1, 3, 5)))
     with pytest.raises(ValueError, match=r"larger than the padded input"):
         F.convolution(np.zeros((1, 1, 4)), np.zeros((1, 1, 3)), dilation=(2,))
@@ -204,5 +226,6 @@ def test_errors_are_raised_in_static_mode_before_anything_is_linked():
 
 def test_int_accepted_for_spatial_arguments():
     x, w = RNG.standard_normal((1, 1, 5, 5)), RNG.standard_normal((1, 1, 3, 3))
-    np.testing.assert_array_equal(F.convolution(x, w, pad=1, stride=2).d,
-                                  F.convolution(x, w, pad=(1, 1), stride=(2, 2)).d)
+    np.testing.assert_array_equal(
+        F.convolution(x, w, pad=1, stride=2).d, F.convolution(x, w, pad=(1, 1), stride=(2, 2)).d
+    )

@@ -25,8 +25,7 @@ def test_cupy_matches_numpy(spec) -> None:
     results = []
     gpu = hd.Context(backend="cupy", dtype=hd.get_default_context().dtype)
     for to, ctx in ((np.asarray, hd.get_default_context()), (cp.asarray, gpu)):
-        vs = [hd.Variable.from_array(to(x), need_grad=is_float(x) and spec.order > 0)
-              for x in xs]
+        vs = [hd.Variable.from_array(to(x), need_grad=is_float(x) and spec.order > 0) for x in xs]
         with hd.context_scope(ctx):  # a function without array inputs makes the context's
             ys = outputs_of(spec.fn(*vs, **spec.kwargs))
         grads = []

@@ -39,8 +39,12 @@ def make_loss(x, t, bn: bool = False):
 def dense(loss, arrays) -> np.ndarray:
     blocks = hd.hessian(loss, tuple(arrays))
     sizes = [a.size for a in arrays]
-    return np.block([[b.reshape(m, n) for b, n in zip(row, sizes, strict=True)]
-                     for row, m in zip(blocks, sizes, strict=True)])
+    return np.block(
+        [
+            [b.reshape(m, n) for b, n in zip(row, sizes, strict=True)]
+            for row, m in zip(blocks, sizes, strict=True)
+        ]
+    )
 
 
 def flat(v) -> np.ndarray:
@@ -114,7 +118,7 @@ def test_batch_normalization_model():
 
 def test_loss_over_batches_averages_the_hessians():
     x, t, arrays = problem(seed=2, batch=30)
-    batches = [(x[i:i + 10], t[i:i + 10]) for i in range(0, 30, 10)]
+    batches = [(x[i : i + 10], t[i : i + 10]) for i in range(0, 30, 10)]
     H = np.mean([dense(make_loss(bx, bt), arrays) for bx, bt in batches], axis=0)
     ev = np.linalg.eigvalsh(H)
     ps = [hd.Variable.from_array(a, need_grad=True) for a in arrays]
@@ -142,7 +146,7 @@ def test_trace_within_its_standard_error(mlp):
     np.testing.assert_allclose(sum(per.values()), value, rtol=1e-12)  # same probes
     offsets = np.cumsum([0] + [a.size for a in arrays])
     for i, est in per.items():
-        block = np.trace(H[offsets[i]:offsets[i + 1], offsets[i]:offsets[i + 1]])
+        block = np.trace(H[offsets[i] : offsets[i + 1], offsets[i] : offsets[i + 1]])
         assert abs(est - block) < 4 * est.stderr + 1e-12
 
 
@@ -164,8 +168,9 @@ def test_density_integrates_to_one_and_sits_on_the_eigenvalues(mlp):
     grid, values = C.density(loss(*ps), ps, n_probes=4, n_steps=100, sigma=sigma)
     assert grid.shape == values.shape
     assert np.all(values >= 0)
-    np.testing.assert_allclose(np.sum((values[1:] + values[:-1]) * np.diff(grid)) / 2, 1.0,
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        np.sum((values[1:] + values[:-1]) * np.diff(grid)) / 2, 1.0, rtol=1e-12
+    )
     # n_steps >= n: the nodes are the exact eigenvalues, so all mass is within a few sigma
     near = np.min(np.abs(grid[:, None] - ev[None, :]), axis=1) < 4 * sigma
     dt = np.diff(grid)[0]

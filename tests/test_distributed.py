@@ -109,7 +109,11 @@ def test_module_imports_without_mpi4py() -> None:
         "try:\n    D.Communicator()\nexcept ImportError as e:\n    print('IMPORT-ERROR', e)\n"
     )
     r = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
         check=False,
     )
     assert r.returncode == 0, r.stderr
@@ -181,9 +185,26 @@ def test_bench_distributed_smoke() -> None:
     """bench/distributed.py runs (1 and 2 ranks, with and without the exchange); no timing."""
     mpiexec()  # skips (or fails under HODIFF_REQUIRE_MPI) without MPI
     r = subprocess.run(
-        [sys.executable, "-m", "bench.distributed", "--repeats", "1", "--rounds", "1",
-         "--steps", "1", "--batch", "8", "--dtypes", "float64"],
-        cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT, check=False,
+        [
+            sys.executable,
+            "-m",
+            "bench.distributed",
+            "--repeats",
+            "1",
+            "--rounds",
+            "1",
+            "--steps",
+            "1",
+            "--batch",
+            "8",
+            "--dtypes",
+            "float64",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
     )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     for row in ("| float64 | 1 |", "| float64 | 2 |", "| float64 | 2, no exchange |"):

@@ -30,8 +30,13 @@ class Spy(hd.Function):
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = inputs[0] * inputs[1]
 
-    def backward_impl(self, inputs: Sequence[Slot], outputs: Sequence[Slot],
-                      prop_down: Sequence[bool], accum: Sequence[bool]) -> None:
+    def backward_impl(
+        self,
+        inputs: Sequence[Slot],
+        outputs: Sequence[Slot],
+        prop_down: Sequence[bool],
+        accum: Sequence[bool],
+    ) -> None:
         Spy.calls.append((list(prop_down), list(accum)))
         gy = outputs[0].grad
         if prop_down[0]:
@@ -402,12 +407,22 @@ def test_operators_with_scalars_and_arrays_on_either_side() -> None:
     a = np.array([1.0, 2.0])
     x = var([3.0, 4.0])
     cases = {
-        "x + a": (x + a, x.d + a), "a + x": (a + x, a + x.d),
-        "x - a": (x - a, x.d - a), "a - x": (a - x, a - x.d), "2 - x": (2 - x, 2 - x.d),
-        "a * x": (a * x, a * x.d), "np.float64 * x": (np.float64(2) * x, 2 * x.d),
-        "x / 2": (x / 2, x.d / 2), "2 / x": (2 / x, 2 / x.d), "a / x": (a / x, a / x.d),
-        "x ** 2": (x**2, x.d**2), "2 ** x": (2**x, 2**x.d), "x ** a": (x**a, x.d**a),
-        "-x": (-x, -x.d), "abs(-x)": (abs(-x), x.d), "+x": (+x, x.d),
+        "x + a": (x + a, x.d + a),
+        "a + x": (a + x, a + x.d),
+        "x - a": (x - a, x.d - a),
+        "a - x": (a - x, a - x.d),
+        "2 - x": (2 - x, 2 - x.d),
+        "a * x": (a * x, a * x.d),
+        "np.float64 * x": (np.float64(2) * x, 2 * x.d),
+        "x / 2": (x / 2, x.d / 2),
+        "2 / x": (2 / x, 2 / x.d),
+        "a / x": (a / x, a / x.d),
+        "x ** 2": (x**2, x.d**2),
+        "2 ** x": (2**x, 2**x.d),
+        "x ** a": (x**a, x.d**a),
+        "-x": (-x, -x.d),
+        "abs(-x)": (abs(-x), x.d),
+        "+x": (+x, x.d),
     }
     for name, (got, want) in cases.items():
         assert isinstance(got, hd.Variable), name
@@ -442,8 +457,13 @@ class Cube(hd.Function):
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = inputs[0] ** 3
 
-    def backward_impl(self, inputs: Sequence[Slot], outputs: Sequence[Slot],
-                      prop_down: Sequence[bool], accum: Sequence[bool]) -> None:
+    def backward_impl(
+        self,
+        inputs: Sequence[Slot],
+        outputs: Sequence[Slot],
+        prop_down: Sequence[bool],
+        accum: Sequence[bool],
+    ) -> None:
         if prop_down[0]:
             x = inputs[0].data
             inputs[0].store(outputs[0].grad * 3.0 * x * x, accum[0])

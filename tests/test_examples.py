@@ -58,8 +58,9 @@ def test_hessian_spectrum_density(tmp_path, capsys):
         out = tmp_path / "density.png"
     except ImportError:
         out = None
-    r = load("hessian_spectrum_density").main(n_per_class=20, steps=60, k=2, n_probes=3, n_steps=30,
-                                                   out=out)
+    r = load("hessian_spectrum_density").main(
+        n_per_class=20, steps=60, k=2, n_probes=3, n_steps=30, out=out
+    )
     assert r["loss"][-1] < r["loss"][0]
     assert r["n_params"] == 2 * 16 + 16 + 2 * 16 + 16 * 16 + 16 + 16 * 3 + 3
     assert r["top_error"] < 1e-8

@@ -42,8 +42,11 @@ def test_forward_matches_reference(spec: Spec) -> None:
         np.testing.assert_allclose(o.d, r, atol=spec.ref_atol, rtol=spec.ref_rtol)
 
 
-@pytest.mark.parametrize("spec", [s for s in SPECS if s.float32], ids=[
-    i for s, i in zip(SPECS, IDS, strict=True) if s.float32])
+@pytest.mark.parametrize(
+    "spec",
+    [s for s in SPECS if s.float32],
+    ids=[i for s, i in zip(SPECS, IDS, strict=True) if s.float32],
+)
 def test_float32_in_float32_out(spec: Spec) -> None:
     xs = [x.astype(np.float32) if is_float(x) else x for x in spec.sample()]
     vs, y = call(spec, xs, need_grad=spec.order > 0)
@@ -129,8 +132,9 @@ def test_accum_adds_and_prop_down_false_touches_nothing(spec: Spec) -> None:
     prop = [v.need_grad for v in node.inputs]
     none = [None] * len(prop)
     over = run_backward_impl(node, gys, prop, [False] * len(prop), none)
-    prev = [rng.standard_normal(v.shape) if p else None for v, p in zip(node.inputs, prop,
-                                                                        strict=True)]
+    prev = [
+        rng.standard_normal(v.shape) if p else None for v, p in zip(node.inputs, prop, strict=True)
+    ]
     acc = run_backward_impl(node, gys, prop, prop, prev)
     for p, o, a in zip(prev, over, acc, strict=True):
         if p is not None and o is not None:
@@ -148,8 +152,11 @@ def test_accum_adds_and_prop_down_false_touches_nothing(spec: Spec) -> None:
         assert np.all(s == 7.0)
 
 
-@pytest.mark.parametrize("spec", [s for s in SPECS if s.order == 0], ids=[
-    i for s, i in zip(SPECS, IDS, strict=True) if s.order == 0])
+@pytest.mark.parametrize(
+    "spec",
+    [s for s in SPECS if s.order == 0],
+    ids=[i for s, i in zip(SPECS, IDS, strict=True) if s.order == 0],
+)
 def test_non_differentiable_cuts_the_graph(spec: Spec) -> None:
     _, y = call(spec, spec.sample(), need_grad=True)
     for o in outputs_of(y):
@@ -176,7 +183,8 @@ def test_every_registered_primitive_has_a_spec() -> None:
 
 def test_every_differentiable_primitive_has_a_backward() -> None:
     missing = [
-        c.__name__ for c in REGISTRY
+        c.__name__
+        for c in REGISTRY
         if c.differentiable and c.backward_impl is hd.Function.backward_impl
     ]
     assert not missing, f"differentiable primitives without backward_impl: {missing}"

@@ -98,8 +98,11 @@ def test_every_function_round_trips(spec: Spec, tmp_path: Path) -> None:
         _assert_same(h1, h2, "Hessian-vector product")
 
 
-@pytest.mark.parametrize("spec", [s for s in SPECS if s.order >= 1],
-                         ids=[i for s, i in zip(SPECS, IDS, strict=True) if s.order >= 1])
+@pytest.mark.parametrize(
+    "spec",
+    [s for s in SPECS if s.order >= 1],
+    ids=[i for s, i in zip(SPECS, IDS, strict=True) if s.order >= 1],
+)
 def test_every_gradient_graph_round_trips(spec: Spec, tmp_path: Path) -> None:
     """The graph hd.grad records (with hodiff.grad_functions nodes) saves and loads too."""
     xs = spec.sample()
@@ -135,8 +138,10 @@ def test_spec_graphs_contain_every_primitive() -> None:
 def _mlp(seed: int = 0) -> tuple[hd.Variable, list[hd.Variable], hd.Variable]:
     rng = np.random.default_rng(seed)
     x = hd.Variable.from_array(rng.standard_normal((5, 3)))
-    ws = [hd.Variable.from_array(rng.standard_normal(s) * 0.7, need_grad=True)
-          for s in [(3, 4), (4,), (4, 2), (2,)]]
+    ws = [
+        hd.Variable.from_array(rng.standard_normal(s) * 0.7, need_grad=True)
+        for s in [(3, 4), (4,), (4, 2), (2,)]
+    ]
     t = hd.Variable.from_array(rng.integers(0, 2, size=(5, 1)))
     h = F.tanh(F.affine(x, ws[0], ws[1]))
     loss = F.mean(F.softmax_cross_entropy(F.affine(h, ws[2], ws[3]), t))
@@ -179,7 +184,8 @@ def test_parameters_of_a_loaded_graph(tmp_path: Path) -> None:
 
 
 def test_parameters_known_to_the_parameter_scope_keep_their_names(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     x, ws, loss = _mlp()
     registry = {"fc1/W": ws[0], "fc1/b": ws[1], "fc2/W": ws[2], "fc2/b": ws[3]}
     monkeypatch.setattr(hd, "get_parameters", lambda grad_only=True: registry, raising=False)
@@ -315,11 +321,26 @@ class _ScaledTwice(_Scaled):
 
 
 EXTRA = {
-    "none": None, "t": (1, (2, 3), ()), "l": [1.5, "s", True], "inf": float("inf"),
-    "nan": float("nan"), "c": 1 - 2j, "f32": np.float32(0.1), "i8": np.int8(-3),
-    "f64": np.float64(2.5), "bool_": np.bool_(True), "cls": F.math.Sin, "user_cls": _ScaledTwice,
-    "dtype": np.dtype("float32"), "type": np.float16, "py": float, "a": np.arange(6).reshape(2, 3),
-    "b": np.array([True, False]), "s": slice(1, None, -1), "e": Ellipsis, 3: "int key",
+    "none": None,
+    "t": (1, (2, 3), ()),
+    "l": [1.5, "s", True],
+    "inf": float("inf"),
+    "nan": float("nan"),
+    "c": 1 - 2j,
+    "f32": np.float32(0.1),
+    "i8": np.int8(-3),
+    "f64": np.float64(2.5),
+    "bool_": np.bool_(True),
+    "cls": F.math.Sin,
+    "user_cls": _ScaledTwice,
+    "dtype": np.dtype("float32"),
+    "type": np.float16,
+    "py": float,
+    "a": np.arange(6).reshape(2, 3),
+    "b": np.array([True, False]),
+    "s": slice(1, None, -1),
+    "e": Ellipsis,
+    3: "int key",
 }
 
 
@@ -344,7 +365,9 @@ def test_static_arguments_are_recorded_by_every_constructor() -> None:
     assert f.static_arguments == ((), {"twice": True, "extra": 1})  # the most derived call
     assert _Scaled(3.0, extra=None).static_arguments == ((3.0,), {"extra": None})
     assert F.reshape(hd.Variable.from_array(np.ones(6)), (2, 3)).parent.static_arguments == (
-        (), {"shape": (2, 3)})
+        (),
+        {"shape": (2, 3)},
+    )
 
 
 def test_typed_static_arguments_round_trip(tmp_path: Path) -> None:
@@ -427,12 +450,20 @@ def test_file_layout_is_the_documented_one(tmp_path: Path) -> None:
     assert definition["version"] == 1
     # F.mean is a composition: sum, then multiplication by 1/n
     assert [e["type"] for e in definition["functions"]] == [
-        "Affine", "Tanh", "Affine", "SoftmaxCrossEntropy", "Sum", "MulScalar"]
+        "Affine",
+        "Tanh",
+        "Affine",
+        "SoftmaxCrossEntropy",
+        "Sum",
+        "MulScalar",
+    ]
 
     assert data[-84:-64] == b"hodiff-graph sha256:"
     assert data[-64:].decode() == hashlib.sha256(data[:-64]).hexdigest()
-    with zipfile.ZipFile(path) as zf, np.load(
-            io.BytesIO(zf.read("values.npz")), allow_pickle=False) as npz:
+    with (
+        zipfile.ZipFile(path) as zf,
+        np.load(io.BytesIO(zf.read("values.npz")), allow_pickle=False) as npz,
+    ):
         for e in definition["values"]:
             assert list(npz[e["array"]].shape) == e["shape"]
 
@@ -536,7 +567,8 @@ def test_dot_of_a_forward_graph() -> None:
     assert sum("(4, 2) float64" in a for a in params) == 1
     assert any(a.startswith('label="x\\n(5, 3) float64"') for a in variables)
     assert [a for a in variables if "peripheries=2" in a] == [
-        'label="loss\\n() float64", shape=ellipse, peripheries=2];']
+        'label="loss\\n() float64", shape=ellipse, peripheries=2];'
+    ]
     edges = [line for line in source.splitlines() if "->" in line]
     assert len(edges) == sum(len(f.inputs) + 1 for f in graph_nodes([loss]))
     assert source.startswith("digraph hodiff {")

@@ -18,35 +18,50 @@ def _v(*shape: int, need_grad: bool = False) -> hd.Variable:
 
 
 # ---------------------------------------------------------------- argument errors
-@pytest.mark.parametrize(("call", "match"), [
-    (lambda: F.affine(np.ones((2, 3)), np.ones((4, 5))), r"affine: x of shape \(2, 3\) and w of"),
-    (lambda: F.affine(np.ones((2, 3)), np.ones((3, 5)), np.ones(4)), r"affine: b of shape \(4,\)"),
-    (lambda: F.affine(np.ones((2, 3)), np.ones((3, 5)), base_axis=2), "affine: base_axis 2"),
-    (lambda: F.affine(np.ones((2, 3)), np.ones(())), "affine: w of shape"),
-    (lambda: F.batch_matmul(np.ones((2, 2, 3)), np.ones((2, 4, 2))), "inner sizes 3 and 4"),
-    (lambda: F.batch_matmul(np.ones(3), np.ones((3, 2))), "at least 2 dimensions"),
-    (lambda: F.batch_matmul(np.ones((2, 2, 3)), np.ones((3, 3, 2))), "cannot be broadcast"),
-    (lambda: F.matmul(np.ones(()), np.ones(3)), "matmul: .* at least 1 dimension"),
-    (lambda: F.matmul(np.ones((2, 3)), np.ones(2)), "matmul: .* inner sizes 3 and 2"),
-    (lambda: F.matmul(np.ones((2, 2, 3)), np.ones((3, 3, 2))), "matmul: .* cannot be broadcast"),
-    (lambda: F.einsum("ij,jk", np.ones((2, 3)), np.ones((4, 5))), "einsum: .*index 'j'"),
-    (lambda: F.einsum("ij", np.ones((2, 3)), np.ones(3)), "2 were given"),
-    (lambda: F.einsum("i"), "at least one operand"),
-    (lambda: F.batch_inv(np.ones((2, 2, 3))), "batch_inv: x of shape"),
-    (lambda: F.batch_det(np.ones(3)), "batch_det: x of shape"),
-    (lambda: F.batch_logdet(np.ones((2, 3, 2))), "batch_logdet: x of shape"),
-    (lambda: einsum_expand(np.ones(2), "i", "ii", (2, 3)), "einsum_expand"),
-])
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (
+            lambda: F.affine(np.ones((2, 3)), np.ones((4, 5))),
+            r"affine: x of shape \(2, 3\) and w of",
+        ),
+        (
+            lambda: F.affine(np.ones((2, 3)), np.ones((3, 5)), np.ones(4)),
+            r"affine: b of shape \(4,\)",
+        ),
+        (lambda: F.affine(np.ones((2, 3)), np.ones((3, 5)), base_axis=2), "affine: base_axis 2"),
+        (lambda: F.affine(np.ones((2, 3)), np.ones(())), "affine: w of shape"),
+        (lambda: F.batch_matmul(np.ones((2, 2, 3)), np.ones((2, 4, 2))), "inner sizes 3 and 4"),
+        (lambda: F.batch_matmul(np.ones(3), np.ones((3, 2))), "at least 2 dimensions"),
+        (lambda: F.batch_matmul(np.ones((2, 2, 3)), np.ones((3, 3, 2))), "cannot be broadcast"),
+        (lambda: F.matmul(np.ones(()), np.ones(3)), "matmul: .* at least 1 dimension"),
+        (lambda: F.matmul(np.ones((2, 3)), np.ones(2)), "matmul: .* inner sizes 3 and 2"),
+        (
+            lambda: F.matmul(np.ones((2, 2, 3)), np.ones((3, 3, 2))),
+            "matmul: .* cannot be broadcast",
+        ),
+        (lambda: F.einsum("ij,jk", np.ones((2, 3)), np.ones((4, 5))), "einsum: .*index 'j'"),
+        (lambda: F.einsum("ij", np.ones((2, 3)), np.ones(3)), "2 were given"),
+        (lambda: F.einsum("i"), "at least one operand"),
+        (lambda: F.batch_inv(np.ones((2, 2, 3))), "batch_inv: x of shape"),
+        (lambda: F.batch_det(np.ones(3)), "batch_det: x of shape"),
+        (lambda: F.batch_logdet(np.ones((2, 3, 2))), "batch_logdet: x of shape"),
+        (lambda: einsum_expand(np.ones(2), "i", "ii", (2, 3)), "einsum_expand"),
+    ],
+)
 def test_bad_shapes_raise_value_error(call, match) -> None:
     with pytest.raises(ValueError, match=match):
         call()
 
 
-@pytest.mark.parametrize(("call", "match"), [
-    (lambda: F.affine(np.ones((2, 3)), np.ones((3, 5)), base_axis=1.0), "affine: base_axis"),
-    (lambda: F.batch_matmul(np.ones((2, 2)), np.ones((2, 2)), transpose_a=1), "transpose_a"),
-    (lambda: F.einsum(["i"], np.ones(2)), "einsum: subscripts must be a str"),
-])
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: F.affine(np.ones((2, 3)), np.ones((3, 5)), base_axis=1.0), "affine: base_axis"),
+        (lambda: F.batch_matmul(np.ones((2, 2)), np.ones((2, 2)), transpose_a=1), "transpose_a"),
+        (lambda: F.einsum(["i"], np.ones(2)), "einsum: subscripts must be a str"),
+    ],
+)
 def test_bad_types_raise_type_error(call, match) -> None:
     with pytest.raises(TypeError, match=match):
         call()
@@ -63,19 +78,43 @@ def test_errors_are_raised_in_static_mode_too() -> None:
 
 # ---------------------------------------------------------------- einsum against numpy
 VALID = [
-    ("ij,kj->ik", [(2, 1), (4, 3)]), ("...i,...i->...", [(2, 1, 3), (5, 3)]),
-    ("...i->", [(3,)]), ("ii", [(3, 3)]), ("Ba,a", [(2, 3), (3,)]), ("i,i", [(1,), (3,)]),
-    ("...", [(2, 3)]), ("a...,a...", [(2, 3), (2, 1, 3)]), ("i ,i", [(3,), (3,)]),
-    ("i,j->", [(2,), (3,)]), ("...->...", [()]), ("i...i", [(2, 3, 2)]),
-    ("ii,i->i", [(1, 1), (3,)]), (",i->i", [(), (3,)]), ("ab...,...b", [(2, 3, 4, 3), (1, 3)]),
-    ("ba", [(2, 3)]), ("bA,Ab", [(2, 3), (3, 2)]), ("i...,i...->...i", [(2, 3), (2,)]),
-    ("iji->j", [(2, 3, 2)]), ("ijk,kji->", [(2, 3, 4), (4, 3, 2)]),
+    ("ij,kj->ik", [(2, 1), (4, 3)]),
+    ("...i,...i->...", [(2, 1, 3), (5, 3)]),
+    ("...i->", [(3,)]),
+    ("ii", [(3, 3)]),
+    ("Ba,a", [(2, 3), (3,)]),
+    ("i,i", [(1,), (3,)]),
+    ("...", [(2, 3)]),
+    ("a...,a...", [(2, 3), (2, 1, 3)]),
+    ("i ,i", [(3,), (3,)]),
+    ("i,j->", [(2,), (3,)]),
+    ("...->...", [()]),
+    ("i...i", [(2, 3, 2)]),
+    ("ii,i->i", [(1, 1), (3,)]),
+    (",i->i", [(), (3,)]),
+    ("ab...,...b", [(2, 3, 4, 3), (1, 3)]),
+    ("ba", [(2, 3)]),
+    ("bA,Ab", [(2, 3), (3, 2)]),
+    ("i...,i...->...i", [(2, 3), (2,)]),
+    ("iji->j", [(2, 3, 2)]),
+    ("ijk,kji->", [(2, 3, 4), (4, 3, 2)]),
 ]
 INVALID = [
-    ("...i->", [(2, 3)]), ("...i->i", [(2, 3)]), ("ii->i", [(1, 3)]), ("i->ii", [(3,)]),
-    ("ij->k", [(2, 2)]), ("ii->", [(2, 3)]), ("i", [()]), ("ij->i.", [(2, 2)]),
-    ("ij,jk", [(2, 3), (4, 5)]), ("i,i", [(2,), (3,)]), ("ij", [(2, 3), (2, 3)]),
-    ("i1", [(2, 2)]), ("i->j->k", [(2,)]), ("i>", [(2,)]), ("i....", [(2,)]),
+    ("...i->", [(2, 3)]),
+    ("...i->i", [(2, 3)]),
+    ("ii->i", [(1, 3)]),
+    ("i->ii", [(3,)]),
+    ("ij->k", [(2, 2)]),
+    ("ii->", [(2, 3)]),
+    ("i", [()]),
+    ("ij->i.", [(2, 2)]),
+    ("ij,jk", [(2, 3), (4, 5)]),
+    ("i,i", [(2,), (3,)]),
+    ("ij", [(2, 3), (2, 3)]),
+    ("i1", [(2, 2)]),
+    ("i->j->k", [(2,)]),
+    ("i>", [(2,)]),
+    ("i....", [(2,)]),
     ("i,...,...", [(2,), (3,), (2,)]),
 ]
 
@@ -98,10 +137,15 @@ def test_einsum_rejects_what_numpy_rejects(subscripts: str, shapes: list[tuple[i
         F.einsum(subscripts, *xs)
 
 
-@pytest.mark.parametrize(("subscripts", "shapes"), [
-    ("...i,...i->...", [(2, 1, 3), (2, 3)]), ("iji->j", [(2, 3, 2)]),
-    ("ii,i->i", [(1, 1), (3,)]), ("ab...,...b", [(2, 3, 2, 3), (1, 3)]),
-])
+@pytest.mark.parametrize(
+    ("subscripts", "shapes"),
+    [
+        ("...i,...i->...", [(2, 1, 3), (2, 3)]),
+        ("iji->j", [(2, 3, 2)]),
+        ("ii,i->i", [(1, 1), (3,)]),
+        ("ab...,...b", [(2, 3, 2, 3), (1, 3)]),
+    ],
+)
 def test_einsum_broadcast_and_diagonal_gradients(subscripts: str, shapes) -> None:
     xs = [RNG.standard_normal(s) for s in shapes]
     hd.gradcheck(lambda *vs: F.sum(F.einsum(subscripts, *vs) ** 3), xs, order=2)

@@ -110,8 +110,12 @@ def test_kl_multinomial_of_a_one_hot_p_is_finite() -> None:
 def test_losses_keep_float32() -> None:
     x = np.ones((2, 3), np.float32)
     t = np.zeros((2, 1), np.int64)
-    for y in (F.softmax_cross_entropy(x, t), F.categorical_cross_entropy(x * 0.5, t),
-              F.sigmoid_cross_entropy(x, np.ones((2, 3), np.int64)), F.huber_loss(x, x * 0)):
+    for y in (
+        F.softmax_cross_entropy(x, t),
+        F.categorical_cross_entropy(x * 0.5, t),
+        F.sigmoid_cross_entropy(x, np.ones((2, 3), np.int64)),
+        F.huber_loss(x, x * 0),
+    ):
         assert y.dtype == np.float32
 
 
@@ -119,24 +123,33 @@ def test_losses_keep_float32() -> None:
 @pytest.mark.parametrize("fn", [F.softmax_cross_entropy, F.categorical_cross_entropy])
 def test_float_labels_raise_type_error(fn) -> None:
     name = fn.__name__
-    with pytest.raises(TypeError, match=rf"{name}: labels t must be an integer array, got dtype"
-                                        r" float64 \(shape \(2, 1\)\)"):
+    with pytest.raises(
+        TypeError,
+        match=rf"{name}: labels t must be an integer array, got dtype"
+        r" float64 \(shape \(2, 1\)\)",
+    ):
         fn(np.ones((2, 3)), np.zeros((2, 1)))
 
 
 @pytest.mark.parametrize("fn", [F.softmax_cross_entropy, F.categorical_cross_entropy])
 def test_labels_out_of_range_raise_value_error(fn) -> None:
     name = fn.__name__
-    with pytest.raises(ValueError, match=rf"{name}: labels t of shape \(2, 1\) must lie in"
-                                         r" \[0, 3\) for x of shape \(2, 3\).*\[0, 3\]"):
+    with pytest.raises(
+        ValueError,
+        match=rf"{name}: labels t of shape \(2, 1\) must lie in"
+        r" \[0, 3\) for x of shape \(2, 3\).*\[0, 3\]",
+    ):
         fn(np.ones((2, 3)), np.array([[0], [3]]))
     with pytest.raises(ValueError, match=r"got values in \[-1, 0\]"):
         fn(np.ones((2, 3)), np.array([[-1], [0]]))
 
 
 def test_label_shape_mismatch_names_both_shapes() -> None:
-    with pytest.raises(ValueError, match=r"softmax_cross_entropy: labels t of shape \(3, 1\) do"
-                                         r" not match x of shape \(2, 3\) on axis 1"):
+    with pytest.raises(
+        ValueError,
+        match=r"softmax_cross_entropy: labels t of shape \(3, 1\) do"
+        r" not match x of shape \(2, 3\) on axis 1",
+    ):
         F.softmax_cross_entropy(np.ones((2, 3)), np.zeros((3, 1), np.int64))
 
 
@@ -158,8 +171,11 @@ def test_bad_axis_and_shapes() -> None:
         F.softmax(np.ones((2, 3)), axis=2)
     with pytest.raises(ValueError, match="log_softmax: x must have at least one dimension"):
         F.log_softmax(np.float64(1.0))
-    with pytest.raises(ValueError, match=r"sigmoid_cross_entropy: x of shape \(2, 3\) and target"
-                                         r" t of shape \(3,\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"sigmoid_cross_entropy: x of shape \(2, 3\) and target"
+        r" t of shape \(3,\)",
+    ):
         F.sigmoid_cross_entropy(np.ones((2, 3)), np.ones(3))
     with pytest.raises(ValueError, match="huber_loss: delta must be positive"):
         F.huber_loss(np.ones(2), np.ones(2), delta=0.0)

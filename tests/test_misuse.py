@@ -167,8 +167,12 @@ def test_bool_follows_numpy() -> None:
 
 def test_comparisons_are_elementwise_and_not_differentiable() -> None:
     x, y = var([1.0, 5.0, 7.0]), var([2.0, 5.0, 6.0])
-    for op, ref in ((lambda a, b: a < b, np.less), (lambda a, b: a <= b, np.less_equal),
-                    (lambda a, b: a > b, np.greater), (lambda a, b: a >= b, np.greater_equal)):
+    for op, ref in (
+        (lambda a, b: a < b, np.less),
+        (lambda a, b: a <= b, np.less_equal),
+        (lambda a, b: a > b, np.greater),
+        (lambda a, b: a >= b, np.greater_equal),
+    ):
         r = op(x, y)
         np.testing.assert_array_equal(r.d, ref(x.d, y.d))
         assert r.dtype == np.bool_
@@ -233,8 +237,9 @@ def test_bad_variable_arguments_raise_at_call_time() -> None:
     x = var([1.0, 2.0, 3.0])
     with pytest.raises(TypeError, match=r"cannot set None.*\(3,\)"):
         x.d = None
-    unchanged_after(ValueError, r"gradient of shape \(5,\).*shape \(3,\)",
-                    lambda: x.apply(g=np.ones(5)), x)
+    unchanged_after(
+        ValueError, r"gradient of shape \(5,\).*shape \(3,\)", lambda: x.apply(g=np.ones(5)), x
+    )
     x.g = 1.5  # a scalar fills
     np.testing.assert_array_equal(x.g, [1.5, 1.5, 1.5])
 

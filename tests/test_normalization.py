@@ -15,8 +15,12 @@ def var(a: np.ndarray, need_grad: bool = True) -> hd.Variable:
 
 def _bn_params(c: int) -> tuple[hd.Variable, ...]:
     shape = (1, c, 1, 1)
-    return (var(np.zeros(shape)), var(np.ones(shape)),
-            var(np.zeros(shape), need_grad=False), var(np.ones(shape), need_grad=False))
+    return (
+        var(np.zeros(shape)),
+        var(np.ones(shape)),
+        var(np.zeros(shape), need_grad=False),
+        var(np.ones(shape), need_grad=False),
+    )
 
 
 def test_batch_norm_training_updates_running_statistics_in_place() -> None:
@@ -98,9 +102,12 @@ def test_batch_norm_float32_and_none_statistics() -> None:
 
 def test_batch_norm_bad_input() -> None:
     x = np.ones((4, 3))
-    with pytest.raises(ValueError, match=r"batch_normalization: gamma of shape \(1, 4\) does not"
-                                         r" fit x of shape \(4, 3\) with axes \[1\]: expected"
-                                         r" \(1, 3\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"batch_normalization: gamma of shape \(1, 4\) does not"
+        r" fit x of shape \(4, 3\) with axes \[1\]: expected"
+        r" \(1, 3\)",
+    ):
         F.batch_normalization(x, np.zeros((1, 3)), np.ones((1, 4)), None, None)
     with pytest.raises(ValueError, match="batch_normalization: mean must be given when batch_stat"):
         F.batch_normalization(x, None, None, None, None, batch_stat=False)
@@ -128,15 +135,24 @@ def test_layer_instance_group_norm_statistics_shapes() -> None:
 
 def test_norm_layers_bad_input() -> None:
     x = np.ones((2, 6, 3))
-    with pytest.raises(ValueError, match=r"group_normalization: the 6 channels of x of shape"
-                                         r" \(2, 6, 3\) \(axis 1\) are not a multiple of"
-                                         r" num_groups=4"):
+    with pytest.raises(
+        ValueError,
+        match=r"group_normalization: the 6 channels of x of shape"
+        r" \(2, 6, 3\) \(axis 1\) are not a multiple of"
+        r" num_groups=4",
+    ):
         F.group_normalization(x, None, None, num_groups=4)
-    with pytest.raises(ValueError, match=r"layer_normalization: gamma of shape \(1, 5, 1\) does"
-                                         r" not broadcast to x of shape \(2, 6, 3\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"layer_normalization: gamma of shape \(1, 5, 1\) does"
+        r" not broadcast to x of shape \(2, 6, 3\)",
+    ):
         F.layer_normalization(x, None, np.ones((1, 5, 1)))
     with pytest.raises(ValueError, match="instance_normalization: channel_axis 0 is also in"):
         F.instance_normalization(x, None, None, channel_axis=0)
-    with pytest.raises(ValueError, match=r"weight_normalization: g of shape \(3,\) must have"
-                                         r" shape \(2,\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"weight_normalization: g of shape \(3,\) must have"
+        r" shape \(2,\)",
+    ):
         F.weight_normalization(x, np.ones(3))

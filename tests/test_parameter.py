@@ -146,6 +146,5 @@ def test_scopes_are_per_thread_and_the_registry_is_shared() -> None:
         t.join()
     names = list(hd.get_parameters())
     assert len(names) == 4 * 50 + 1
-    assert sorted(names) == sorted([f"t{i}/p{k}" for i in range(4) for k in range(50)]
-                                   + ["shared"])
+    assert sorted(names) == sorted([f"t{i}/p{k}" for i in range(4) for k in range(50)] + ["shared"])
     assert all(shared[i] is shared[0] for i in range(4))

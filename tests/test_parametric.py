@@ -60,8 +60,14 @@ def test_same_name_shares_and_scopes_nest() -> None:
     with hd.parameter_scope("enc"), hd.parameter_scope("block"):
         PF.affine(x, 2, name="fc")
     PF.affine(x, 3, name="other")
-    assert list(params()) == ["fc/W", "fc/b", "enc/block/fc/W", "enc/block/fc/b",
-                              "other/W", "other/b"]
+    assert list(params()) == [
+        "fc/W",
+        "fc/b",
+        "enc/block/fc/W",
+        "enc/block/fc/b",
+        "other/W",
+        "other/b",
+    ]
     with pytest.raises(ValueError, match="fc/W"):
         PF.affine(x, 7, name="fc")  # another shape under an existing name
 
@@ -90,7 +96,8 @@ def test_convolution_layouts_and_init() -> None:
     wl = params()["conv_nhwc/W"]
     assert wl.shape == (3, 3, 3, 4)
     np.testing.assert_array_equal(
-        yl.d, F.convolution(xl, wl, params()["conv_nhwc/b"], channel_last=True).d)
+        yl.d, F.convolution(xl, wl, params()["conv_nhwc/b"], channel_last=True).d
+    )
 
 
 def test_deconvolution_and_depthwise() -> None:
@@ -106,7 +113,8 @@ def test_deconvolution_and_depthwise() -> None:
     assert wd.shape == (8, 3, 3)
     assert bd.shape == (8,)
     np.testing.assert_array_equal(
-        z.d, F.depthwise_convolution(x, wd, bd, pad=(1, 1), multiplier=2).d)
+        z.d, F.depthwise_convolution(x, wd, bd, pad=(1, 1), multiplier=2).d
+    )
 
 
 def test_batch_normalization_training_updates_running_statistics() -> None:
@@ -165,9 +173,14 @@ def test_layer_normalization_embed_prelu() -> None:
     assert params()["prelu_c/slope"].shape == (4,)
 
 
-@pytest.mark.parametrize(("layer", "gates", "bias_gates", "states"), [
-    (PF.rnn, (), (), 1), (PF.lstm, (4,), (4,), 2), (PF.gru, (3,), (4,), 1),
-])
+@pytest.mark.parametrize(
+    ("layer", "gates", "bias_gates", "states"),
+    [
+        (PF.rnn, (), (), 1),
+        (PF.lstm, (4,), (4,), 2),
+        (PF.gru, (3,), (4,), 1),
+    ],
+)
 def test_recurrent_layers(layer, gates, bias_gates, states) -> None:
     t, b, i, h, n_layers = 3, 2, 4, 5, 2
     x = rnd(t, b, i)

@@ -44,8 +44,10 @@ def _config(case, ignore_border):
     return shape, {"kernel": kernel, "stride": stride, "pad": pad, "ignore_border": ignore_border}
 
 
-@pytest.mark.parametrize(("case", "ignore_border", "mode", "channel_last"),
-                         list(itertools.product(CASES, (True, False), MODES, (False, True))))
+@pytest.mark.parametrize(
+    ("case", "ignore_border", "mode", "channel_last"),
+    list(itertools.product(CASES, (True, False), MODES, (False, True))),
+)
 def test_pooling_matches_loops(case, ignore_border, mode, channel_last):
     shape, kw = _config(case, ignore_border)
     fn, extra = MODES[mode]
@@ -106,8 +108,9 @@ def test_backward_functions_are_transposes(case):
     index = max_pooling_index(x, **kw)
     y = F.max_pooling(x, **kw).d
     u = RNG.standard_normal(y.shape)
-    np.testing.assert_allclose(np.vdot(y, u), np.vdot(x, max_pooling_backward(u, index, shape).d),
-                               rtol=1e-11)
+    np.testing.assert_allclose(
+        np.vdot(y, u), np.vdot(x, max_pooling_backward(u, index, shape).d), rtol=1e-11
+    )
 
 
 def test_global_average_pooling_is_n_c_1_1():
@@ -138,9 +141,22 @@ INTERP = [
 ]
 
 
-@pytest.mark.parametrize(("kw", "sizes", "channel_last"), list(itertools.product(
-    INTERP, [((5,), (9,)), ((6,), (4,)), ((3, 4), (7, 2)), ((2, 3, 4), (3, 5, 4)),
-             ((4, 1), (1, 3))], (False, True))))
+@pytest.mark.parametrize(
+    ("kw", "sizes", "channel_last"),
+    list(
+        itertools.product(
+            INTERP,
+            [
+                ((5,), (9,)),
+                ((6,), (4,)),
+                ((3, 4), (7, 2)),
+                ((2, 3, 4), (3, 5, 4)),
+                ((4, 1), (1, 3)),
+            ],
+            (False, True),
+        )
+    ),
+)
 def test_interpolate_matches_per_axis_reference(kw, sizes, channel_last):
     size, out = sizes
     x = RNG.standard_normal((2, 2, *size))
@@ -150,7 +166,7 @@ def test_interpolate_matches_per_axis_reference(kw, sizes, channel_last):
     y = F.interpolate(x, output_size=out, channel_last=channel_last, **kw)
     np.testing.assert_allclose(y.d, want, rtol=1e-12, atol=1e-12)
     u = RNG.standard_normal(y.shape)
-    spatial = tuple(x.shape[-len(size) - 1:-1]) if channel_last else tuple(x.shape[-len(size):])
+    spatial = tuple(x.shape[-len(size) - 1 : -1]) if channel_last else tuple(x.shape[-len(size) :])
     xt = interpolate_backward(u, spatial, out, channel_last=channel_last, **kw).d
     np.testing.assert_allclose(np.vdot(y.d, u), np.vdot(x, xt), rtol=1e-11)
 
@@ -174,13 +190,19 @@ def test_interpolate_second_order_through_a_resize_chain():
 # ---------------------------------------------------------------- bad input
 def test_pooling_bad_input():
     x = np.zeros((2, 3, 4, 4))
-    with pytest.raises(ValueError, match=r"max_pooling: kernel=\(5, 2\) is larger than the "
-                                         r"padded input along spatial axis 0 of x of shape "
-                                         r"\(2, 3, 4, 4\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"max_pooling: kernel=\(5, 2\) is larger than the "
+        r"padded input along spatial axis 0 of x of shape "
+        r"\(2, 3, 4, 4\)",
+    ):
         F.max_pooling(x, (5, 2))
     F.max_pooling(x, (5, 2), ignore_border=False)  # a partial window is kept
-    with pytest.raises(ValueError, match=r"average_pooling: pad=\(2, 0\) must be smaller than "
-                                         r"kernel=\(2, 2\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"average_pooling: pad=\(2, 0\) must be smaller than "
+        r"kernel=\(2, 2\)",
+    ):
         F.average_pooling(x, (2, 2), pad=(2, 0))
     with pytest.raises(ValueError, match=r"sum_pooling: stride=\(1,\) must be 2 ints"):
         F.sum_pooling(x, (2, 2), stride=(1,))

@@ -31,14 +31,16 @@ def _check2(fn: Any, inputs: tuple[Any, ...]) -> None:
 
 
 # ---------------------------------------------------------------- 3-D deconvolution
-def deconvolution_3d(x: Any, w: Any, b: Any, stride: tuple[int, ...],
-                     pad: tuple[int, ...]) -> hd.Variable:
+def deconvolution_3d(
+    x: Any, w: Any, b: Any, stride: tuple[int, ...], pad: tuple[int, ...]
+) -> hd.Variable:
     """(N, C, D, H, W) -> (N, C', D', H', W'): NNabla's N-d deconvolution with 3 spatial axes."""
     return F.deconvolution(x, w, b, pad=pad, stride=stride)
 
 
-def _deconv3d_ref(x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: tuple[int, ...],
-                  pad: tuple[int, ...]) -> np.ndarray:
+def _deconv3d_ref(
+    x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: tuple[int, ...], pad: tuple[int, ...]
+) -> np.ndarray:
     n, c, *size = x.shape
     co, k = w.shape[1], w.shape[2:]
     full = [(s - 1) * st + kk for s, st, kk in zip(size, stride, k, strict=True)]
@@ -47,7 +49,8 @@ def _deconv3d_ref(x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: tuple[int
         at = tuple(slice(j * st, j * st + kk) for j, st, kk in zip(i, stride, k, strict=True))
         for ci in range(c):
             y[(slice(None), slice(None), *at)] += (
-                x[(slice(None), ci, *i)][:, None, None, None, None] * w[ci][None])
+                x[(slice(None), ci, *i)][:, None, None, None, None] * w[ci][None]
+            )
     crop = tuple(slice(p, f - p) for p, f in zip(pad, full, strict=True))
     return y[(slice(None), slice(None), *crop)] + b[:, None, None, None]
 
@@ -96,10 +99,12 @@ def sequence_concat(a: Any, len_a: Any, b: Any, len_b: Any) -> tuple[hd.Variable
     len_a, len_b = np.asarray(len_a), np.asarray(len_b)
     off_a = np.concatenate([[0], np.cumsum(len_a)[:-1]])
     off_b = np.concatenate([[0], np.cumsum(len_b)[:-1]]) + int(len_a.sum())
-    rows = np.concatenate([
-        np.concatenate([oa + np.arange(la), ob + np.arange(lb)])
-        for oa, la, ob, lb in zip(off_a, len_a, off_b, len_b, strict=True)
-    ]).astype(np.intp)
+    rows = np.concatenate(
+        [
+            np.concatenate([oa + np.arange(la), ob + np.arange(lb)])
+            for oa, la, ob, lb in zip(off_a, len_a, off_b, len_b, strict=True)
+        ]
+    ).astype(np.intp)
     return F.gather(F.concatenate(a, b, axis=0), rows), len_a + len_b
 
 
@@ -159,8 +164,9 @@ def test_featuremap_expand(as_row_vector: bool) -> None:
 
 
 # ---------------------------------------------------------------- mixed layer
-def mixed_layer(x1: Any, w1: Any, x2: Any, w2: Any, x3: Any, scale: Any, ids: Any,
-                table: Any, b: Any) -> hd.Variable:
+def mixed_layer(
+    x1: Any, w1: Any, x2: Any, w2: Any, x3: Any, scale: Any, ids: Any, table: Any, b: Any
+) -> hd.Variable:
     """``tanh(x1 W1 + x2 W2 + x3 * scale + table[ids] + b)``: a sum of projections.
 
     The projections of PaddlePaddle's ``mixed_layer``: two full-matrix projections,
@@ -180,8 +186,9 @@ def test_mixed_layer() -> None:
     np.testing.assert_allclose(y.d, ref, rtol=1e-12, atol=1e-12)
     floats = tuple(a for a in args if a is not ids)
 
-    def f(x1: Any, w1: Any, x2: Any, w2: Any, x3: Any, scale: Any, table: Any,
-          b: Any) -> hd.Variable:
+    def f(
+        x1: Any, w1: Any, x2: Any, w2: Any, x3: Any, scale: Any, table: Any, b: Any
+    ) -> hd.Variable:
         return mixed_layer(x1, w1, x2, w2, x3, scale, ids, table, b)
 
     # tanh is not linear: check the layer itself to second order

@@ -62,8 +62,13 @@ def test_seed_makes_every_source_reproducible() -> None:
     import hodiff.initializers as I
 
     def draw():
-        return (F.rand(shape=(3,)).d, F.randn(shape=(3,)).d, F.randint(0, 100, shape=(3,)).d,
-                F.dropout(np.ones(20), p=0.5).d, I.NormalInitializer(1.0)((2, 2)))
+        return (
+            F.rand(shape=(3,)).d,
+            F.randn(shape=(3,)).d,
+            F.randint(0, 100, shape=(3,)).d,
+            F.dropout(np.ones(20), p=0.5).d,
+            I.NormalInitializer(1.0)((2, 2)),
+        )
 
     hd.seed(5)
     a = draw()
@@ -86,11 +91,15 @@ def test_fixed_seed_replays_the_documented_stream() -> None:
     np.testing.assert_array_equal(b, ref)
 
 
-@pytest.mark.parametrize("make", [
-    lambda: F.rand(shape=(5,)), lambda: F.randn(shape=(5,)),
-    lambda: F.randint(0, 1000, shape=(5,)),
-    lambda: F.dropout(F.constant(1.0, (50,)), p=0.5),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: F.rand(shape=(5,)),
+        lambda: F.randn(shape=(5,)),
+        lambda: F.randint(0, 1000, shape=(5,)),
+        lambda: F.dropout(F.constant(1.0, (50,)), p=0.5),
+    ],
+)
 def test_static_graph_draws_anew_on_every_forward(make) -> None:
     with hd.auto_forward(False):
         y = make()
@@ -143,8 +152,9 @@ def test_every_order_of_one_forward_sees_the_same_draw() -> None:
         # the plain backward of the whole graph reads the same draw
         x.zero_grad()
         total.backward()
-        np.testing.assert_allclose(x.g, 4 * rd * xd**3 + 12 * rd * xd**2 + 24 * rd * xd + 24 * rd,
-                                   rtol=1e-12)
+        np.testing.assert_allclose(
+            x.g, 4 * rd * xd**3 + 12 * rd * xd**2 + 24 * rd * xd + 24 * rd, rtol=1e-12
+        )
     assert not np.array_equal(seen[0], seen[1])
 
 
@@ -168,17 +178,20 @@ def test_dropout_mask_is_shared_by_every_order_and_redrawn_per_forward() -> None
     assert not np.array_equal(masks[0], masks[1])
 
 
-@pytest.mark.parametrize(("call", "exc", "words"), [
-    (lambda: F.rand(2.0, 1.0), ValueError, "rand: low"),
-    (lambda: F.rand(shape=(2, -1)), ValueError, "rand: shape"),
-    (lambda: F.rand(shape="ab"), ValueError, "rand: shape"),
-    (lambda: F.rand(seed=1.5), TypeError, "rand: seed"),
-    (lambda: F.randn(sigma=-1.0), ValueError, "randn: sigma"),
-    (lambda: F.randint(3, 3), ValueError, "randint: low"),
-    (lambda: F.randint(0.5, 3), TypeError, "randint: low"),
-    (lambda: hd.seed(-1), ValueError, "seed"),
-    (lambda: hd.seed(1.0), TypeError, "seed"),
-])
+@pytest.mark.parametrize(
+    ("call", "exc", "words"),
+    [
+        (lambda: F.rand(2.0, 1.0), ValueError, "rand: low"),
+        (lambda: F.rand(shape=(2, -1)), ValueError, "rand: shape"),
+        (lambda: F.rand(shape="ab"), ValueError, "rand: shape"),
+        (lambda: F.rand(seed=1.5), TypeError, "rand: seed"),
+        (lambda: F.randn(sigma=-1.0), ValueError, "randn: sigma"),
+        (lambda: F.randint(3, 3), ValueError, "randint: low"),
+        (lambda: F.randint(0.5, 3), TypeError, "randint: low"),
+        (lambda: hd.seed(-1), ValueError, "seed"),
+        (lambda: hd.seed(1.0), TypeError, "seed"),
+    ],
+)
 def test_errors_name_the_function_and_argument(call, exc, words) -> None:
     with pytest.raises(exc, match=words):
         call()

@@ -72,13 +72,18 @@ def test_static_graph_reruns_with_new_inputs() -> None:
             xs = [_u(*v.shape) for v in (x, h, w0)]
             x.d, h.d, w0.d = xs
             hn.forward()
-            np.testing.assert_allclose(hn.d, _reference("gru", xs[0], [xs[1]], xs[2], None,
-                                                        None)[1], rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(
+                hn.d,
+                _reference("gru", xs[0], [xs[1]], xs[2], None, None)[1],
+                rtol=1e-12,
+                atol=1e-12,
+            )
 
 
 def test_float32_stays_float32() -> None:
-    f32 = [a.astype(np.float32) for a in (_u(2, 1, 2), _u(1, 1, 1, 2), _u(1, 1, 1, 2),
-                                           _u(1, 4, 2, 4))]
+    f32 = [
+        a.astype(np.float32) for a in (_u(2, 1, 2), _u(1, 1, 1, 2), _u(1, 1, 1, 2), _u(1, 4, 2, 4))
+    ]
     for o in F.lstm(*f32):
         assert o.dtype == np.float32
 
@@ -95,8 +100,12 @@ def test_weight_gradient_is_the_sum_over_steps() -> None:
     copies = [hd.Variable.from_array(w0[0], need_grad=True) for _ in range(T)]
     s = hd.Variable.from_array(h[0, 0])
     for t in range(T):
-        s = F.tanh(F.affine(F.concatenate(hd.Variable.from_array(x[t]), s, axis=1),
-                            F.transpose(copies[t], (1, 0))))
+        s = F.tanh(
+            F.affine(
+                F.concatenate(hd.Variable.from_array(x[t]), s, axis=1),
+                F.transpose(copies[t], (1, 0)),
+            )
+        )
     gs = hd.grad(F.sum(s), copies)
     np.testing.assert_allclose(g.d[0], sum(c.d for c in gs), rtol=1e-12, atol=1e-12)
 
@@ -161,41 +170,79 @@ def test_inference_mode_is_still_differentiable() -> None:
 # ---------------------------------------------------------------- bad input
 def _lstm_args(**over: object) -> dict[str, object]:
     args: dict[str, object] = {
-        "x": np.zeros((3, 2, 2)), "h": np.zeros((1, 1, 2, 3)), "c": np.zeros((1, 1, 2, 3)),
+        "x": np.zeros((3, 2, 2)),
+        "h": np.zeros((1, 1, 2, 3)),
+        "c": np.zeros((1, 1, 2, 3)),
         "weight_l0": np.zeros((1, 4, 3, 5)),
     }
     args.update(over)
     return args
 
 
-@pytest.mark.parametrize(("over", "exc", "match"), [
-    ({"x": np.zeros((3, 2))}, ValueError, r"lstm: x of shape \(3, 2\) must have shape \(T, B, I\)"),
-    ({"x": np.zeros((3, 2, 2), int)}, TypeError, "lstm: x must be a float array, got dtype int"),
-    ({"h": np.zeros((1, 1, 3, 3))}, ValueError,
-     r"lstm: h of shape \(1, 1, 3, 3\) must have shape \(L, D, B, H\) = \(1, 1, 2, 3\)"),
-    ({"c": np.zeros((1, 1, 2, 4))}, ValueError, r"lstm: c of shape \(1, 1, 2, 4\)"),
-    ({"weight_l0": np.zeros((1, 4, 3, 4))}, ValueError,
-     r"lstm: weight_l0 of shape \(1, 4, 3, 4\) must have shape \(D, 4, H, I \+ H\) = "
-     r"\(1, 4, 3, 5\)"),
-    ({"weight": np.zeros((1, 1, 4, 3, 6))}, ValueError,
-     "lstm: weight must be None when num_layers = 1"),
-    ({"num_layers": 2, "h": np.zeros((2, 1, 2, 3)), "c": np.zeros((2, 1, 2, 3))}, ValueError,
-     "lstm: weight is required when num_layers = 2 > 1"),
-    ({"num_layers": 2, "h": np.zeros((2, 1, 2, 3)), "c": np.zeros((2, 1, 2, 3)),
-      "weight": np.zeros((1, 1, 4, 3, 5))}, ValueError,
-     r"lstm: weight of shape \(1, 1, 4, 3, 5\) must have shape \(L - 1, D, 4, H, D \* H \+ H\)"
-     r" = \(1, 1, 4, 3, 6\)"),
-    ({"bias": np.zeros((1, 1, 3))}, ValueError,
-     r"lstm: bias of shape \(1, 1, 3\) must have shape \(L, D, 4, H\) = \(1, 1, 4, 3\)"),
-    ({"bidirectional": True}, ValueError,
-     r"lstm: h of shape \(1, 1, 2, 3\) must have shape \(L, D, B, H\) = \(1, 2, 2, 3\)"),
-    ({"num_layers": 0}, ValueError, "lstm: num_layers must be >= 1, got 0"),
-    ({"num_layers": 1.0}, TypeError, "lstm: num_layers must be an int"),
-    ({"dropout": 1.0}, ValueError, r"lstm: dropout must be in \[0, 1\), got 1.0"),
-    ({"dropout": "0.5"}, TypeError, "lstm: dropout must be a float"),
-    ({"training": 1}, TypeError, "lstm: training must be a bool"),
-    ({"x": "abc"}, TypeError, "lstm: x must be"),
-])
+@pytest.mark.parametrize(
+    ("over", "exc", "match"),
+    [
+        (
+            {"x": np.zeros((3, 2))},
+            ValueError,
+            r"lstm: x of shape \(3, 2\) must have shape \(T, B, I\)",
+        ),
+        (
+            {"x": np.zeros((3, 2, 2), int)},
+            TypeError,
+            "lstm: x must be a float array, got dtype int",
+        ),
+        (
+            {"h": np.zeros((1, 1, 3, 3))},
+            ValueError,
+            r"lstm: h of shape \(1, 1, 3, 3\) must have shape \(L, D, B, H\) = \(1, 1, 2, 3\)",
+        ),
+        ({"c": np.zeros((1, 1, 2, 4))}, ValueError, r"lstm: c of shape \(1, 1, 2, 4\)"),
+        (
+            {"weight_l0": np.zeros((1, 4, 3, 4))},
+            ValueError,
+            r"lstm: weight_l0 of shape \(1, 4, 3, 4\) must have shape \(D, 4, H, I \+ H\) = "
+            r"\(1, 4, 3, 5\)",
+        ),
+        (
+            {"weight": np.zeros((1, 1, 4, 3, 6))},
+            ValueError,
+            "lstm: weight must be None when num_layers = 1",
+        ),
+        (
+            {"num_layers": 2, "h": np.zeros((2, 1, 2, 3)), "c": np.zeros((2, 1, 2, 3))},
+            ValueError,
+            "lstm: weight is required when num_layers = 2 > 1",
+        ),
+        (
+            {
+                "num_layers": 2,
+                "h": np.zeros((2, 1, 2, 3)),
+                "c": np.zeros((2, 1, 2, 3)),
+                "weight": np.zeros((1, 1, 4, 3, 5)),
+            },
+            ValueError,
+            r"lstm: weight of shape \(1, 1, 4, 3, 5\) must have shape "
+            r"\(L - 1, D, 4, H, D \* H \+ H\) = \(1, 1, 4, 3, 6\)",
+        ),
+        (
+            {"bias": np.zeros((1, 1, 3))},
+            ValueError,
+            r"lstm: bias of shape \(1, 1, 3\) must have shape \(L, D, 4, H\) = \(1, 1, 4, 3\)",
+        ),
+        (
+            {"bidirectional": True},
+            ValueError,
+            r"lstm: h of shape \(1, 1, 2, 3\) must have shape \(L, D, B, H\) = \(1, 2, 2, 3\)",
+        ),
+        ({"num_layers": 0}, ValueError, "lstm: num_layers must be >= 1, got 0"),
+        ({"num_layers": 1.0}, TypeError, "lstm: num_layers must be an int"),
+        ({"dropout": 1.0}, ValueError, r"lstm: dropout must be in \[0, 1\), got 1.0"),
+        ({"dropout": "0.5"}, TypeError, "lstm: dropout must be a float"),
+        ({"training": 1}, TypeError, "lstm: training must be a bool"),
+        ({"x": "abc"}, TypeError, "lstm: x must be"),
+    ],
+)
 def test_bad_input_raises_at_call_time(over: dict[str, object], exc: type, match: str) -> None:
     with pytest.raises(exc, match=match):
         F.lstm(**_lstm_args(**over))
@@ -207,12 +254,21 @@ def test_bad_nonlinearity_and_gru_bias() -> None:
     x, h = np.zeros((2, 1, 1)), np.zeros((1, 1, 1, 2))
     with pytest.raises(ValueError, match="rnn: nonlinearity must be 'tanh' or 'relu', got 'sig'"):
         F.rnn(x, h, np.zeros((1, 2, 3)), nonlinearity="sig")
-    with pytest.raises(ValueError, match=r"rnn: bias of shape \(1, 1, 1, 2\) must have shape "
-                                         r"\(L, D, H\) = \(1, 1, 2\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"rnn: bias of shape \(1, 1, 1, 2\) must have shape "
+        r"\(L, D, H\) = \(1, 1, 2\)",
+    ):
         F.rnn(x, h, np.zeros((1, 2, 3)), bias=np.zeros((1, 1, 1, 2)))
-    with pytest.raises(ValueError, match=r"gru: bias of shape \(1, 1, 3, 2\) must have shape "
-                                         r"\(L, D, 4, H\) = \(1, 1, 4, 2\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"gru: bias of shape \(1, 1, 3, 2\) must have shape "
+        r"\(L, D, 4, H\) = \(1, 1, 4, 2\)",
+    ):
         F.gru(x, h, np.zeros((1, 3, 2, 3)), bias=np.zeros((1, 1, 3, 2)))
-    with pytest.raises(ValueError, match=r"gru: weight_l0 of shape \(1, 4, 2, 3\) must have "
-                                         r"shape \(D, 3, H, I \+ H\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"gru: weight_l0 of shape \(1, 4, 2, 3\) must have "
+        r"shape \(D, 3, H, I \+ H\)",
+    ):
         F.gru(x, h, np.zeros((1, 4, 2, 3)))

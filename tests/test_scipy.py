@@ -40,8 +40,9 @@ def rosenbrock(x):  # minimum at (1, ..., 1)
 @pytest.mark.parametrize("method", ["Newton-CG", "trust-ncg", "trust-krylov"])
 def test_objective_drives_hessp_methods_to_the_closed_form_optimum(method):
     obj = Objective(quadratic)
-    res = scipy.optimize.minimize(obj.fun, np.zeros(N), jac=obj.jac, hessp=obj.hessp,
-                                  method=method, tol=1e-9)
+    res = scipy.optimize.minimize(
+        obj.fun, np.zeros(N), jac=obj.jac, hessp=obj.hessp, method=method, tol=1e-9
+    )
     np.testing.assert_allclose(res.x, np.linalg.solve(Q, R), rtol=1e-7, atol=1e-9)
     assert obj.n_hessp > 0
 
@@ -59,10 +60,10 @@ def test_derivatives_equal_scipy_rosenbrock_references():
     p = RNG.standard_normal(6)
     assert obj.fun(x) == pytest.approx(scipy.optimize.rosen(x), rel=1e-13)
     np.testing.assert_allclose(obj.jac(x), scipy.optimize.rosen_der(x), rtol=1e-12)
-    np.testing.assert_allclose(obj.hessp(x, p), scipy.optimize.rosen_hess_prod(x, p),
-                               rtol=1e-12, atol=1e-10)
-    np.testing.assert_allclose(obj.hess(x), scipy.optimize.rosen_hess(x), rtol=1e-12,
-                               atol=1e-10)
+    np.testing.assert_allclose(
+        obj.hessp(x, p), scipy.optimize.rosen_hess_prod(x, p), rtol=1e-12, atol=1e-10
+    )
+    np.testing.assert_allclose(obj.hess(x), scipy.optimize.rosen_hess(x), rtol=1e-12, atol=1e-10)
 
 
 def test_value_and_gradient_share_one_forward_pass():
@@ -85,8 +86,9 @@ def test_value_and_gradient_share_one_forward_pass():
     assert value == pytest.approx(0.5 * x @ Q @ x - R @ x, rel=1e-12)
     # a whole Newton-CG run evaluates f once per point, never twice for value and gradient
     calls.clear()
-    res = scipy.optimize.minimize(obj.fun, np.zeros(N), jac=obj.jac, hessp=obj.hessp,
-                                  method="Newton-CG")
+    res = scipy.optimize.minimize(
+        obj.fun, np.zeros(N), jac=obj.jac, hessp=obj.hessp, method="Newton-CG"
+    )
     assert len(calls) <= res.nfev + 1
 
 

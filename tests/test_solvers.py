@@ -70,15 +70,17 @@ def run_reference(kind, opts, lr, decay, clip, steps=STEPS):
             norms.append(total)
             gs = [g * min(1.0, clip / (total + 1e-6)) for g in gs]
         gs = [g + decay * w for g, w in zip(gs, ws, strict=True)]
-        ws = [ref_rule(kind, opts, lr, w, g, st, t) for w, g, st in
-              zip(ws, gs, states, strict=True)]
+        ws = [
+            ref_rule(kind, opts, lr, w, g, st, t) for w, g, st in zip(ws, gs, states, strict=True)
+        ]
     return ws, norms
 
 
 def run_hodiff(kind, opts, lr, decay, clip, steps=STEPS, solver=None, params=None, start=1):
     if params is None:
-        params = {f"p{k}": hd.Variable.from_array(w, need_grad=True)
-                  for k, w in enumerate(initial())}
+        params = {
+            f"p{k}": hd.Variable.from_array(w, need_grad=True) for k, w in enumerate(initial())
+        }
     if solver is None:
         solver = getattr(S, kind)(lr, **opts)
         solver.set_parameters(params)
@@ -130,17 +132,23 @@ def test_against_numpy_reference(kind, opts, lr, decay, clip) -> None:
 TORCH = {
     "Sgd": lambda torch, ps, lr, o, wd: torch.optim.SGD(ps, lr=lr, weight_decay=wd),
     "Momentum": lambda torch, ps, lr, o, wd: torch.optim.SGD(
-        ps, lr=lr, momentum=o["momentum"], dampening=0, weight_decay=wd),
+        ps, lr=lr, momentum=o["momentum"], dampening=0, weight_decay=wd
+    ),
     "Nesterov": lambda torch, ps, lr, o, wd: torch.optim.SGD(
-        ps, lr=lr, momentum=o["momentum"], nesterov=True, weight_decay=wd),
+        ps, lr=lr, momentum=o["momentum"], nesterov=True, weight_decay=wd
+    ),
     "Adagrad": lambda torch, ps, lr, o, wd: torch.optim.Adagrad(
-        ps, lr=lr, eps=o["eps"], weight_decay=wd),
+        ps, lr=lr, eps=o["eps"], weight_decay=wd
+    ),
     "RMSprop": lambda torch, ps, lr, o, wd: torch.optim.RMSprop(
-        ps, lr=lr, alpha=o["decay"], eps=o["eps"], weight_decay=wd),
+        ps, lr=lr, alpha=o["decay"], eps=o["eps"], weight_decay=wd
+    ),
     "Adam": lambda torch, ps, lr, o, wd: torch.optim.Adam(
-        ps, lr=lr, betas=(o["beta1"], o["beta2"]), eps=o["eps"], weight_decay=wd),
+        ps, lr=lr, betas=(o["beta1"], o["beta2"]), eps=o["eps"], weight_decay=wd
+    ),
     "AdamW": lambda torch, ps, lr, o, wd: torch.optim.AdamW(
-        ps, lr=lr, betas=(o["beta1"], o["beta2"]), eps=o["eps"], weight_decay=o["wd"]),
+        ps, lr=lr, betas=(o["beta1"], o["beta2"]), eps=o["eps"], weight_decay=o["wd"]
+    ),
 }
 
 
@@ -177,8 +185,9 @@ def test_save_and_load_continue_bit_for_bit(kind, opts, lr, tmp_path) -> None:
         _, _, solver, _ = run_hodiff(kind, opts, lr, 0.01, 2.0, steps=15, params=params)
         hd.save_parameters(tmp_path / "params.npz")
         solver.save_states(tmp_path / "states.npz")
-        expected, _, _, _ = run_hodiff(kind, opts, lr, 0.01, 2.0, steps=30, solver=solver,
-                                       params=params, start=16)
+        expected, _, _, _ = run_hodiff(
+            kind, opts, lr, 0.01, 2.0, steps=30, solver=solver, params=params, start=16
+        )
         expected = [e.copy() for e in expected]
         # a fresh process: parameters and a new solver from the files
         hd.clear_parameters()
@@ -188,8 +197,9 @@ def test_save_and_load_continue_bit_for_bit(kind, opts, lr, tmp_path) -> None:
         solver2.set_parameters(params2)
         solver2.load_states(tmp_path / "states.npz")
         assert solver2.learning_rate() == lr
-        got, _, _, _ = run_hodiff(kind, opts, lr, 0.01, 2.0, steps=30, solver=solver2,
-                                  params=params2, start=16)
+        got, _, _, _ = run_hodiff(
+            kind, opts, lr, 0.01, 2.0, steps=30, solver=solver2, params=params2, start=16
+        )
         for a, b in zip(got, expected, strict=True):
             np.testing.assert_array_equal(a, b)
     finally:
@@ -241,8 +251,7 @@ def test_clip_inf_nan_and_learning_rate() -> None:
     assert solver.clip_grad_by_norm(10.0) == pytest.approx(5.0)
     np.testing.assert_array_equal(a.g, [3.0, 0.0])  # below the limit: untouched
     assert solver.clip_grad_by_norm(1.0) == pytest.approx(5.0)
-    np.testing.assert_allclose(np.concatenate([a.g, b.g]), np.array([3.0, 0.0, 4.0]) / 5,
-                               rtol=1e-6)
+    np.testing.assert_allclose(np.concatenate([a.g, b.g]), np.array([3.0, 0.0, 4.0]) / 5, rtol=1e-6)
     assert not solver.check_inf_or_nan_grad()
     b.g = np.array([np.nan])
     assert solver.check_inf_or_nan_grad()
@@ -253,14 +262,17 @@ def test_clip_inf_nan_and_learning_rate() -> None:
     assert solver.learning_rate() == 0.02
 
 
-@pytest.mark.parametrize(("call", "exc", "words"), [
-    (lambda: S.Sgd(-1.0), ValueError, "Sgd: lr"),
-    (lambda: S.Adam(beta1=1.0), ValueError, "Adam: beta1"),
-    (lambda: S.RMSprop(decay=1.5), ValueError, "RMSprop: decay"),
-    (lambda: S.Momentum(0.1, momentum="a"), TypeError, "Momentum: momentum"),
-    (lambda: S.Sgd(0.1).set_parameters({"w": np.zeros(2)}), TypeError, "'w'"),
-    (lambda: S.Sgd(0.1).set_parameters(3), TypeError, "dict"),
-])
+@pytest.mark.parametrize(
+    ("call", "exc", "words"),
+    [
+        (lambda: S.Sgd(-1.0), ValueError, "Sgd: lr"),
+        (lambda: S.Adam(beta1=1.0), ValueError, "Adam: beta1"),
+        (lambda: S.RMSprop(decay=1.5), ValueError, "RMSprop: decay"),
+        (lambda: S.Momentum(0.1, momentum="a"), TypeError, "Momentum: momentum"),
+        (lambda: S.Sgd(0.1).set_parameters({"w": np.zeros(2)}), TypeError, "'w'"),
+        (lambda: S.Sgd(0.1).set_parameters(3), TypeError, "dict"),
+    ],
+)
 def test_errors(call, exc, words) -> None:
     with pytest.raises(exc, match=words):
         call()
@@ -286,8 +298,9 @@ def test_load_states_checks_names_and_shapes(tmp_path) -> None:
 def test_cupy_parameters_are_updated_on_the_device() -> None:
     cp = gpu()
     w0 = initial()
-    params = {f"p{k}": hd.Variable.from_array(cp.asarray(w), need_grad=True)
-              for k, w in enumerate(w0)}
+    params = {
+        f"p{k}": hd.Variable.from_array(cp.asarray(w), need_grad=True) for k, w in enumerate(w0)
+    }
     solver = S.Adam(0.05)
     solver.set_parameters(params)
     ref = S.Adam(0.05)
@@ -306,8 +319,9 @@ def test_cupy_parameters_are_updated_on_the_device() -> None:
         np.testing.assert_allclose(cp.asnumpy(params[k].d), ref_params[k].d, rtol=1e-10)
 
 
-@pytest.mark.parametrize("kind", ["Sgd", "Momentum", "Nesterov", "Adagrad", "RMSprop", "Adam",
-                                  "AdamW"])
+@pytest.mark.parametrize(
+    "kind", ["Sgd", "Momentum", "Nesterov", "Adagrad", "RMSprop", "Adam", "AdamW"]
+)
 def test_a_step_allocates_no_arrays(kind) -> None:
     import tracemalloc
 

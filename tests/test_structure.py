@@ -41,8 +41,11 @@ def _inside_functions(path: pathlib.Path) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             for inner in node.body:
-                found += _imports(inner) if not isinstance(inner, ast.Import | ast.ImportFrom) \
+                found += (
+                    _imports(inner)
+                    if not isinstance(inner, ast.Import | ast.ImportFrom)
                     else _imports(ast.Module(body=[inner], type_ignores=[]))
+                )
     return found
 
 

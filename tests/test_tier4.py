@@ -113,7 +113,7 @@ def test_sinc_derivatives_at_zero_are_the_taylor_coefficients() -> None:
     (g1,) = hd.grad(F.sinc(x), [x])
     (g2,) = hd.grad(F.sum(g1), [x])
     np.testing.assert_allclose(g1.d, [0.0], atol=1e-15)
-    np.testing.assert_allclose(g2.d, [-np.pi**2 / 3], rtol=1e-12)
+    np.testing.assert_allclose(g2.d, [-(np.pi**2) / 3], rtol=1e-12)
 
 
 # ---------------------------------------------------------------- linear algebra
@@ -124,6 +124,7 @@ def test_cholesky_gradient_on_a_symmetrised_input_is_the_symmetric_gradient() ->
     w = rng.standard_normal((3, 3))
     x = _v(a)
     F.sum(F.cholesky((x + F.transpose(x, (1, 0))) * 0.5) * w).backward()
+
     # independent: central differences of the symmetric function
     def f(b: np.ndarray) -> float:
         return float(np.sum(np.linalg.cholesky((b + b.T) / 2) * w))
@@ -162,8 +163,9 @@ def test_pinv_of_full_rank_matches_the_normal_equations() -> None:
 def test_tensordot_and_trace_against_numpy() -> None:
     rng = np.random.default_rng(2)
     a, b = rng.standard_normal((2, 3, 4)), rng.standard_normal((4, 3, 5))
-    np.testing.assert_allclose(F.tensordot(a, b, ([1, 2], [1, 0])).d,
-                               np.tensordot(a, b, ([1, 2], [1, 0])), rtol=1e-12)
+    np.testing.assert_allclose(
+        F.tensordot(a, b, ([1, 2], [1, 0])).d, np.tensordot(a, b, ([1, 2], [1, 0])), rtol=1e-12
+    )
     np.testing.assert_allclose(F.trace(a[:, :2, :2]).d, np.trace(a[:, :2, :2], axis1=1, axis2=2))
 
 
@@ -204,8 +206,13 @@ def test_spectral_norm_gradient_equals_nnabla_once_converged() -> None:
     np.testing.assert_allclose(x.g, expected, rtol=1e-8, atol=1e-10)
 
 
-def _warp_loops(x: np.ndarray, grid: np.ndarray, mode: str, padding_mode: str,  # noqa: C901 (a loop reference implementation, written plainly)
-                align: bool) -> np.ndarray:
+def _warp_loops(  # noqa: C901 (a loop reference implementation, written plainly)
+    x: np.ndarray,
+    grid: np.ndarray,
+    mode: str,
+    padding_mode: str,
+    align: bool,
+) -> np.ndarray:
     """NNabla's C++ reference, point by point (3-D, channel first)."""
 
     def unnorm(g: float, n: int) -> float:
@@ -240,6 +247,7 @@ def _warp_loops(x: np.ndarray, grid: np.ndarray, mode: str, padding_mode: str,  
             gx, gy, gz = grid[n, i, j, k]
             sx, sy, sz = source(gx, w), source(gy, h), source(gz, dd)
             if mode == "nearest":  # C's round: halves away from zero
+
                 def rnd(v: float) -> int:
                     return int(np.sign(v) * np.floor(abs(v) + 0.5))
 
@@ -260,8 +268,9 @@ def _warp_loops(x: np.ndarray, grid: np.ndarray, mode: str, padding_mode: str,  
 @pytest.mark.parametrize("mode", ["linear", "nearest"])
 @pytest.mark.parametrize("padding_mode", ["zero", "repeat", "reflect"])
 @pytest.mark.parametrize("align", [False, True])
-def test_warp_by_grid_3d_matches_point_by_point_loops(mode: str, padding_mode: str,
-                                                     align: bool) -> None:
+def test_warp_by_grid_3d_matches_point_by_point_loops(
+    mode: str, padding_mode: str, align: bool
+) -> None:
     rng = np.random.default_rng(5)
     x = rng.standard_normal((2, 2, 2, 3, 4))
     grid = rng.uniform(-1.7, 1.7, size=(2, 2, 2, 3, 3))

@@ -43,7 +43,8 @@ def test_wgan_gp_critic_reaches_unit_gradient_norm_at_interpolates() -> None:
     solver = S.Adam(2e-3, beta1=0.5, beta2=0.9)
     solver.set_parameters(hd.get_parameters())
     assert sorted(solver.get_parameters()) == sorted(
-        f"critic/{layer}/{p}" for layer in ("fc1", "fc2", "out") for p in ("W", "b"))
+        f"critic/{layer}/{p}" for layer in ("fc1", "fc2", "out") for p in ("W", "b")
+    )
     draws, norms = [], []
     for step in range(400):
         real.d = rng.normal([2.0, 0.0], 0.3, (batch, 2))

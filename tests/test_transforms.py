@@ -166,8 +166,9 @@ def test_jacobian_shapes_and_tuples(mode):
     assert Jx.shape == (2, 3, 2, 3)
     assert Jw.shape == (2, 3, 3)
     np.testing.assert_allclose(Jx.reshape(6, 6), np.diag(np.tile(w, 2)), atol=1e-14)
-    np.testing.assert_allclose(Jw.reshape(6, 3), np.vstack([np.diag(x[0]), np.diag(x[1])]),
-                               atol=1e-14)
+    np.testing.assert_allclose(
+        Jw.reshape(6, 3), np.vstack([np.diag(x[0]), np.diag(x[1])]), atol=1e-14
+    )
     g = hd.jacobian(lambda x: F.sum(x * x), x)  # scalar output: the gradient
     np.testing.assert_allclose(g, 2 * x, rtol=1e-14)
 
@@ -281,16 +282,25 @@ def test_non_scalar_f_raises():
 
 
 def test_v_of_wrong_shape_names_both_shapes():
-    with pytest.raises(ValueError, match=r"hvp: v of shape \(2,\) does not match inputs of "
-                                         r"shape \(3,\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"hvp: v of shape \(2,\) does not match inputs of "
+        r"shape \(3,\)",
+    ):
         hd.hvp(softexp, X0, np.ones(2))
     with pytest.raises(ValueError, match=r"jvp: v of shape \(4,\).*\(3,\)"):
         hd.jvp(vecfun, X0, np.ones(4))
-    with pytest.raises(ValueError, match=r"vjp: v of shape \(3,\) does not match the output of f "
-                                         r"of shape \(4,\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"vjp: v of shape \(3,\) does not match the output of f "
+        r"of shape \(4,\)",
+    ):
         hd.vjp(vecfun, X0, np.ones(3))
-    with pytest.raises(ValueError, match=r"v\[1\] of shape \(3,\) does not match inputs\[1\] of "
-                                         r"shape \(4,\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"v\[1\] of shape \(3,\) does not match inputs\[1\] of "
+        r"shape \(4,\)",
+    ):
         hd.hvp(pair, (X0, np.ones(4)), (np.ones(3), np.ones(3)))
     with pytest.raises(ValueError, match="tuple of 2 arrays"):
         hd.hvp(pair, (X0, np.ones(4)), np.ones(3))
@@ -324,11 +334,11 @@ def test_cupy_results_are_cupy_and_match_numpy():
     calls = {
         "hessian": lambda to: hd.hessian(scalar, (to(x), to(w))),
         "jacobian": lambda to: hd.jacobian(vec, (to(x), to(w))),
-        "jacobian columns": lambda to: hd.jacobian(lambda x: F.exp(x * to(np.ones((4, 1)))),
-                                                   to(x)),
+        "jacobian columns": lambda to: hd.jacobian(lambda x: F.exp(x * to(np.ones((4, 1)))), to(x)),
         "hvp": lambda to: hd.hvp(scalar, (to(x), to(w)), (to(v[0]), to(v[1]))),
-        "hvp fwd-rev": lambda to: hd.hvp(scalar, (to(x), to(w)), (to(v[0]), to(v[1])),
-                                         mode="fwd-rev"),
+        "hvp fwd-rev": lambda to: hd.hvp(
+            scalar, (to(x), to(w)), (to(v[0]), to(v[1])), mode="fwd-rev"
+        ),
         "jvp": lambda to: hd.jvp(vec, (to(x), to(w)), (to(v[0]), to(v[1]))),
         "vjp": lambda to: hd.vjp(vec, (to(x), to(w)), to(v[0])),
     }

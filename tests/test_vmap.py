@@ -65,8 +65,9 @@ def test_vmap_values_match_loop(spec: Spec) -> None:
         pytest.skip("random: checked in test_vmap_dropout_draws_per_example")
     samples, stacked = _batch(spec)
     ys = _as_list(hd.vmap(_f(spec))(*stacked))
-    loops = [_as_list(spec.fn(*[hd.Variable.from_array(a) for a in s], **spec.kwargs))
-             for s in samples]
+    loops = [
+        _as_list(spec.fn(*[hd.Variable.from_array(a) for a in s], **spec.kwargs)) for s in samples
+    ]
     assert len(ys) == len(loops[0])
     for k, y in enumerate(ys):
         ref = np.stack([np.asarray(r[k].d) for r in loops])
@@ -205,8 +206,11 @@ def test_unbatched_output_is_broadcast() -> None:
 
 
 def test_mismatched_sizes_name_the_arguments() -> None:
-    with pytest.raises(ValueError, match=r"argument 0 \(shape \(3, 2\)\).*argument 1 "
-                                         r"\(shape \(4, 2\)\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"argument 0 \(shape \(3, 2\)\).*argument 1 "
+        r"\(shape \(4, 2\)\)",
+    ):
         hd.vmap(lambda a, b: a + b)(np.ones((3, 2)), np.ones((4, 2)))
     with pytest.raises(ValueError, match="out of range"):
         hd.vmap(lambda a: a, in_axes=2)(np.ones((3, 2)))
@@ -251,13 +255,16 @@ def _mlp(params, x, t):
 
 
 def test_per_example_gradients_of_an_mlp_equal_a_loop() -> None:
-    params = [hd.Variable.from_array(RNG.standard_normal(s) * 0.5, need_grad=True)
-              for s in [(4, 5), (5,), (5, 3), (3,)]]
+    params = [
+        hd.Variable.from_array(RNG.standard_normal(s) * 0.5, need_grad=True)
+        for s in [(4, 5), (5,), (5, 3), (3,)]
+    ]
     X, T = RNG.standard_normal((6, 4)), RNG.integers(0, 3, size=6)
     per = hd.vmap(lambda x, t: hd.grad(_mlp(params, x, t), params), in_axes=(0, 0))(X, T)
     for b in range(6):
-        ref = hd.grad(_mlp(params, hd.Variable.from_array(X[b]),
-                           hd.Variable.from_array(T[b:b + 1])), params)
+        ref = hd.grad(
+            _mlp(params, hd.Variable.from_array(X[b]), hd.Variable.from_array(T[b : b + 1])), params
+        )
         for g, r in zip(per, ref, strict=True):
             np.testing.assert_allclose(g.d[b], r.d, rtol=1e-12, atol=1e-14)
     # the summed per-example gradients are the batch gradient
@@ -265,7 +272,7 @@ def test_per_example_gradients_of_an_mlp_equal_a_loop() -> None:
         p.zero_grad()
     total = None
     for b in range(6):
-        term = _mlp(params, hd.Variable.from_array(X[b]), hd.Variable.from_array(T[b:b + 1]))
+        term = _mlp(params, hd.Variable.from_array(X[b]), hd.Variable.from_array(T[b : b + 1]))
         total = term if total is None else total + term
     total.backward()
     for g, p in zip(per, params, strict=True):
@@ -346,8 +353,7 @@ def _lse_hessian(x):
 @pytest.mark.parametrize("chunk", [None, 1, 2, 5, 100])
 def test_hessian_and_jacobian_in_chunks(chunk) -> None:
     x = RNG.standard_normal(5)
-    np.testing.assert_allclose(hd.hessian(_lse, x, chunk_size=chunk), _lse_hessian(x),
-                               atol=1e-12)
+    np.testing.assert_allclose(hd.hessian(_lse, x, chunk_size=chunk), _lse_hessian(x), atol=1e-12)
     J = hd.jacobian(lambda v: F.exp(v) * 2.0, x, chunk_size=chunk)
     np.testing.assert_allclose(J, np.diag(2 * np.exp(x)), atol=1e-12)
     J = hd.jacobian(lambda v: F.matmul(hd.Variable.from_array(MAT), v), x, chunk_size=chunk)
@@ -397,8 +403,9 @@ def test_jacobian_of_a_list_of_inputs_is_a_tuple() -> None:
     np.testing.assert_allclose(J[0], np.diag(2 * x))
 
 
-NESTED = [(s, i) for s, i in zip(SPECS, IDS, strict=True)
-          if s.args and not s.name.startswith(RANDOM)][::6]
+NESTED = [
+    (s, i) for s, i in zip(SPECS, IDS, strict=True) if s.args and not s.name.startswith(RANDOM)
+][::6]
 
 
 @pytest.mark.parametrize("spec", [s for s, _ in NESTED], ids=[i for _, i in NESTED])
@@ -416,8 +423,9 @@ def test_nested_vmap_matches_double_loop(spec: Spec) -> None:
     for a in range(2):
         for b in range(2):
             args = [first[a, b], *[r[b] for r in rest]]
-            ref = _as_list(spec.fn(*[hd.Variable.from_array(np.asarray(v)) for v in args],
-                                   **spec.kwargs))
+            ref = _as_list(
+                spec.fn(*[hd.Variable.from_array(np.asarray(v)) for v in args], **spec.kwargs)
+            )
             for y, r in zip(got, ref, strict=True):
                 np.testing.assert_allclose(y.d[a, b], r.d, rtol=1e-10, atol=1e-12)
 
@@ -428,8 +436,9 @@ def test_default_chunks_bound_the_memory(monkeypatch) -> None:
     monkeypatch.setattr(transforms, "CHUNK_BYTES", 8 * 40)  # a few rows per pass
     sizes = []
     real = transforms._auto_chunk
-    monkeypatch.setattr(transforms, "_auto_chunk", lambda roots: sizes.append(real(roots))
-                        or sizes[-1])
+    monkeypatch.setattr(
+        transforms, "_auto_chunk", lambda roots: sizes.append(real(roots)) or sizes[-1]
+    )
     x = RNG.standard_normal(5)
     np.testing.assert_allclose(hd.hessian(_lse, x), _lse_hessian(x), atol=1e-12)
     assert sizes

@@ -11,8 +11,15 @@ from bench.workloads import chain, cnn, critic, hessian, mlp, per_example
 from bench.workloads.common import Task, Workload, to_numpy
 
 WORKLOADS: dict[str, Workload] = {
-    w.name: w for w in (mlp.WORKLOAD, critic.WORKLOAD, chain.WORKLOAD, hessian.WORKLOAD,
-                        cnn.WORKLOAD, per_example.WORKLOAD)
+    w.name: w
+    for w in (
+        mlp.WORKLOAD,
+        critic.WORKLOAD,
+        chain.WORKLOAD,
+        hessian.WORKLOAD,
+        cnn.WORKLOAD,
+        per_example.WORKLOAD,
+    )
 }
 
 __all__ = ["WORKLOADS", "Task", "Workload", "to_numpy"]

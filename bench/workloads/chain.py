@@ -123,8 +123,7 @@ WORKLOAD = Workload(
         "hodiff": "W4: hd.grad, then .backward() of its sum; W4b: hd.grad twice; W4s: both "
         "hd.grad recorded once in static mode (auto_forward(False)), then x.d = ...; h.forward()",
         "torch": "autograd.grad(create_graph=True), then autograd.grad",
-        "jax": "jax.jit(jax.grad(sum o jax.grad)), loop as lax.fori_loop: compiled, "
-        "no per-op cost",
+        "jax": "jax.jit(jax.grad(sum o jax.grad)), loop as lax.fori_loop: compiled, no per-op cost",
         "autograd": "autograd.grad of autograd.grad",
     },
 )

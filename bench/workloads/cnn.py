@@ -93,7 +93,11 @@ def jax_fns(inp: dict[str, Any]) -> Fns:
     def loss(ps: list[Any], x: Any, t: Any) -> Any:
         wc, bc, wl, bl = ps
         c = jax.lax.conv_general_dilated(
-            x, wc, (1, 1), "VALID", dimension_numbers=("NCHW", "OIHW", "NCHW"),
+            x,
+            wc,
+            (1, 1),
+            "VALID",
+            dimension_numbers=("NCHW", "OIHW", "NCHW"),
             precision=jax.lax.Precision.HIGHEST,
         )
         h = jnp.tanh(c + bc[None, :, None, None])

@@ -97,8 +97,7 @@ def torch_fns(inp: dict[str, Any]) -> Fns:
     per_example = torch.func.vmap(torch.func.grad(loss), in_dims=(None, 0, 0))
 
     def w7b() -> Any:
-        return torch.autograd.grad(tf.cross_entropy(scores(leaves, x), t, reduction="sum"),
-                                   leaves)
+        return torch.autograd.grad(tf.cross_entropy(scores(leaves, x), t, reduction="sum"), leaves)
 
     return {"W7a": lambda: per_example(params, x, t), "W7b": w7b}
 
@@ -150,8 +149,12 @@ def autograd_fns(inp: dict[str, Any]) -> Fns:
     grad = autograd.grad(loss)
 
     def w7a() -> Any:  # no vmap in autograd: a loop over the examples
-        return [np.stack(g) for g in zip(*[grad(ps, x[n:n + 1], t[n:n + 1])
-                                           for n in range(len(t))], strict=True)]
+        return [
+            np.stack(g)
+            for g in zip(
+                *[grad(ps, x[n : n + 1], t[n : n + 1]) for n in range(len(t))], strict=True
+            )
+        ]
 
     return {"W7a": w7a, "W7b": lambda: grad(ps, x, t)}
 
@@ -190,8 +193,13 @@ WORKLOAD = Workload(
     tasks=(Task("W7a", "per-example gradients (64)"), Task("W7b", "one batch gradient")),
     dtypes=("float64",),
     make_inputs=make_inputs,
-    builders={"hodiff": hodiff_fns, "torch": torch_fns, "jax": jax_fns,
-              "autograd": autograd_fns, "numpy": numpy_fns},
+    builders={
+        "hodiff": hodiff_fns,
+        "torch": torch_fns,
+        "jax": jax_fns,
+        "autograd": autograd_fns,
+        "numpy": numpy_fns,
+    },
     notes={
         "hodiff": "W7a: hd.vmap(hd.grad) (one batched reverse pass); W7b: .backward()",
         "torch": "W7a: torch.func.vmap(torch.func.grad); W7b: torch.autograd.grad",

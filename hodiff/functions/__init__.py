@@ -47,10 +47,26 @@ from hodiff.functions.special import *  # noqa: F403
 from hodiff.functions.statistics import *  # noqa: F403
 
 FAMILIES = (
-    arithmetic, math, activation, reduction, array, linalg,
-    conv, pooling, loss, normalization, nn, recurrent,
+    arithmetic,
+    math,
+    activation,
+    reduction,
+    array,
+    linalg,
+    conv,
+    pooling,
+    loss,
+    normalization,
+    nn,
+    recurrent,
     random,
-    rounding, special, statistics, shaping, decomposition, attention, sampling,
+    rounding,
+    special,
+    statistics,
+    shaping,
+    decomposition,
+    attention,
+    sampling,
 )
 
 __all__ = [name for module in FAMILIES for name in module.__all__]

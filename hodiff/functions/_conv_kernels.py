@@ -16,9 +16,7 @@ Ints = tuple[int, ...]
 
 
 # ---------------------------------------------------------------- arguments and shapes
-def spatial_args(
-    name: str, x_shape: Ints, n: int, **args: Any
-) -> dict[str, Ints]:
+def spatial_args(name: str, x_shape: Ints, n: int, **args: Any) -> dict[str, Ints]:
     """Each of ``args`` (None, an int, or one int per spatial axis) as an ``n``-tuple.
 
     None takes the default of its argument (pad 0, stride 1, dilation 1,
@@ -93,7 +91,7 @@ def deconv_out_size(size: int, k: int, p: int, s: int, d: int, op: int) -> int:
 def to_cb(xp: Any, x: Any, base_axis: int, channel_last: bool) -> Any:
     """``x`` as a (C, B, *spatial) array (a view when possible)."""
     x = xp.moveaxis(x, -1 if channel_last else base_axis, 0)
-    return x.reshape((x.shape[0], -1, *x.shape[base_axis + 1:]))
+    return x.reshape((x.shape[0], -1, *x.shape[base_axis + 1 :]))
 
 
 def from_cb(xp: Any, y: Any, batch: Ints, channel_last: bool) -> Any:
@@ -110,13 +108,15 @@ def weight_from_channels_first(xp: Any, w: Any, channel_last: bool) -> Any:
     return xp.ascontiguousarray(xp.moveaxis(w, 1, -1) if channel_last else w)
 
 
-def im2col(xp: Any, x: Any, kernel: Ints, pad: Ints, stride: Ints, dilation: Ints, out: Ints,
-           group: int) -> Any:
+def im2col(
+    xp: Any, x: Any, kernel: Ints, pad: Ints, stride: Ints, dilation: Ints, out: Ints, group: int
+) -> Any:
     """The windows of ``x`` (C, B, *spatial) as a (G, C/G * K, B * P) array (one copy)."""
     c, b, size = x.shape[0], x.shape[1], x.shape[2:]
     if any(pad):
-        padded = xp.zeros((c, b, *(n + 2 * p for n, p in zip(size, pad, strict=True))),
-                          dtype=x.dtype)
+        padded = xp.zeros(
+            (c, b, *(n + 2 * p for n, p in zip(size, pad, strict=True))), dtype=x.dtype
+        )
         inner = tuple(slice(p, p + n) for p, n in zip(pad, size, strict=True))
         key = (slice(None), slice(None), *inner)
         padded[key] = x
@@ -132,8 +132,9 @@ def im2col(xp: Any, x: Any, kernel: Ints, pad: Ints, stride: Ints, dilation: Int
     return view.reshape(group, (c // group) * math.prod(kernel), -1)
 
 
-def conv_forward(xp: Any, x: Any, w: Any, pad: Ints, stride: Ints, dilation: Ints,
-                 group: int, out: Ints) -> Any:
+def conv_forward(
+    xp: Any, x: Any, w: Any, pad: Ints, stride: Ints, dilation: Ints, group: int, out: Ints
+) -> Any:
     """``y[o, b] = sum_{c, k} w[o, c, k] x[c, b, s out + d k - p]``: (C_out, B, *out)."""
     b = x.shape[1]
     oc, kernel = w.shape[0], w.shape[2:]
@@ -143,18 +144,20 @@ def conv_forward(xp: Any, x: Any, w: Any, pad: Ints, stride: Ints, dilation: Int
     return y.reshape((oc, b, *out))
 
 
-def deconv_forward(xp: Any, x: Any, w: Any, pad: Ints, stride: Ints, dilation: Ints,
-                   group: int, out: Ints) -> Any:
+def deconv_forward(
+    xp: Any, x: Any, w: Any, pad: Ints, stride: Ints, dilation: Ints, group: int, out: Ints
+) -> Any:
     """The transpose of :func:`conv_forward`: ``x`` (C_in, B, *in), ``w`` (C_in, C_out/G, *k)."""
     ic, b, size_in = x.shape[0], x.shape[1], x.shape[2:]
     ocg, kernel = w.shape[1], w.shape[2:]
     wm = w.reshape(group, ic // group, -1)
     xm = x.reshape(group, ic // group, -1)
-    cols = xp.concatenate([wm[g].T @ xm[g] for g in range(group)]) if group > 1 \
-        else wm[0].T @ xm[0]
+    cols = xp.concatenate([wm[g].T @ xm[g] for g in range(group)]) if group > 1 else wm[0].T @ xm[0]
     cols = cols.reshape((group * ocg, *kernel, b, *size_in))
-    full = [s * (n - 1) + d * (k - 1) + 1 for s, n, d, k in zip(stride, size_in, dilation, kernel,
-                                                                strict=True)]
+    full = [
+        s * (n - 1) + d * (k - 1) + 1
+        for s, n, d, k in zip(stride, size_in, dilation, kernel, strict=True)
+    ]
     size = tuple(max(f, p + o) for f, p, o in zip(full, pad, out, strict=True))
     y = xp.zeros((group * ocg, b, *size), dtype=cols.dtype)
     everything = (slice(None), slice(None))
@@ -168,12 +171,16 @@ def deconv_forward(xp: Any, x: Any, w: Any, pad: Ints, stride: Ints, dilation: I
     return y[everything + tuple(slice(p, p + o) for p, o in zip(pad, out, strict=True))]
 
 
-def conv_filter_grad(xp: Any, x: Any, gy: Any, kernel: Ints, pad: Ints, stride: Ints,
-                     dilation: Ints, group: int) -> Any:
+def conv_filter_grad(
+    xp: Any, x: Any, gy: Any, kernel: Ints, pad: Ints, stride: Ints, dilation: Ints, group: int
+) -> Any:
     """``gw[o, c, k] = sum_{b, p} gy[o, b, p] x[c, b, s p + d k - pad]``: (C_out, C/G, *k)."""
     c, oc, out = x.shape[0], gy.shape[0], gy.shape[2:]
     cols = im2col(xp, x, kernel, pad, stride, dilation, out, group)
     gym = gy.reshape(group, oc // group, -1)
-    gw = xp.concatenate([gym[g] @ cols[g].T for g in range(group)]) if group > 1 \
+    gw = (
+        xp.concatenate([gym[g] @ cols[g].T for g in range(group)])
+        if group > 1
         else gym[0] @ cols[0].T
+    )
     return gw.reshape((oc, c // group, *kernel))

@@ -33,7 +33,7 @@ def check_labels(
         raise TypeError(
             f"{name}: labels t must be an integer array, got dtype {t.dtype} (shape {t.shape})"
         )
-    kept = (*x_shape[:axis], 1, *x_shape[axis + 1:])
+    kept = (*x_shape[:axis], 1, *x_shape[axis + 1 :])
     dropped = x_shape[:axis] + x_shape[axis + 1 :]
     if t.shape not in (kept, dropped):
         raise ValueError(
@@ -46,7 +46,7 @@ def check_labels(
 def labels_in_range(name: str, xp: Any, t: Any, axis: int, x_shape: tuple[int, ...]) -> Any:
     """``t`` as an ``xp`` array of size 1 on ``axis``; a ValueError if a label is outside [0, C)."""
     n = x_shape[axis]
-    t = xp.asarray(t).reshape((*x_shape[:axis], 1, *x_shape[axis + 1:]))
+    t = xp.asarray(t).reshape((*x_shape[:axis], 1, *x_shape[axis + 1 :]))
     if t.size:
         lo, hi = int(t.min()), int(t.max())
         if lo < 0 or hi >= n:

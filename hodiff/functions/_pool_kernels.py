@@ -40,7 +40,11 @@ def int_tuple(name: str, arg: str, value: Any, n: int | None, low: int) -> Ints:
 
 
 def interpolation_matrix(
-    size: int, out: int, mode: str, align_corners: bool, half_pixel: bool,
+    size: int,
+    out: int,
+    mode: str,
+    align_corners: bool,
+    half_pixel: bool,
     half_pixel_for_nn: bool,
 ) -> np.ndarray:
     """The ``(out, size)`` matrix of a 1-D resize, NNabla's coordinate rules (float64)."""
@@ -77,8 +81,14 @@ class InterpolateBase(Function, register=False):
     need_inputs = False
 
     def __init__(
-        self, *, output_size: Sequence[int], mode: str, align_corners: bool, half_pixel: bool,
-        half_pixel_for_nn: bool, channel_last: bool,
+        self,
+        *,
+        output_size: Sequence[int],
+        mode: str,
+        align_corners: bool,
+        half_pixel: bool,
+        half_pixel_for_nn: bool,
+        channel_last: bool,
     ) -> None:
         self.output_size = tuple(output_size)
         self.mode = mode
@@ -88,9 +98,13 @@ class InterpolateBase(Function, register=False):
         self.channel_last = bool(channel_last)
 
     def params(self) -> dict[str, Any]:
-        return {"mode": self.mode, "align_corners": self.align_corners,
-                "half_pixel": self.half_pixel, "half_pixel_for_nn": self.half_pixel_for_nn,
-                "channel_last": self.channel_last}
+        return {
+            "mode": self.mode,
+            "align_corners": self.align_corners,
+            "half_pixel": self.half_pixel,
+            "half_pixel_for_nn": self.half_pixel_for_nn,
+            "channel_last": self.channel_last,
+        }
 
     def check(self, shape: Ints) -> Ints:
         name = self.name
@@ -104,6 +118,9 @@ class InterpolateBase(Function, register=False):
 
     def matrices(self, size: Ints) -> list[np.ndarray]:
         """One ``(output_size[i], size[i])`` matrix per spatial axis."""
-        return [interpolation_matrix(n, o, self.mode, self.align_corners, self.half_pixel,
-                                     self.half_pixel_for_nn)
-                for n, o in zip(size, self.output_size, strict=True)]
+        return [
+            interpolation_matrix(
+                n, o, self.mode, self.align_corners, self.half_pixel, self.half_pixel_for_nn
+            )
+            for n, o in zip(size, self.output_size, strict=True)
+        ]

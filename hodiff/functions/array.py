@@ -190,7 +190,8 @@ class Concatenate(Function):
         axis = self._axis(first.ndim)
         for x in inputs[1:]:
             if x.ndim != first.ndim or any(
-                a != b for i, (a, b) in enumerate(zip(x.shape, first.shape, strict=True))
+                a != b
+                for i, (a, b) in enumerate(zip(x.shape, first.shape, strict=True))
                 if i != axis
             ):
                 raise ValueError(
@@ -260,7 +261,7 @@ class Split(Function):
                 f"split: x of shape {x.shape} has {x.shape[axis]} entries along axis {axis}, "
                 f"not {self.n_outputs}"
             )
-        shape = x.shape[:axis] + x.shape[axis + 1:]
+        shape = x.shape[:axis] + x.shape[axis + 1 :]
         return [(shape, x.dtype)] * self.n_outputs
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
@@ -311,8 +312,8 @@ class Pad(Function):
         if prop_down[0]:
             shape = inputs[0].shape
             key = tuple(
-                builtins.slice(a, a + s) for s, (a, _) in zip(shape, self._widths(len(shape)),
-                                                              strict=True)
+                builtins.slice(a, a + s)
+                for s, (a, _) in zip(shape, self._widths(len(shape)), strict=True)
             )
             inputs[0].store(getitem(outputs[0].grad, key), accum[0])
 
@@ -524,8 +525,9 @@ def pad(
         if a or b:
             if shape[axis] == 0:
                 raise ValueError(f"pad: cannot {mode}-pad the empty axis {axis} of shape {shape}")
-            idx = np.pad(np.arange(shape[axis]), (a, b), mode="reflect" if mode == "reflect"
-                         else "edge")
+            idx = np.pad(
+                np.arange(shape[axis]), (a, b), mode="reflect" if mode == "reflect" else "edge"
+            )
             y = getitem(y, (_ALL,) * axis + (idx,))
     return y if y is not x else Pad(pad_width=widths)(x)
 

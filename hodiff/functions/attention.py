@@ -43,8 +43,9 @@ class WriteBack(Function):
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         u, target = inputs
         if u.shape != target.shape:
-            raise ValueError(f"write_back: u of shape {u.shape} and target of shape "
-                             f"{target.shape} differ")
+            raise ValueError(
+                f"write_back: u of shape {u.shape} and target of shape {target.shape} differ"
+            )
         return [(u.shape, u.dtype)]
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
@@ -76,8 +77,9 @@ def _normalized(x: Any, eps: float) -> Any:
     return x / (_reduction.sum(x * x) + eps) ** 0.5
 
 
-def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: Any = None,
-                                 scale: float | None = None) -> Variable:
+def scaled_dot_product_attention(
+    query: Any, key: Any, value: Any, attn_mask: Any = None, scale: float | None = None
+) -> Variable:
     """``y = softmax(q k^T / sqrt(E) + mask) v``, batched over leading axes.
 
     Args:
@@ -99,7 +101,8 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
     """
     e = shape_of(query)[-1]
     scores = batch_matmul(query, key, transpose_b=True) * (
-        1.0 / math.sqrt(e) if scale is None else float(scale))
+        1.0 / math.sqrt(e) if scale is None else float(scale)
+    )
     if attn_mask is not None:
         dtype = getattr(attn_mask, "dtype", None)
         dtype = np.asarray(attn_mask).dtype if dtype is None else dtype
@@ -110,8 +113,9 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
     return batch_matmul(_loss.softmax(scores, axis=-1), value)
 
 
-def spectral_norm(w: Any, u: Any, dim: int = 0, itr: int = 1, eps: float = 1e-12,
-                  test: bool = False) -> Variable:
+def spectral_norm(
+    w: Any, u: Any, dim: int = 0, itr: int = 1, eps: float = 1e-12, test: bool = False
+) -> Variable:
     """Spectral normalization ``W_sn = W / sigma(W)`` (NNabla's ``spectral_norm``).
 
     Miyato et al. 2018.

@@ -72,8 +72,12 @@ class _ConvBase(Function, register=False):
 
     def params(self) -> dict[str, Any]:
         return {
-            "base_axis": self.base_axis, "pad": self.pad, "stride": self.stride,
-            "dilation": self.dilation, "group": self.group, "channel_last": self.channel_last,
+            "base_axis": self.base_axis,
+            "pad": self.pad,
+            "stride": self.stride,
+            "dilation": self.dilation,
+            "group": self.group,
+            "channel_last": self.channel_last,
         }
 
     def weight_layout(self, w_shape: Ints) -> tuple[int, int, Ints]:
@@ -170,14 +174,21 @@ class Convolution(_ConvBase):
 
     def geometry(self, x_shape: Ints, w_shape: Ints, check: bool = False) -> Geometry:
         """Shapes of this convolution; with ``check``, ValueErrors for bad arguments."""
-        kernel = (self.check(x_shape, w_shape, transposed=False) if check
-                  else self.weight_layout(w_shape)[2])
-        cf = (*x_shape[:self.base_axis], x_shape[-1], *x_shape[self.base_axis:-1]) \
-            if self.channel_last else x_shape
-        spatial = cf[self.base_axis + 1:]
+        kernel = (
+            self.check(x_shape, w_shape, transposed=False)
+            if check
+            else self.weight_layout(w_shape)[2]
+        )
+        cf = (
+            (*x_shape[: self.base_axis], x_shape[-1], *x_shape[self.base_axis : -1])
+            if self.channel_last
+            else x_shape
+        )
+        spatial = cf[self.base_axis + 1 :]
         out = []
-        for i, (n, k, p, s, d) in enumerate(zip(spatial, kernel, self.pad, self.stride,
-                                                 self.dilation, strict=True)):
+        for i, (n, k, p, s, d) in enumerate(
+            zip(spatial, kernel, self.pad, self.stride, self.dilation, strict=True)
+        ):
             if d * (k - 1) + 1 > n + 2 * p:
                 raise ValueError(
                     f"{self.name}: the kernel of w of shape {w_shape} (size {k}, dilation {d}) "
@@ -185,15 +196,20 @@ class Convolution(_ConvBase):
                     f"{x_shape} ({n} + 2 * pad {p})"
                 )
             out.append(conv_out_size(n, k, p, s, d))
-        return Geometry(tuple(x_shape[:self.base_axis]), cf[self.base_axis], w_shape[0],
-                        tuple(spatial), tuple(out), kernel)
+        return Geometry(
+            tuple(x_shape[: self.base_axis]),
+            cf[self.base_axis],
+            w_shape[0],
+            tuple(spatial),
+            tuple(out),
+            kernel,
+        )
 
     def out_layout(self, g: Geometry) -> tuple[int, Ints]:
         return g.y_channels, g.y_spatial
 
     def kernel(self, xp: Any, x: Any, w: Any, g: Geometry) -> Any:
-        return conv_forward(xp, x, w, self.pad, self.stride, self.dilation, self.group,
-                            g.y_spatial)
+        return conv_forward(xp, x, w, self.pad, self.stride, self.dilation, self.group, g.y_spatial)
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         gy = outputs[0].grad
@@ -203,8 +219,15 @@ class Convolution(_ConvBase):
             # dx = conv^T(gy, w): a deconvolution whose output_padding restores x's size
             op = tuple(
                 n + 2 * p - d * (k - 1) - 1 - s * (o - 1)
-                for n, o, k, p, s, d in zip(g.x_spatial, g.y_spatial, g.kernel, self.pad,
-                                            self.stride, self.dilation, strict=True)
+                for n, o, k, p, s, d in zip(
+                    g.x_spatial,
+                    g.y_spatial,
+                    g.kernel,
+                    self.pad,
+                    self.stride,
+                    self.dilation,
+                    strict=True,
+                )
             )
             x.store(Deconvolution(**self.params(), output_padding=op)(gy, w.data), accum[0])
         if prop_down[1]:
@@ -231,13 +254,24 @@ class Deconvolution(_ConvBase):
             spatial_args(self.name, x_shape, n, output_padding=self.output_padding)
         else:
             kernel = self.weight_layout(w_shape)[2]
-        cf = (*x_shape[:self.base_axis], x_shape[-1], *x_shape[self.base_axis:-1]) \
-            if self.channel_last else x_shape
-        spatial = cf[self.base_axis + 1:]
+        cf = (
+            (*x_shape[: self.base_axis], x_shape[-1], *x_shape[self.base_axis : -1])
+            if self.channel_last
+            else x_shape
+        )
+        spatial = cf[self.base_axis + 1 :]
         out = []
-        for i, (m, k, p, s, d, op) in enumerate(zip(spatial, kernel, self.pad, self.stride,
-                                                     self.dilation, self.output_padding,
-                                                     strict=True)):
+        for i, (m, k, p, s, d, op) in enumerate(
+            zip(
+                spatial,
+                kernel,
+                self.pad,
+                self.stride,
+                self.dilation,
+                self.output_padding,
+                strict=True,
+            )
+        ):
             if op >= s:
                 raise ValueError(
                     f"{self.name}: output_padding={self.output_padding} must be smaller than "
@@ -252,15 +286,22 @@ class Deconvolution(_ConvBase):
                 )
             out.append(size)
         ocg = self.weight_layout(w_shape)[1]
-        return Geometry(tuple(x_shape[:self.base_axis]), ocg * self.group, cf[self.base_axis],
-                        tuple(out), tuple(spatial), kernel)
+        return Geometry(
+            tuple(x_shape[: self.base_axis]),
+            ocg * self.group,
+            cf[self.base_axis],
+            tuple(out),
+            tuple(spatial),
+            kernel,
+        )
 
     def out_layout(self, g: Geometry) -> tuple[int, Ints]:
         return g.x_channels, g.x_spatial
 
     def kernel(self, xp: Any, x: Any, w: Any, g: Geometry) -> Any:
-        return deconv_forward(xp, x, w, self.pad, self.stride, self.dilation, self.group,
-                              g.x_spatial)
+        return deconv_forward(
+            xp, x, w, self.pad, self.stride, self.dilation, self.group, g.x_spatial
+        )
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         gy = outputs[0].grad
@@ -378,8 +419,15 @@ def deconvolution(
 
     """
     n = n_spatial("deconvolution", _shape(x), base_axis)
-    args = spatial_args("deconvolution", _shape(x), n, pad=pad, stride=stride, dilation=dilation,
-                        output_padding=output_padding)
+    args = spatial_args(
+        "deconvolution",
+        _shape(x),
+        n,
+        pad=pad,
+        stride=stride,
+        dilation=dilation,
+        output_padding=output_padding,
+    )
     f = Deconvolution(base_axis=base_axis, group=group, channel_last=channel_last, **args)
     return f(x, w) if b is None else f(x, w, b)
 
@@ -446,14 +494,14 @@ def fold_batch(v: Any, base_axis: int, channel_last: bool) -> Any:
     at = len(shape) - 1 if channel_last else base_axis + 1  # the channel axis of v
     perm = [*range(1, at), 0, *range(at, len(shape))]
     v = _array.transpose(v, perm)
-    return _array.reshape(v, (*shape[1:at], shape[0] * shape[at], *shape[at + 1:]))
+    return _array.reshape(v, (*shape[1:at], shape[0] * shape[at], *shape[at + 1 :]))
 
 
 def unfold_batch(y: Any, size: int, base_axis: int, channel_last: bool) -> Any:
     """The inverse of :func:`fold_batch` on an output: ``B * C'`` channels back to a batch."""
     shape = tuple(y.shape)
     at = len(shape) - 1 if channel_last else base_axis
-    y = _array.reshape(y, (*shape[:at], size, shape[at] // size, *shape[at + 1:]))
+    y = _array.reshape(y, (*shape[:at], size, shape[at] // size, *shape[at + 1 :]))
     perm = [at, *[i for i in range(len(shape) + 1) if i != at]]
     return _array.transpose(y, perm)
 
@@ -467,8 +515,10 @@ def _batch_conv(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) ->
     x = _batching.batched(inputs[0], axes[0], size)
     ba = self.base_axis if self.base_axis >= 0 else self.base_axis + x.ndim - 1
     w = _batching.batched(inputs[1], axes[1], size)
-    args = [fold_batch(x, ba, self.channel_last),
-            _array.reshape(w, (size * w.shape[1], *w.shape[2:]))]
+    args = [
+        fold_batch(x, ba, self.channel_last),
+        _array.reshape(w, (size * w.shape[1], *w.shape[2:])),
+    ]
     if len(inputs) > 2:
         b = _batching.batched(inputs[2], axes[2], size)
         args.append(_array.reshape(b, (size * b.shape[1],)))

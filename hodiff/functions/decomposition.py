@@ -48,8 +48,9 @@ Spec = list[tuple[tuple[int, ...], Any]]
 
 def _square(name: str, a: Variable) -> int:
     if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
-        raise ValueError(f"{name}: a of shape {a.shape} must be a batch of square matrices "
-                         "(..., N, N)")
+        raise ValueError(
+            f"{name}: a of shape {a.shape} must be a batch of square matrices (..., N, N)"
+        )
     return a.shape[-1]
 
 
@@ -82,13 +83,15 @@ class _Solve(Function, register=False):
         a, b = inputs
         n = _square(self.name, a)
         if b.ndim < 2 or b.shape[-2] != n:
-            raise ValueError(f"{self.name}: b of shape {b.shape} must be (..., {n}, K) for a of "
-                             f"shape {a.shape}")
+            raise ValueError(
+                f"{self.name}: b of shape {b.shape} must be (..., {n}, K) for a of shape {a.shape}"
+            )
         try:
             batch = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
         except ValueError:
-            raise ValueError(f"{self.name}: the batch axes of a {a.shape} and b {b.shape} "
-                             "cannot be broadcast") from None
+            raise ValueError(
+                f"{self.name}: the batch axes of a {a.shape} and b {b.shape} cannot be broadcast"
+            ) from None
         return [((*batch, n, b.shape[-1]), float_dtype(np.result_type(a.dtype, b.dtype)))]
 
     def matrix(self, xp: Any, a: Any) -> Any:
@@ -498,7 +501,8 @@ def tensordot(a: Any, b: Any, axes: Any = 2) -> Variable:
     for i, j in zip(ia, ib, strict=True):
         lb[j] = la[i]
     out = [la[i] for i in range(len(sa)) if i not in ia] + [
-        lb[j] for j in range(len(sb)) if j not in ib]
+        lb[j] for j in range(len(sb)) if j not in ib
+    ]
     return einsum(f"{''.join(la)},{''.join(lb)}->{''.join(out)}", a, b)
 
 

@@ -65,7 +65,10 @@ class AllReduce(Function):
         return self(inputs[0])
 
     def backward_impl(
-        self, inputs: Sequence[Slot], outputs: Sequence[Slot], prop_down: Sequence[bool],
+        self,
+        inputs: Sequence[Slot],
+        outputs: Sequence[Slot],
+        prop_down: Sequence[bool],
         accum: Sequence[bool],
     ) -> None:
         # y = sum_r x_r on every rank, so dJ/dx_r = sum_s gy_s: the adjoint is an all_reduce

@@ -88,7 +88,7 @@ class Gather(Function):
                 f"gather: x of shape {x.shape} and indices of shape {indices.shape} differ in "
                 f"their first batch_dims={b} axes"
             )
-        return [(x.shape[:axis] + indices.shape[b:] + x.shape[axis + 1:], x.dtype)]
+        return [(x.shape[:axis] + indices.shape[b:] + x.shape[axis + 1 :], x.dtype)]
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         x, indices = inputs
@@ -160,11 +160,11 @@ def slice(
     n = builtins.max((len(v) for v in lists if v is not None), default=0)
     for name, v in zip(("start", "stop", "step"), lists, strict=True):
         if v is not None and len(v) != n:
-            raise ValueError(f"slice: start, stop and step must have equal lengths, {name} has "
-                             f"{len(v)} entries, not {n}")
-    key = tuple(
-        builtins.slice(*(None if v is None else v[i] for v in lists)) for i in range(n)
-    )
+            raise ValueError(
+                f"slice: start, stop and step must have equal lengths, {name} has "
+                f"{len(v)} entries, not {n}"
+            )
+    key = tuple(builtins.slice(*(None if v is None else v[i] for v in lists)) for i in range(n))
     return getitem(x, key)
 
 

@@ -256,7 +256,7 @@ def einsum_plan(subscripts: str, shapes: tuple[tuple[int, ...], ...]) -> EinsumP
         parsed.append((pre, post, len(shape) - named))
         n_ell = max(n_ell, len(shape) - named)
     ell_letters = "".join(fresh() for _ in range(n_ell))
-    labels = [pre + ell_letters[n_ell - k:] + post for pre, post, k in parsed]
+    labels = [pre + ell_letters[n_ell - k :] + post for pre, post, k in parsed]
 
     sizes: dict[str, int] = {}
     for i, (lab, shape) in enumerate(zip(labels, shapes, strict=True)):
@@ -606,7 +606,7 @@ def _batch_affine(self: Any, inputs: Sequence[Any], axes: _Axes) -> Any:
     size = _batching.batch_size(inputs, axes)
     x = _batching.batched(x, axes[0], size)
     w = _batching.batched(inputs[1], axes[1], size)
-    lead, k = tuple(x.shape[1:ba + 1]), int(np.prod(x.shape[ba + 1:], dtype=np.int64))
+    lead, k = tuple(x.shape[1 : ba + 1]), int(np.prod(x.shape[ba + 1 :], dtype=np.int64))
     out = tuple(w.shape[2:])
     m = int(np.prod(out, dtype=np.int64))
     y = batch_matmul(_array.reshape(x, (size, -1, k)), _array.reshape(w, (size, k, m)))
@@ -640,8 +640,10 @@ def _arithmetic_mul() -> Any:
 
 def _batch_einsum(self: Any, inputs: Sequence[Any], axes: _Axes) -> Any:
     # one more letter for the batch axis, in front of every batched operand and of the output
-    shapes = tuple(tuple(x.shape[1:]) if a is not None else tuple(x.shape)
-                   for x, a in zip(inputs, axes, strict=True))
+    shapes = tuple(
+        tuple(x.shape[1:]) if a is not None else tuple(x.shape)
+        for x, a in zip(inputs, axes, strict=True)
+    )
     plan = einsum_plan(self.subscripts, shapes)
     used = set("".join(plan.terms) + plan.out)
     z = next(c for c in "zyxwvutsrqponmlkjihgfedcbaZYXWVUTSRQPONMLKJIHGFEDCBA" if c not in used)

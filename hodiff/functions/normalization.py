@@ -269,8 +269,12 @@ def batch_normalization(
     p_shape = tuple(s if i in kept else 1 for i, s in enumerate(x.shape))
     xp = array_module(x._data) if x._data is not None else get_default_context().xp
     params = []
-    for arg, v, fill in (("beta", beta, 0.0), ("gamma", gamma, 1.0), ("mean", mean, 0.0),
-                         ("variance", variance, 1.0)):
+    for arg, v, fill in (
+        ("beta", beta, 0.0),
+        ("gamma", gamma, 1.0),
+        ("mean", mean, 0.0),
+        ("variance", variance, 1.0),
+    ):
         if v is None:
             if not batch_stat and arg in ("mean", "variance"):
                 raise ValueError(f"{name}: {arg} must be given when batch_stat is False")
@@ -382,7 +386,7 @@ def group_normalization(
             f"{name}: the {c} channels of x of shape {x.shape} (axis {ca}) are not a multiple of"
             f" num_groups={num_groups}"
         )
-    grouped = (*x.shape[:ca], int(num_groups), c // num_groups, *x.shape[ca + 1:])
+    grouped = (*x.shape[:ca], int(num_groups), c // num_groups, *x.shape[ca + 1 :])
     keep_g = {a if a < ca else a + 1 for a in keep} | {ca}
     red = tuple(i for i in range(len(grouped)) if i not in keep_g)
     y = _array.reshape(_standardize(_array.reshape(x, grouped), red, eps), x.shape)

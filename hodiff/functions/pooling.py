@@ -74,8 +74,12 @@ class Windows:
 
     def pads(self) -> list[tuple[int, int]]:
         """(before, after) zeros per spatial axis so that every window lies inside."""
-        return [(p, max(0, (o - 1) * s + k - p - n)) for n, k, s, p, o in
-                zip(self.size, self.kernel, self.stride, self.pad, self.out, strict=True)]
+        return [
+            (p, max(0, (o - 1) * s + k - p - n))
+            for n, k, s, p, o in zip(
+                self.size, self.kernel, self.stride, self.pad, self.out, strict=True
+            )
+        ]
 
     def padded(self, xp: Any, x: Any, value: float = 0.0) -> Any:
         pads = self.pads()
@@ -109,8 +113,9 @@ class Windows:
     def counts(self, ndim: int, including_pad: bool) -> np.ndarray:
         """Divisor of average pooling per output window, broadcastable to the output."""
         total = np.ones((1,) * ndim)
-        for ax, n, k, s, p, o in zip(self.axes, self.size, self.kernel, self.stride, self.pad,
-                                     self.out, strict=True):
+        for ax, n, k, s, p, o in zip(
+            self.axes, self.size, self.kernel, self.stride, self.pad, self.out, strict=True
+        ):
             start = np.arange(o) * s - p
             if including_pad:
                 c = np.minimum(start + k, n + p) - start
@@ -147,8 +152,13 @@ class _Pool(Function, register=False):
     """Static arguments of the window poolings (resolved tuples)."""
 
     def __init__(
-        self, *, kernel: Sequence[int], stride: Sequence[int], ignore_border: bool,
-        pad: Sequence[int], channel_last: bool,
+        self,
+        *,
+        kernel: Sequence[int],
+        stride: Sequence[int],
+        ignore_border: bool,
+        pad: Sequence[int],
+        channel_last: bool,
     ) -> None:
         self.kernel = tuple(kernel)
         self.stride = tuple(stride)
@@ -157,8 +167,13 @@ class _Pool(Function, register=False):
         self.channel_last = bool(channel_last)
 
     def params(self) -> dict[str, Any]:
-        return {"kernel": self.kernel, "stride": self.stride, "ignore_border": self.ignore_border,
-                "pad": self.pad, "channel_last": self.channel_last}
+        return {
+            "kernel": self.kernel,
+            "stride": self.stride,
+            "ignore_border": self.ignore_border,
+            "pad": self.pad,
+            "channel_last": self.channel_last,
+        }
 
     def windows(self, shape: Ints, check: bool = False) -> Windows:
         """The window geometry for an input of ``shape``; ``check`` raises ValueErrors."""
@@ -202,8 +217,9 @@ class SumPooling(_Pool):
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # every input of a window gets that window's gy
         if prop_down[0]:
-            gx = _gpool.PoolingBackward(shape=inputs[0].shape, average=False, including_pad=True,
-                                        **self.params())(outputs[0].grad)
+            gx = _gpool.PoolingBackward(
+                shape=inputs[0].shape, average=False, including_pad=True, **self.params()
+            )(outputs[0].grad)
             inputs[0].store(gx, accum[0])
 
 
@@ -225,9 +241,12 @@ class AveragePooling(_Pool):
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # every input of a window gets that window's gy / count
         if prop_down[0]:
-            gx = _gpool.PoolingBackward(shape=inputs[0].shape, average=True,
-                                        including_pad=self.including_pad,
-                                        **self.params())(outputs[0].grad)
+            gx = _gpool.PoolingBackward(
+                shape=inputs[0].shape,
+                average=True,
+                including_pad=self.including_pad,
+                **self.params(),
+            )(outputs[0].grad)
             inputs[0].store(gx, accum[0])
 
 
@@ -270,7 +289,7 @@ class MaxPoolingIndex(_Pool):
             pos = xp.arange(arg.shape[ax], dtype=np.int64).reshape(shape)
             if ax in spatial:
                 i = spatial[ax]
-                k = (arg // math.prod(w.kernel[i + 1:])) % w.kernel[i]
+                k = (arg // math.prod(w.kernel[i + 1 :])) % w.kernel[i]
                 pos = xp.clip(pos * w.stride[i] - w.pad[i] + k, 0, w.size[i] - 1)
             flat = flat + pos * step
         outputs[0] = flat
@@ -324,9 +343,11 @@ class Interpolate(InterpolateBase):
         if prop_down[0]:
             shape = inputs[0].shape
             axes = spatial_axes(self.name, shape, len(self.output_size), self.channel_last)
-            gx = _gpool.InterpolateBackward(input_size=tuple(shape[a] for a in axes),
-                                            output_size=self.output_size,
-                                            **self.params())(outputs[0].grad)
+            gx = _gpool.InterpolateBackward(
+                input_size=tuple(shape[a] for a in axes),
+                output_size=self.output_size,
+                **self.params(),
+            )(outputs[0].grad)
             inputs[0].store(gx, accum[0])
 
 
@@ -346,8 +367,12 @@ def pool_args(name: str, kernel: Any, stride: Any, pad: Any) -> dict[str, Ints]:
 
 
 def max_pooling_index(
-    x: Any, kernel: Sequence[int], stride: Sequence[int] | None = None,
-    ignore_border: bool = True, pad: Sequence[int] | None = None, channel_last: bool = False,
+    x: Any,
+    kernel: Sequence[int],
+    stride: Sequence[int] | None = None,
+    ignore_border: bool = True,
+    pad: Sequence[int] | None = None,
+    channel_last: bool = False,
 ) -> Variable:
     """Flat indices into ``x`` of the window maxima of :func:`max_pooling` (int64, no gradient).
 
@@ -360,8 +385,12 @@ def max_pooling_index(
 
 
 def max_pooling(
-    x: Any, kernel: Sequence[int], stride: Sequence[int] | None = None,
-    ignore_border: bool = True, pad: Sequence[int] | None = None, channel_last: bool = False,
+    x: Any,
+    kernel: Sequence[int],
+    stride: Sequence[int] | None = None,
+    ignore_border: bool = True,
+    pad: Sequence[int] | None = None,
+    channel_last: bool = False,
 ) -> Variable:
     """Max pooling, as NNabla's: ``y[j] = max of x over window j`` (padding never wins).
 
@@ -390,8 +419,12 @@ def max_pooling(
 
 
 def average_pooling(
-    x: Any, kernel: Sequence[int], stride: Sequence[int] | None = None,
-    ignore_border: bool = True, pad: Sequence[int] | None = None, channel_last: bool = False,
+    x: Any,
+    kernel: Sequence[int],
+    stride: Sequence[int] | None = None,
+    ignore_border: bool = True,
+    pad: Sequence[int] | None = None,
+    channel_last: bool = False,
     including_pad: bool = True,
 ) -> Variable:
     """Average pooling, as NNabla's: ``y[j] = (sum of x over window j) / count_j``.
@@ -405,13 +438,18 @@ def average_pooling(
     array([[0.5, 1. ]])
     """
     args = pool_args("average_pooling", kernel, stride, pad)
-    return AveragePooling(ignore_border=ignore_border, channel_last=channel_last,
-                          including_pad=including_pad, **args)(x)
+    return AveragePooling(
+        ignore_border=ignore_border, channel_last=channel_last, including_pad=including_pad, **args
+    )(x)
 
 
 def sum_pooling(
-    x: Any, kernel: Sequence[int], stride: Sequence[int] | None = None,
-    ignore_border: bool = True, pad: Sequence[int] | None = None, channel_last: bool = False,
+    x: Any,
+    kernel: Sequence[int],
+    stride: Sequence[int] | None = None,
+    ignore_border: bool = True,
+    pad: Sequence[int] | None = None,
+    channel_last: bool = False,
 ) -> Variable:
     """Sum pooling, as NNabla's: ``y[j] = sum of x over window j``; arguments as in
     :func:`max_pooling`.
@@ -472,9 +510,14 @@ def unpooling(x: Any, kernel: Sequence[int], channel_last: bool = False) -> Vari
 
 
 def interpolate(
-    x: Any, scale: Sequence[float] | None = None, output_size: Sequence[int] | None = None,
-    mode: str = "linear", align_corners: bool = False, half_pixel: bool = False,
-    half_pixel_for_nn: bool = False, channel_last: bool = False,
+    x: Any,
+    scale: Sequence[float] | None = None,
+    output_size: Sequence[int] | None = None,
+    mode: str = "linear",
+    align_corners: bool = False,
+    half_pixel: bool = False,
+    half_pixel_for_nn: bool = False,
+    channel_last: bool = False,
 ) -> Variable:
     """Resize the last N axes (``channel_last``: the N before the last), as NNabla's.
 
@@ -497,9 +540,14 @@ def interpolate(
         axes = spatial_axes("interpolate", shape, len(scale), channel_last)
         output_size = tuple(math.floor(s * shape[a]) for s, a in zip(scale, axes, strict=True))
     size = int_tuple("interpolate", "output_size", output_size, None, 1)
-    return Interpolate(output_size=size, mode=mode, align_corners=align_corners,
-                       half_pixel=half_pixel, half_pixel_for_nn=half_pixel_for_nn,
-                       channel_last=channel_last)(x)
+    return Interpolate(
+        output_size=size,
+        mode=mode,
+        align_corners=align_corners,
+        half_pixel=half_pixel,
+        half_pixel_for_nn=half_pixel_for_nn,
+        channel_last=channel_last,
+    )(x)
 
 
 # ---------------------------------------------------------------- batching rules (hd.vmap)
@@ -545,8 +593,9 @@ def _batch_max_pooling(self: Any, inputs: Sequence[Any], axes: Sequence[int | No
 
     size = x.shape[0]
     index = _batching.batched(index, axes[1], size)
-    y = indexing.gather(_array.reshape(x, (size, -1)), _array.reshape(index, (size, -1)),
-                        axis=1, batch_dims=1)
+    y = indexing.gather(
+        _array.reshape(x, (size, -1)), _array.reshape(index, (size, -1)), axis=1, batch_dims=1
+    )
     y = _array.reshape(y, tuple(index.shape))
     return y if y.dtype.kind == "f" else _arith_float(y)
 

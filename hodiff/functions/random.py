@@ -194,5 +194,6 @@ def randint(low: int = 0, high: int = 1, shape: Any = (), seed: int = -1) -> Var
         raise ValueError(f"randint: low must be below high, got low={low}, high={high}")
     if low < -(2**31) or high > 2**31:
         raise ValueError(f"randint: [low, high) = [{low}, {high}) does not fit int32")
-    return Randint(low=int(low), high=int(high), shape=_shape("randint", shape),
-                   seed=_seed("randint", seed))()
+    return Randint(
+        low=int(low), high=int(high), shape=_shape("randint", shape), seed=_seed("randint", seed)
+    )()

@@ -248,8 +248,7 @@ def rnn(
         "rnn", (), x, [("h", h)], weight_l0, weight, bias, (), n_layers, n_dir
     )
     act = tanh if nonlinearity == "tanh" else relu
-    y, (hn,) = _run(xv, hs, w0, w, b, _rnn_cell(act), False, n_layers, n_dir, ratio,
-                    bool(training))
+    y, (hn,) = _run(xv, hs, w0, w, b, _rnn_cell(act), False, n_layers, n_dir, ratio, bool(training))
     return y, hn
 
 
@@ -311,8 +310,7 @@ def lstm(
     xv, hs, w0, w, b = _inputs(
         "lstm", (4,), x, [("h", h), ("c", c)], weight_l0, weight, bias, (4,), n_layers, n_dir
     )
-    y, (hn, cn) = _run(xv, hs, w0, w, b, _lstm_cell, False, n_layers, n_dir, ratio,
-                       bool(training))
+    y, (hn, cn) = _run(xv, hs, w0, w, b, _lstm_cell, False, n_layers, n_dir, ratio, bool(training))
     return y, hn, cn
 
 

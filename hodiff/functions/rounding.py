@@ -97,8 +97,9 @@ class Fmod2(_Remainder):
 
 
 class NanToNum(Elementwise):
-    def __init__(self, *, nan: float = 0.0, posinf: float | None = None,
-                 neginf: float | None = None) -> None:
+    def __init__(
+        self, *, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None
+    ) -> None:
         self.nan = float(nan)
         self.posinf = None if posinf is None else float(posinf)
         self.neginf = None if neginf is None else float(neginf)
@@ -187,8 +188,9 @@ def fmod(x0: Any, x1: Any) -> Variable:
     return Fmod2()(x0, x1)
 
 
-def nan_to_num(x: Any, nan: float = 0.0, posinf: float | None = None,
-               neginf: float | None = None) -> Variable:
+def nan_to_num(
+    x: Any, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None
+) -> Variable:
     """``y = x`` with NaN and +-inf replaced by finite numbers (numpy's ``nan_to_num``).
 
     NaN becomes ``nan``, +-inf ``posinf``/``neginf`` (``None``: the largest/smallest finite

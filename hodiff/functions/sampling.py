@@ -105,8 +105,10 @@ def affine_grid(theta: Any, size: Sequence[int], align_corners: bool = False) ->
     ts = shape_of(theta)
     d = len(size)
     if d not in (2, 3) or ts[1:] != (d, d + 1) or len(ts) != 3:
-        raise ValueError(f"affine_grid: theta of shape {ts} must be (B, {d}, {d + 1}) for size "
-                         f"{size} (2-D or 3-D)")
+        raise ValueError(
+            f"affine_grid: theta of shape {ts} must be (B, {d}, {d + 1}) for size "
+            f"{size} (2-D or 3-D)"
+        )
     dtype = getattr(theta, "dtype", np.float64)
     base = _base_grid(size, bool(align_corners), dtype if np.dtype(dtype).kind == "f" else None)
     grid = batch_matmul(base[None], theta, transpose_b=True)  # (B, P, D)
@@ -139,8 +141,14 @@ def _source(g: Any, n: int, padding_mode: str, align_corners: bool) -> Any:
     return s
 
 
-def warp_by_grid(x: Any, grid: Any, mode: str = "linear", padding_mode: str = "zero",
-                 align_corners: bool = False, channel_last: bool = False) -> Variable:
+def warp_by_grid(
+    x: Any,
+    grid: Any,
+    mode: str = "linear",
+    padding_mode: str = "zero",
+    align_corners: bool = False,
+    channel_last: bool = False,
+) -> Variable:
     """Samples ``x`` at the normalized points of ``grid`` (NNabla's ``warp_by_grid``).
 
     A grid value ``g`` in [-1, 1] maps to the pixel coordinate ``s = (g + 1) (n - 1) / 2``
@@ -171,13 +179,17 @@ def warp_by_grid(x: Any, grid: Any, mode: str = "linear", padding_mode: str = "z
     if mode not in ("linear", "nearest"):
         raise ValueError(f"warp_by_grid: mode must be 'linear' or 'nearest', got {mode!r}")
     if padding_mode not in ("zero", "repeat", "reflect"):
-        raise ValueError(f"warp_by_grid: padding_mode must be 'zero', 'repeat' or 'reflect', "
-                         f"got {padding_mode!r}")
+        raise ValueError(
+            f"warp_by_grid: padding_mode must be 'zero', 'repeat' or 'reflect', "
+            f"got {padding_mode!r}"
+        )
     xs, gs = shape_of(x), shape_of(grid)
     d = len(gs) - 2
     if d not in (2, 3) or len(xs) != d + 2 or gs[-1] != d or gs[0] != xs[0]:
-        raise ValueError(f"warp_by_grid: x of shape {xs} and grid of shape {gs} must be "
-                         "(B, C, H, W) and (B, Ho, Wo, 2), or the 3-D forms")
+        raise ValueError(
+            f"warp_by_grid: x of shape {xs} and grid of shape {gs} must be "
+            "(B, C, H, W) and (B, Ho, Wo, 2), or the 3-D forms"
+        )
     if channel_last:
         sizes, c = xs[1:-1], xs[-1]
         xc = x
@@ -207,8 +219,9 @@ def warp_by_grid(x: Any, grid: Any, mode: str = "linear", padding_mode: str = "z
             pair = _array.stack(1.0 - f, f, axis=-1)  # (B, P, 2): weights of offsets 0 and 1
             wgt = wgt * _array.getitem(pair, (Ellipsis, np.array([o[a] for o in corners])))
     vals = _array.gather(flat_x, _array.reshape(idx, (b, p * k)), axis=1, batch_dims=1)
-    y = _reduction.sum(_array.reshape(vals, (b, p, k, c)) * _array.reshape(wgt, (b, p, k, 1)),
-                       axis=2)
+    y = _reduction.sum(
+        _array.reshape(vals, (b, p, k, c)) * _array.reshape(wgt, (b, p, k, 1)), axis=2
+    )
     y = _array.reshape(y, (b, *out, c))
     return y if channel_last else _array.transpose(y, (0, d + 1, *range(1, d + 1)))
 

@@ -132,8 +132,11 @@ def squeeze(x: Any, axis: Any = None) -> Variable:
     (3, 1)
     """
     shape = shape_of(x)
-    axes = tuple(i for i, s in enumerate(shape) if s == 1) if axis is None else _axes(
-        "squeeze", axis, len(shape))
+    axes = (
+        tuple(i for i, s in enumerate(shape) if s == 1)
+        if axis is None
+        else _axes("squeeze", axis, len(shape))
+    )
     for a in axes:
         if shape[a] != 1:
             raise ValueError(f"squeeze: axis {a} of x of shape {shape} has size {shape[a]}, not 1")
@@ -165,8 +168,9 @@ def moveaxis(x: Any, source: Any, destination: Any) -> Variable:
     src = _axes("moveaxis", source, nd)
     dst = _axes("moveaxis", destination, nd)
     if len(src) != len(dst):
-        raise ValueError(f"moveaxis: source {source} and destination {destination} differ in "
-                         "length")
+        raise ValueError(
+            f"moveaxis: source {source} and destination {destination} differ in length"
+        )
     order = [a for a in range(nd) if a not in src]
     for d, s in sorted(zip(dst, src, strict=True)):
         order.insert(d, s)
@@ -206,10 +210,10 @@ def repeat(x: Any, repeats: Any, axis: int | None = None) -> Variable:
     if isinstance(repeats, int | np.integer):
         if repeats < 0:
             raise ValueError(f"repeat: repeats={repeats} must be >= 0")
-        inter = (*shape[:a + 1], 1, *shape[a + 1:])
-        wide = (*shape[:a + 1], int(repeats), *shape[a + 1:])
+        inter = (*shape[: a + 1], 1, *shape[a + 1 :])
+        wide = (*shape[: a + 1], int(repeats), *shape[a + 1 :])
         y = _array.broadcast(_array.reshape(x, inter), wide)
-        return _array.reshape(y, (*shape[:a], shape[a] * int(repeats), *shape[a + 1:]))
+        return _array.reshape(y, (*shape[:a], shape[a] * int(repeats), *shape[a + 1 :]))
     reps = np.asarray(repeats)
     if reps.shape != (shape[a],) or reps.dtype.kind not in "iu" or (reps < 0).any():
         raise ValueError(f"repeat: repeats must be an int or {shape[a]} ints >= 0, got {repeats}")
@@ -259,8 +263,11 @@ def trilu(x: Any, k: int = 0, upper: bool = True) -> Variable:
     if len(shape) < 2:
         raise ValueError(f"trilu: x of shape {shape} needs at least 2 dims")
     m, n = shape[-2:]
-    keep = np.triu(np.ones((m, n), dtype=bool), k) if upper else np.tril(
-        np.ones((m, n), dtype=bool), k)
+    keep = (
+        np.triu(np.ones((m, n), dtype=bool), k)
+        if upper
+        else np.tril(np.ones((m, n), dtype=bool), k)
+    )
     return _array.where(array_module_of(x).asarray(keep), x, 0.0)
 
 
@@ -327,8 +334,7 @@ def scatter_add(x0: Any, indices: Any, x1: Any, axis: int | None = None) -> Vari
     axis = 0 if axis is None else axis
     ishape, s1 = shape_of(indices), shape_of(x1)
     if len(ishape) != len(s1) or any(i > s for i, s in zip(ishape, s1, strict=True)):
-        raise ValueError(f"scatter_add: indices of shape {ishape} must not exceed x1 of "
-                         f"shape {s1}")
+        raise ValueError(f"scatter_add: indices of shape {ishape} must not exceed x1 of shape {s1}")
     if s1 != ishape:
         x1 = _array.getitem(x1, tuple(builtins.slice(0, i) for i in ishape))
     return x0 + scatter_along_axis(x1, indices, axis, shape_of(x0))

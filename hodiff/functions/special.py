@@ -162,8 +162,11 @@ class Polygamma(Elementwise):
         else:
             fn = _special(x, "polygamma")
             # n as an array of x's module: cupyx's polygamma calls where(n == 0, ...)
-            y = fn(array_module(x).asarray(self.n), x) if fn is not None else polygamma_numpy(
-                self.n, x)
+            y = (
+                fn(array_module(x).asarray(self.n), x)
+                if fn is not None
+                else polygamma_numpy(self.n, x)
+            )
         outputs[0] = y.astype(float_dtype(x.dtype), copy=False)
 
     def dydx(self, x: Any, y: Any) -> Any:

@@ -49,8 +49,11 @@ class _ArgExtremum(Function, register=False):
             shape = (1,) * x.ndim if self.keepdims else ()
         else:
             a = normalize_axis(self.name, self.axis, x.ndim)
-            shape = _red.kept_shape(x.shape, (a,)) if self.keepdims else (
-                x.shape[:a] + x.shape[a + 1:])
+            shape = (
+                _red.kept_shape(x.shape, (a,))
+                if self.keepdims
+                else (x.shape[:a] + x.shape[a + 1 :])
+            )
         return [(shape, np.dtype(np.int64))]
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
@@ -75,8 +78,9 @@ class Argsort(Function):
 
     differentiable = False
 
-    def __init__(self, *, axis: int = -1, reverse: bool = False, k: int | None = None,
-                 abs: bool = False) -> None:
+    def __init__(
+        self, *, axis: int = -1, reverse: bool = False, k: int | None = None, abs: bool = False
+    ) -> None:
         self.axis = axis
         self.reverse = bool(reverse)
         self.k = k
@@ -85,7 +89,7 @@ class Argsort(Function):
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         x = inputs[0]
         a = normalize_axis("sort", self.axis, x.ndim)
-        shape = x.shape if self.k is None else (*x.shape[:a], self.k, *x.shape[a + 1:])
+        shape = x.shape if self.k is None else (*x.shape[:a], self.k, *x.shape[a + 1 :])
         return [(shape, np.dtype(np.int64))]
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
@@ -197,8 +201,13 @@ def argmin(x: Any, axis: int | None = None, keepdims: bool = False) -> Variable:
     return Argmin(axis=axis, keepdims=keepdims)(x)
 
 
-def sort(x: Any, axis: int = -1, reverse: bool = False, with_index: bool = False,
-         only_index: bool = False) -> Any:
+def sort(
+    x: Any,
+    axis: int = -1,
+    reverse: bool = False,
+    with_index: bool = False,
+    only_index: bool = False,
+) -> Any:
     """Sorted values along ``axis`` (ascending; descending if ``reverse``), NNabla's ``sort``.
 
     ``y = take_along_axis(x, p, axis)`` with ``p`` the stable sorting permutation: the
@@ -219,8 +228,15 @@ def sort(x: Any, axis: int = -1, reverse: bool = False, with_index: bool = False
     return (y, p) if with_index else y
 
 
-def top_k_data(x: Any, k: int, abs: bool = False, reduce: bool = True, base_axis: int = 1,
-               largest: bool = True, with_index: bool = False) -> Any:
+def top_k_data(
+    x: Any,
+    k: int,
+    abs: bool = False,
+    reduce: bool = True,
+    base_axis: int = 1,
+    largest: bool = True,
+    with_index: bool = False,
+) -> Any:
     """The ``k`` largest values of each sample (NNabla's ``top_k_data``).
 
     Axes before ``base_axis`` index samples; the others (flattened, ``F`` elements) are
@@ -262,8 +278,7 @@ def _batch_arg_extremum(self: Any, inputs: Sequence[Any], axes: Sequence[int | N
 
 
 def _batch_argsort(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
-    return _batching.renew(self, axis=_batching.map_axis(self.axis, inputs[0].ndim - 1))(
-        inputs[0])
+    return _batching.renew(self, axis=_batching.map_axis(self.axis, inputs[0].ndim - 1))(inputs[0])
 
 
 _ArgExtremum.batch_rule = _batch_arg_extremum  # type: ignore[attr-defined]

@@ -38,7 +38,10 @@ class SumTo(Function):
         outputs[0] = y.reshape(self.shape) if lead else y
 
     def backward_impl(
-        self, inputs: Sequence[Slot], outputs: Sequence[Slot], prop_down: Sequence[bool],
+        self,
+        inputs: Sequence[Slot],
+        outputs: Sequence[Slot],
+        prop_down: Sequence[bool],
         accum: Sequence[bool],
     ) -> None:
         # transpose of a sum is a broadcast

@@ -78,7 +78,7 @@ class GatherAdd(Function):
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         y, indices = inputs
         probe = Variable(self.shape, dtype=y.dtype)
-        (expected, _), = F.indexing.Gather(axis=self.axis, batch_dims=self.batch_dims).setup_impl(
+        ((expected, _),) = F.indexing.Gather(axis=self.axis, batch_dims=self.batch_dims).setup_impl(
             [probe, indices]
         )
         if y.shape != expected:
@@ -164,9 +164,7 @@ def _batch_gather_add(self: Any, inputs: Sequence[Any], axes: Sequence[Any]) -> 
         return _batching.renew(self, shape=shape, axis=axis)(y, indices)
     y = _batching.batched(y, axes[0], size)
     indices = _batching.batched(indices, axes[1], size)
-    return _batching.renew(self, shape=shape, axis=axis, batch_dims=self.batch_dims + 1)(
-        y, indices
-    )
+    return _batching.renew(self, shape=shape, axis=axis, batch_dims=self.batch_dims + 1)(y, indices)
 
 
 IndexAdd.batch_rule = _batch_index_add  # type: ignore[attr-defined]

@@ -39,13 +39,17 @@ class ConvolutionFilterGrad(Function):
         name = self.name
         _kernels.n_spatial(name, x_shape, conv.base_axis)
         if len(gy_shape) != len(x_shape):
-            raise ValueError(f"{name}: x of shape {x_shape} and gy of shape {gy_shape} must "
-                             f"have the same number of dims")
+            raise ValueError(
+                f"{name}: x of shape {x_shape} and gy of shape {gy_shape} must "
+                f"have the same number of dims"
+            )
         channel = len(x_shape) - 1 if conv.channel_last else conv.base_axis
         c, oc = x_shape[channel], gy_shape[channel]
         if c % conv.group or oc % conv.group:
-            raise ValueError(f"{name}: the channels of x of shape {x_shape} and gy of shape "
-                             f"{gy_shape} must be divisible by group={conv.group}")
+            raise ValueError(
+                f"{name}: the channels of x of shape {x_shape} and gy of shape "
+                f"{gy_shape} must be divisible by group={conv.group}"
+            )
         cg = c // conv.group
         return (oc, *self.kernel, cg) if conv.channel_last else (oc, cg, *self.kernel)
 
@@ -66,16 +70,18 @@ class ConvolutionFilterGrad(Function):
         xp = array_module(x)
         conv = self.conv
         dtype = float_dtype(np.result_type(x.dtype, gy.dtype))
-        xc = _kernels.to_cb(xp, x.astype(dtype, copy=False), conv.base_axis,
-                                     conv.channel_last)
-        gyc = _kernels.to_cb(xp, gy.astype(dtype, copy=False), conv.base_axis,
-                                      conv.channel_last)
-        gw = _kernels.conv_filter_grad(xp, xc, gyc, self.kernel, conv.pad, conv.stride,
-                                    conv.dilation, conv.group)
+        xc = _kernels.to_cb(xp, x.astype(dtype, copy=False), conv.base_axis, conv.channel_last)
+        gyc = _kernels.to_cb(xp, gy.astype(dtype, copy=False), conv.base_axis, conv.channel_last)
+        gw = _kernels.conv_filter_grad(
+            xp, xc, gyc, self.kernel, conv.pad, conv.stride, conv.dilation, conv.group
+        )
         outputs[0] = _kernels.weight_from_channels_first(xp, gw, conv.channel_last)
 
     def backward_impl(
-        self, inputs: Sequence[Slot], outputs: Sequence[Slot], prop_down: Sequence[bool],
+        self,
+        inputs: Sequence[Slot],
+        outputs: Sequence[Slot],
+        prop_down: Sequence[bool],
         accum: Sequence[bool],
     ) -> None:
         ggw = outputs[0].grad
@@ -87,8 +93,15 @@ class ConvolutionFilterGrad(Function):
             g = conv.geometry(x.shape, self.weight_shape(x.shape, gy.shape))
             op = tuple(
                 n + 2 * p - d * (k - 1) - 1 - s * (o - 1)
-                for n, o, k, p, s, d in zip(g.x_spatial, g.y_spatial, g.kernel, conv.pad,
-                                            conv.stride, conv.dilation, strict=True)
+                for n, o, k, p, s, d in zip(
+                    g.x_spatial,
+                    g.y_spatial,
+                    g.kernel,
+                    conv.pad,
+                    conv.stride,
+                    conv.dilation,
+                    strict=True,
+                )
             )
             x.store(F.conv.Deconvolution(**params, output_padding=op)(gy.data, ggw), accum[0])
         if prop_down[1]:
@@ -119,10 +132,12 @@ def convolution_filter_grad(
     """
     shape = tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
     n = _kernels.n_spatial("convolution_filter_grad", shape, base_axis)
-    args = _kernels.spatial_args("convolution_filter_grad", shape, n, pad=pad, stride=stride,
-                              dilation=dilation)
-    f = ConvolutionFilterGrad(kernel=kernel, base_axis=base_axis, group=group,
-                              channel_last=channel_last, **args)
+    args = _kernels.spatial_args(
+        "convolution_filter_grad", shape, n, pad=pad, stride=stride, dilation=dilation
+    )
+    f = ConvolutionFilterGrad(
+        kernel=kernel, base_axis=base_axis, group=group, channel_last=channel_last, **args
+    )
     return f(x, gy)
 
 

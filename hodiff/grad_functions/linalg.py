@@ -70,7 +70,10 @@ class EinsumExpand(Function):
         outputs[0] = y
 
     def backward_impl(
-        self, inputs: Sequence[Slot], outputs: Sequence[Slot], prop_down: Sequence[bool],
+        self,
+        inputs: Sequence[Slot],
+        outputs: Sequence[Slot],
+        prop_down: Sequence[bool],
         accum: Sequence[bool],
     ) -> None:
         # transpose of the layout: take the diagonals and sum over the broadcast indices

@@ -81,7 +81,7 @@ class ScatterByLabel(Function):
             raise ValueError(
                 f"scatter_by_label: g of shape {g.shape} must have size 1 on axis {axis}"
             )
-        shape = (*g.shape[:axis], self.size, *g.shape[axis + 1:])
+        shape = (*g.shape[:axis], self.size, *g.shape[axis + 1 :])
         _kernels.check_labels(self.name, shape, t, axis, x_name="the output")
         return [(shape, g.dtype)]
 
@@ -89,7 +89,7 @@ class ScatterByLabel(Function):
         g, t = inputs
         xp = array_module(g)
         axis = self.axis % g.ndim
-        shape = (*g.shape[:axis], self.size, *g.shape[axis + 1:])
+        shape = (*g.shape[:axis], self.size, *g.shape[axis + 1 :])
         t = _kernels.labels_in_range(self.name, xp, t, axis, shape)
         outputs[0] = xp.where(_onehot(xp, t, axis, self.size, g.ndim), g, xp.zeros((), g.dtype))
 
@@ -142,8 +142,9 @@ class SoftmaxCrossEntropyGrad(Function):
             inputs[0].store(gy * s * (ggx - inner), accum[0])
         if prop_down[2]:
             # d/dgy: <ggx, s - onehot> along the axis
-            ggy = (F.reduction.sum(ggx * s, axis=axis, keepdims=True)
-                   - select_by_label(ggx, t, axis=axis))
+            ggy = F.reduction.sum(ggx * s, axis=axis, keepdims=True) - select_by_label(
+                ggx, t, axis=axis
+            )
             inputs[2].store(ggy, accum[2])
 
 

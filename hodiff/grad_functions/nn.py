@@ -31,7 +31,7 @@ class EmbedWeightGrad(Function):
                 f"embed_weight_grad: gy of shape {gy.shape} must start with the ids' shape"
                 f" {x.shape}"
             )
-        return [((self.n, *gy.shape[x.ndim:]), gy.dtype)]
+        return [((self.n, *gy.shape[x.ndim :]), gy.dtype)]
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         gy, x = inputs
@@ -49,7 +49,10 @@ class EmbedWeightGrad(Function):
         outputs[0] = gw
 
     def backward_impl(
-        self, inputs: Sequence[Slot], outputs: Sequence[Slot], prop_down: Sequence[bool],
+        self,
+        inputs: Sequence[Slot],
+        outputs: Sequence[Slot],
+        prop_down: Sequence[bool],
         accum: Sequence[bool],
     ) -> None:
         # transpose of a scatter-add: gather the rows again (embed)
@@ -73,14 +76,13 @@ def embed_weight_grad(gy: Any, x: Any, n: int) -> Variable:
 from hodiff import batching as _batching  # noqa: E402
 
 
-def _batch_embed_weight_grad(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]
-                             ) -> Any:
+def _batch_embed_weight_grad(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
     # a table gradient per example: gather_add along the rows of a batch of tables
     from hodiff.grad_functions import array as _garray
 
     size = _batching.batch_size(inputs, axes)
     gy, x = (_batching.batched(v, a, size) for v, a in zip(inputs, axes, strict=True))
-    shape = (size, self.n, *gy.shape[x.ndim:])
+    shape = (size, self.n, *gy.shape[x.ndim :])
     return _garray.gather_add(gy, x, shape, axis=1, batch_dims=1)
 
 

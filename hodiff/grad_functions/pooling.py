@@ -17,8 +17,12 @@ from hodiff.functions import _pool_kernels as _kernels
 from hodiff.grad_functions import F
 from hodiff.variable import Variable
 
-__all__ = ["average_pooling_backward", "interpolate_backward", "max_pooling_backward",
-           "sum_pooling_backward"]
+__all__ = [
+    "average_pooling_backward",
+    "interpolate_backward",
+    "max_pooling_backward",
+    "sum_pooling_backward",
+]
 
 Ints = tuple[int, ...]
 Spec = list[tuple[Ints, Any]]
@@ -29,20 +33,26 @@ class PoolingBackward(Function):
 
     need_inputs = False
 
-    def __init__(self, *, shape: Sequence[int], average: bool, including_pad: bool,
-                 **params: Any) -> None:
+    def __init__(
+        self, *, shape: Sequence[int], average: bool, including_pad: bool, **params: Any
+    ) -> None:
         self.shape = tuple(int(s) for s in shape)
         self.average = bool(average)
         self.including_pad = bool(including_pad)
-        self.pool = (F.pooling.AveragePooling(including_pad=including_pad, **params) if average
-                     else F.pooling.SumPooling(**params))
+        self.pool = (
+            F.pooling.AveragePooling(including_pad=including_pad, **params)
+            if average
+            else F.pooling.SumPooling(**params)
+        )
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         gy = inputs[0]
         expected = self.pool.windows(self.shape, check=True).out_shape(self.shape)
         if tuple(gy.shape) != expected:
-            raise ValueError(f"{self.name}: gy of shape {gy.shape} must be {expected}, the "
-                             f"pooled shape of an input of shape {self.shape}")
+            raise ValueError(
+                f"{self.name}: gy of shape {gy.shape} must be {expected}, the "
+                f"pooled shape of an input of shape {self.shape}"
+            )
         return [(self.shape, float_dtype(gy.dtype))]
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
@@ -73,8 +83,10 @@ class MaxPoolingBackward(Function):
         if index.dtype.kind not in "iu":
             raise TypeError(f"{self.name}: index must be integer, got {index.dtype}")
         if tuple(gy.shape) != tuple(index.shape):
-            raise ValueError(f"{self.name}: gy of shape {gy.shape} and index of shape "
-                             f"{index.shape} must have the same shape")
+            raise ValueError(
+                f"{self.name}: gy of shape {gy.shape} and index of shape "
+                f"{index.shape} must have the same shape"
+            )
         return [(self.shape, float_dtype(gy.dtype))]
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
@@ -101,13 +113,16 @@ class InterpolateBackward(_kernels.InterpolateBase):
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         gy = inputs[0]
         axes = self.check(gy.shape)
-        int_size = _kernels.int_tuple(self.name, "input_size", self.input_size,
-                                   len(self.output_size), 1)
+        int_size = _kernels.int_tuple(
+            self.name, "input_size", self.input_size, len(self.output_size), 1
+        )
         shape = list(gy.shape)
         for ax, n, o in zip(axes, int_size, self.output_size, strict=True):
             if shape[ax] != o:
-                raise ValueError(f"{self.name}: gy of shape {gy.shape} must have the sizes "
-                                 f"{self.output_size} on its spatial axes")
+                raise ValueError(
+                    f"{self.name}: gy of shape {gy.shape} must have the sizes "
+                    f"{self.output_size} on its spatial axes"
+                )
             shape[ax] = n
         return [(tuple(shape), float_dtype(gy.dtype))]
 
@@ -127,8 +142,13 @@ class InterpolateBackward(_kernels.InterpolateBase):
 
 # ---------------------------------------------------------------- wrappers
 def sum_pooling_backward(
-    gy: Any, shape: Sequence[int], kernel: Sequence[int], stride: Sequence[int] | None = None,
-    ignore_border: bool = True, pad: Sequence[int] | None = None, channel_last: bool = False,
+    gy: Any,
+    shape: Sequence[int],
+    kernel: Sequence[int],
+    stride: Sequence[int] | None = None,
+    ignore_border: bool = True,
+    pad: Sequence[int] | None = None,
+    channel_last: bool = False,
 ) -> Variable:
     """The gradient of :func:`hodiff.functions.sum_pooling` for an input of ``shape``.
 
@@ -137,13 +157,24 @@ def sum_pooling_backward(
     array([[1., 1., 2., 2.]])
     """
     args = F.pooling.pool_args("sum_pooling", kernel, stride, pad)
-    return PoolingBackward(shape=shape, average=False, including_pad=True,
-                           ignore_border=ignore_border, channel_last=channel_last, **args)(gy)
+    return PoolingBackward(
+        shape=shape,
+        average=False,
+        including_pad=True,
+        ignore_border=ignore_border,
+        channel_last=channel_last,
+        **args,
+    )(gy)
 
 
 def average_pooling_backward(
-    gy: Any, shape: Sequence[int], kernel: Sequence[int], stride: Sequence[int] | None = None,
-    ignore_border: bool = True, pad: Sequence[int] | None = None, channel_last: bool = False,
+    gy: Any,
+    shape: Sequence[int],
+    kernel: Sequence[int],
+    stride: Sequence[int] | None = None,
+    ignore_border: bool = True,
+    pad: Sequence[int] | None = None,
+    channel_last: bool = False,
     including_pad: bool = True,
 ) -> Variable:
     """The gradient of :func:`hodiff.functions.average_pooling` for an input of ``shape``.
@@ -153,8 +184,14 @@ def average_pooling_backward(
     array([[0.5, 0.5, 1. , 1. ]])
     """
     args = F.pooling.pool_args("average_pooling", kernel, stride, pad)
-    return PoolingBackward(shape=shape, average=True, including_pad=including_pad,
-                           ignore_border=ignore_border, channel_last=channel_last, **args)(gy)
+    return PoolingBackward(
+        shape=shape,
+        average=True,
+        including_pad=including_pad,
+        ignore_border=ignore_border,
+        channel_last=channel_last,
+        **args,
+    )(gy)
 
 
 def max_pooling_backward(gy: Any, index: Any, shape: Sequence[int]) -> Variable:
@@ -168,8 +205,13 @@ def max_pooling_backward(gy: Any, index: Any, shape: Sequence[int]) -> Variable:
 
 
 def interpolate_backward(
-    gy: Any, input_size: Sequence[int], output_size: Sequence[int], mode: str = "linear",
-    align_corners: bool = False, half_pixel: bool = False, half_pixel_for_nn: bool = False,
+    gy: Any,
+    input_size: Sequence[int],
+    output_size: Sequence[int],
+    mode: str = "linear",
+    align_corners: bool = False,
+    half_pixel: bool = False,
+    half_pixel_for_nn: bool = False,
     channel_last: bool = False,
 ) -> Variable:
     """The gradient of :func:`hodiff.functions.interpolate` (spatial sizes ``input_size``).
@@ -178,9 +220,15 @@ def interpolate_backward(
     >>> interpolate_backward(np.ones((1, 3)), (2,), (3,), align_corners=True).d
     array([[1.5, 1.5]])
     """
-    return InterpolateBackward(input_size=input_size, output_size=output_size, mode=mode,
-                               align_corners=align_corners, half_pixel=half_pixel,
-                               half_pixel_for_nn=half_pixel_for_nn, channel_last=channel_last)(gy)
+    return InterpolateBackward(
+        input_size=input_size,
+        output_size=output_size,
+        mode=mode,
+        align_corners=align_corners,
+        half_pixel=half_pixel,
+        half_pixel_for_nn=half_pixel_for_nn,
+        channel_last=channel_last,
+    )(gy)
 
 
 # ---------------------------------------------------------------- batching rules (hd.vmap)
@@ -200,8 +248,9 @@ PoolingBackward.batch_rule = _batch_pooling_backward  # type: ignore[attr-define
 InterpolateBackward.batch_rule = _batch_leading  # type: ignore[attr-defined]
 
 
-def _batch_max_pooling_backward(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]
-                                ) -> Any:
+def _batch_max_pooling_backward(
+    self: Any, inputs: Sequence[Any], axes: Sequence[int | None]
+) -> Any:
     # per example: gx_b.flat[index_b] += gy_b, i.e. a gather_add along the flattened example
     from hodiff.functions import array as _array
     from hodiff.grad_functions import array as _garray
@@ -209,8 +258,13 @@ def _batch_max_pooling_backward(self: Any, inputs: Sequence[Any], axes: Sequence
     size = _batching.batch_size(inputs, axes)
     gy, index = (_batching.batched(v, a, size) for v, a in zip(inputs, axes, strict=True))
     n = int(np.prod(self.shape, dtype=np.int64))
-    gx = _garray.gather_add(_array.reshape(gy, (size, -1)), _array.reshape(index, (size, -1)),
-                            (size, n), axis=1, batch_dims=1)
+    gx = _garray.gather_add(
+        _array.reshape(gy, (size, -1)),
+        _array.reshape(index, (size, -1)),
+        (size, n),
+        axis=1,
+        batch_dims=1,
+    )
     return _array.reshape(gx, (size, *self.shape))
 
 

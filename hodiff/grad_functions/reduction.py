@@ -37,17 +37,17 @@ class TieWeights(Function):
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         x = inputs[0]
-        if any(not -x.ndim <= a < x.ndim for a in self.axes) or (
-            x.ndim == 0 and self.axes
-        ):
+        if any(not -x.ndim <= a < x.ndim for a in self.axes) or (x.ndim == 0 and self.axes):
             raise ValueError(f"tie_weights: axes {self.axes} out of range for shape {x.shape}")
         return [(x.shape, float_dtype(x.dtype))]
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         xp = array_module(inputs[0])
         x = xp.asarray(inputs[0])
-        m = x.max(self.axes, keepdims=True) if self.mode == "max" else x.min(
-            self.axes, keepdims=True
+        m = (
+            x.max(self.axes, keepdims=True)
+            if self.mode == "max"
+            else x.min(self.axes, keepdims=True)
         )
         mask = (x == m).astype(float_dtype(x.dtype))
         outputs[0] = mask / mask.sum(self.axes, keepdims=True)
@@ -98,8 +98,9 @@ class LinearScan(Function):
         a, h = inputs[0], outputs[0]
         axis = self.axis % len(a.shape)
         by = 1 if self.reverse else -1  # moves a_{k+1} (reverse: a_{k-1}) to place k
-        lam = linear_scan(_shift(a.data, a.shape, axis, by, 0.0), h.grad, axis,
-                          reverse=not self.reverse)
+        lam = linear_scan(
+            _shift(a.data, a.shape, axis, by, 0.0), h.grad, axis, reverse=not self.reverse
+        )
         if prop_down[0]:
             a.store(lam * _shift(h.data, a.shape, axis, -by, 0.0), accum[0])
         if prop_down[1]:

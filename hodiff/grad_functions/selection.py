@@ -125,7 +125,7 @@ def _check_nd(name: str, data: tuple[int, ...], idx: Variable) -> tuple[int, ...
             f"{name}: indices of shape {idx.shape} must be (M, ...) with M <= {len(data)}, the "
             f"dims of the data of shape {data}"
         )
-    return idx.shape[1:] + data[idx.shape[0]:]
+    return idx.shape[1:] + data[idx.shape[0] :]
 
 
 class GatherNd(Function):

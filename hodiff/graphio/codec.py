@@ -105,8 +105,9 @@ class CorruptError(Exception):
 
 
 class Decoder:
-    def __init__(self, arrays: Mapping[str, np.ndarray], classes: dict[str, type[Function]]
-                 ) -> None:
+    def __init__(
+        self, arrays: Mapping[str, np.ndarray], classes: dict[str, type[Function]]
+    ) -> None:
         self.arrays = arrays
         self.classes = classes
 
@@ -165,14 +166,18 @@ class Decoder:
             )
         return cls
 
-    def static(self, body: Mapping[str, Any]
-               ) -> tuple[type[Function], tuple[Any, ...], dict[str, Any]]:
+    def static(
+        self, body: Mapping[str, Any]
+    ) -> tuple[type[Function], tuple[Any, ...], dict[str, Any]]:
         """The class and constructor arguments of one function entry."""
         args, kwargs = body["args"], body["kwargs"]
         if not isinstance(args, list) or not isinstance(kwargs, dict):
             raise CorruptError("static arguments must be a list and a mapping")
-        return (self.cls(body["type"]), tuple(self(a) for a in args),
-                {str(k): self(a) for k, a in kwargs.items()})
+        return (
+            self.cls(body["type"]),
+            tuple(self(a) for a in args),
+            {str(k): self(a) for k, a in kwargs.items()},
+        )
 
     def function(self, body: Mapping[str, Any]) -> Function:
         cls, args, kwargs = self.static(body)
@@ -193,7 +198,6 @@ def known_classes() -> dict[str, type[Function]]:
         stack.extend(cls.__subclasses__())
         found.setdefault(class_key(cls), cls)
     return found
-
 
 
 def dtype_text(dtype: np.dtype[Any]) -> str:

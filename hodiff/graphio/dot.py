@@ -31,8 +31,9 @@ def _fmt(value: Any) -> str:
         return value.__name__
     if isinstance(value, np.ndarray) or hasattr(value, "__cuda_array_interface__"):
         if value.size <= 6:
-            return np.array2string(np.asarray(getattr(value, "get", lambda: value)()),
-                                   separator=",").replace("\n", "")
+            return np.array2string(
+                np.asarray(getattr(value, "get", lambda: value)()), separator=","
+            ).replace("\n", "")
         return f"array{tuple(value.shape)} {value.dtype}"
     if isinstance(value, np.generic):
         return repr(value.item())
@@ -191,7 +192,9 @@ def render_dot(source: str, path: PathLike, format: str | None = None) -> None:
             "not installed (apt-get install graphviz); write a .dot file instead"
         )
     done = subprocess.run(
-        [exe, f"-T{fmt}", "-o", path], input=source.encode("utf-8"), capture_output=True,
+        [exe, f"-T{fmt}", "-o", path],
+        input=source.encode("utf-8"),
+        capture_output=True,
         check=False,
     )
     if done.returncode != 0:

@@ -18,8 +18,15 @@ from hodiff.graphio.codec import CorruptError, Decoder, Encoder, dtype_text, kno
 from hodiff.graphio.walk import as_list, graph_nodes, output_index, parameter_names
 from hodiff.variable import Variable
 
-__all__ = ["FORMAT", "VERSION", "LoadedGraph", "load_graph", "read_file", "save_graph",
-           "write_file"]
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "LoadedGraph",
+    "load_graph",
+    "read_file",
+    "save_graph",
+    "write_file",
+]
 
 #: the ``format`` field of every graph file
 FORMAT = "hodiff-graph"
@@ -119,15 +126,25 @@ def save_graph(
             array_key = f"v{len(values)}"
             arrays[array_key] = np.asarray(data)
             value_index[key] = len(values)
-            values.append({"name": name, **_shape_dtype(v), "need_grad": bool(v.need_grad),
-                           "array": array_key})
+            values.append(
+                {
+                    "name": name,
+                    **_shape_dtype(v),
+                    "need_grad": bool(v.need_grad),
+                    "array": array_key,
+                }
+            )
         return {"value": value_index[key]}
 
     functions = []
     for n, f in enumerate(nodes):
         static = encode.function(f, f"save_graph: function {n}")
-        entry = {"type": static["type"], "name": f.name, "args": static["args"],
-                 "kwargs": static["kwargs"]}
+        entry = {
+            "type": static["type"],
+            "name": f.name,
+            "args": static["args"],
+            "kwargs": static["kwargs"],
+        }
         entry["inputs"] = [ref(x) for x in f.inputs]
         entry["n_outputs"] = f.n_outputs
         functions.append(entry)
@@ -138,8 +155,13 @@ def save_graph(
         "values": values,
         "functions": functions,
         "outputs": [ref(v) for v in outs],
-        "returns": ("variable" if isinstance(outputs, Variable)
-                    else "tuple" if isinstance(outputs, tuple) else "list"),
+        "returns": (
+            "variable"
+            if isinstance(outputs, Variable)
+            else "tuple"
+            if isinstance(outputs, tuple)
+            else "list"
+        ),
     }
     write_file(path, definition, arrays)
 
@@ -173,10 +195,16 @@ class LoadedGraph:
         definition: the parsed ``graph.json``.
     """
 
-    def __init__(self, path: str, definition: dict[str, Any],
-                 build: list[tuple[type[Function], tuple[Any, ...], dict[str, Any],
-                                   list[tuple[Any, ...]], int]],
-                 leaves: list[Variable], names: list[str]) -> None:
+    def __init__(
+        self,
+        path: str,
+        definition: dict[str, Any],
+        build: list[
+            tuple[type[Function], tuple[Any, ...], dict[str, Any], list[tuple[Any, ...]], int]
+        ],
+        leaves: list[Variable],
+        names: list[str],
+    ) -> None:
         self.path = path
         self.definition = definition
         self._build = build
@@ -229,8 +257,10 @@ class LoadedGraph:
         return tuple(outs) if self._returns == "tuple" else outs
 
     def __repr__(self) -> str:
-        return (f"<LoadedGraph {self.path!r}: {len(self._inputs)} input(s), "
-                f"{len(self._build)} functions, {len(self.parameters)} parameter(s)>")
+        return (
+            f"<LoadedGraph {self.path!r}: {len(self._inputs)} input(s), "
+            f"{len(self._build)} functions, {len(self.parameters)} parameter(s)>"
+        )
 
 
 def _ref_tuple(r: Any) -> tuple[Any, ...]:
@@ -271,11 +301,11 @@ def read_file(path: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
                     f"load_graph: {path!r} has format version {version}, newer than this "
                     f"hodiff reads (up to {VERSION}); upgrade hodiff to load it"
                 )
-            tail = data[-(len(_MAGIC) + _DIGITS):]
+            tail = data[-(len(_MAGIC) + _DIGITS) :]
             if not tail.startswith(_MAGIC) or zf.comment != tail:
                 raise CorruptError("it has no hodiff checksum")
             digest = hashlib.sha256(data[:-_DIGITS]).hexdigest().encode("ascii")
-            if digest != tail[len(_MAGIC):]:
+            if digest != tail[len(_MAGIC) :]:
                 raise CorruptError("its SHA-256 checksum does not match its content")
             with np.load(io.BytesIO(zf.read(_VALUES)), allow_pickle=False) as npz:
                 arrays = {k: npz[k] for k in npz.files}
@@ -283,8 +313,15 @@ def read_file(path: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         if str(e).startswith("load_graph:"):
             raise
         raise ValueError(f"load_graph: {path!r} is not a valid hodiff graph file: {e}") from e
-    except (CorruptError, zipfile.BadZipFile, KeyError, OSError, EOFError, UnicodeDecodeError,
-            RuntimeError) as e:
+    except (
+        CorruptError,
+        zipfile.BadZipFile,
+        KeyError,
+        OSError,
+        EOFError,
+        UnicodeDecodeError,
+        RuntimeError,
+    ) as e:
         raise ValueError(f"load_graph: {path!r} is not a valid hodiff graph file: {e}") from e
     except Exception as e:  # zlib.error and friends: any damage is reported the same way
         raise ValueError(f"load_graph: {path!r} is corrupt: {type(e).__name__}: {e}") from e
@@ -319,8 +356,9 @@ def load_graph(path: PathLike) -> LoadedGraph:
                 raise CorruptError(f"value {e['name']!r} does not match {_VALUES}")
             leaves.append(Variable.from_array(xp.asarray(a), need_grad=bool(e["need_grad"])))
             names.append(str(e["name"]))
-        build: list[tuple[type[Function], tuple[Any, ...], dict[str, Any], list[tuple[Any, ...]],
-                          int]] = []
+        build: list[
+            tuple[type[Function], tuple[Any, ...], dict[str, Any], list[tuple[Any, ...]], int]
+        ] = []
         n_outs: list[int] = []
         for e in definition["functions"]:
             refs = [_ref_tuple(r) for r in e["inputs"]]
@@ -335,8 +373,10 @@ def load_graph(path: PathLike) -> LoadedGraph:
                     f"arguments: {type(err).__name__}: {err}"
                 ) from err
             if probe.n_outputs != int(e["n_outputs"]):
-                raise CorruptError(f"function {len(build)} ({e.get('type')}) has "
-                                    f"{probe.n_outputs} outputs, the file says {e['n_outputs']}")
+                raise CorruptError(
+                    f"function {len(build)} ({e.get('type')}) has "
+                    f"{probe.n_outputs} outputs, the file says {e['n_outputs']}"
+                )
             build.append((cls, args, kwargs, refs, int(e["n_outputs"])))
             n_outs.append(int(e["n_outputs"]))
         for r in definition["outputs"]:

@@ -170,8 +170,10 @@ class _Subject:
 
     def __init__(self, f: Any, inputs: Any, seed: int) -> None:
         if not callable(f):
-            raise TypeError(f"check_function: f must be a Function instance or a callable, "
-                            f"got {type(f).__name__}")
+            raise TypeError(
+                f"check_function: f must be a Function instance or a callable, "
+                f"got {type(f).__name__}"
+            )
         self.f = f
         self.primitive = type(f) if isinstance(f, Function) else None
         raw = list(inputs) if isinstance(inputs, tuple | list) else [inputs]
@@ -196,15 +198,18 @@ class _Subject:
         self.ws = {j: xp.asarray(self.rng.standard_normal(ys[j].shape)) for j in self.float_out}
 
     def variables(self, arrays: Sequence[Any], need_grad: bool = True) -> list[Variable]:
-        return [Variable.from_array(a, need_grad=need_grad and i in self.diff)
-                for i, a in enumerate(arrays)]
+        return [
+            Variable.from_array(a, need_grad=need_grad and i in self.diff)
+            for i, a in enumerate(arrays)
+        ]
 
     def call(self, vs: Sequence[Variable]) -> Any:
         y = self.f(*vs)
         for j, o in enumerate(outputs_of(y)):
             if not isinstance(o, Variable):
-                raise TypeError(f"check_function: f must return Variables, got "
-                                f"{type(o).__name__} as output {j}")
+                raise TypeError(
+                    f"check_function: f must return Variables, got {type(o).__name__} as output {j}"
+                )
         return y
 
     def scalar(self, power: int = 1) -> Callable[..., Variable]:
@@ -225,15 +230,22 @@ class _Subject:
 
 
 # ---------------------------------------------------------------- properties
-def _finite_differences(rows: list[CheckRow], report: FunctionCheckReport, sub: _Subject,
-                        order: int, tol: dict[str, Any]) -> None:
+def _finite_differences(
+    rows: list[CheckRow],
+    report: FunctionCheckReport,
+    sub: _Subject,
+    order: int,
+    tol: dict[str, Any],
+) -> None:
     def check(power: int, k: int) -> GradcheckReport:
         if power not in report.gradchecks:
-            report.gradchecks[power] = gradcheck(sub.scalar(power), sub.xs, order=k,
-                                                 raise_exception=False, **tol)
+            report.gradchecks[power] = gradcheck(
+                sub.scalar(power), sub.xs, order=k, raise_exception=False, **tol
+            )
         return report.gradchecks[power]
 
     for k in range(1, order + 1):
+
         def one(k: int = k) -> tuple[bool, str]:
             rep = check(1 if k == 1 else 3, order if k > 1 else 1)
             mine = [r for r in rep.rows if r[1] == k]
@@ -241,8 +253,10 @@ def _finite_differences(rows: list[CheckRow], report: FunctionCheckReport, sub: 
             worst = max((r[5] for r in mine), default=0.0)
             if bad:
                 i, _, idx, a, n, _e, _ = max(bad, key=lambda r: r[5])
-                return False, (f"{len(bad)} of {len(mine)} elements differ; worst: input {i} "
-                               f"element {idx}: analytic {a:.6e}, numeric {n:.6e}")
+                return False, (
+                    f"{len(bad)} of {len(mine)} elements differ; worst: input {i} "
+                    f"element {idx}: analytic {a:.6e}, numeric {n:.6e}"
+                )
             return True, f"{len(mine)} elements, max abs err {worst:.1e}"
 
         _run(rows, f"finite differences, order {k}", one)
@@ -260,8 +274,10 @@ def _grad_vs_backward(sub: _Subject) -> str | None:
     root.backward(seed)
     for i, v, g in zip(sub.diff, wanted, recorded, strict=True):
         if _max_err(g.d, v.g) > 1:
-            return (f"input {i}: hd.grad and .backward() differ by {_abs_diff(g.d, v.g):.2e}: "
-                    "the rule computes something else on Variables than on arrays")
+            return (
+                f"input {i}: hd.grad and .backward() differ by {_abs_diff(g.d, v.g):.2e}: "
+                "the rule computes something else on Variables than on arrays"
+            )
     first = [v.g.copy() for v in wanted]
     root.backward(seed)
     for i, v, g in zip(sub.diff, wanted, first, strict=True):
@@ -293,8 +309,9 @@ class _NodeCase:
         self.rng = rng
         self._over: list[Any] | None = None
 
-    def run(self, prop: Sequence[bool], accum: Sequence[bool], previous: Sequence[Any],
-            **kwargs: Any) -> list[Any]:
+    def run(
+        self, prop: Sequence[bool], accum: Sequence[bool], previous: Sequence[Any], **kwargs: Any
+    ) -> list[Any]:
         return run_backward_impl(self.node, self.gys, prop, accum, previous, **kwargs)
 
     def over(self) -> list[Any]:
@@ -303,8 +320,10 @@ class _NodeCase:
             self._over = self.run(self.prop, [False] * n, [None] * n)
             for i, (p, g) in enumerate(zip(self.prop, self._over, strict=True)):
                 if p and g is None:
-                    raise AssertionError(f"{self.label}: prop_down[{i}] is true but "
-                                         f"backward_impl stored no gradient for input {i}")
+                    raise AssertionError(
+                        f"{self.label}: prop_down[{i}] is true but "
+                        f"backward_impl stored no gradient for input {i}"
+                    )
         return self._over
 
     def like(self, i: int, fill: float | None = None) -> Any:
@@ -323,15 +342,19 @@ def _accumulate(case: _NodeCase) -> str | None:
     for i, p in enumerate(case.prop):
         if p and _max_err(acc[i], prev[i] + over[i]) > 1:
             hint = " (it overwrote)" if _max_err(acc[i], over[i]) <= 1 else ""
-            return (f"{case.label}, input {i}: with accum[{i}]=True the rule must add its "
-                    f"gradient to the one already there{hint}; off by "
-                    f"{_abs_diff(acc[i], prev[i] + over[i]):.2e}")
+            return (
+                f"{case.label}, input {i}: with accum[{i}]=True the rule must add its "
+                f"gradient to the one already there{hint}; off by "
+                f"{_abs_diff(acc[i], prev[i] + over[i]):.2e}"
+            )
     nan = [case.like(i, np.nan) if p else None for i, p in enumerate(case.prop)]
     fresh = case.run(case.prop, [False] * n, nan)
     for i, p in enumerate(case.prop):
         if p and _max_err(fresh[i], over[i]) > 1:
-            return (f"{case.label}, input {i}: with accum[{i}]=False the rule must overwrite "
-                    "the gradient already there (a NaN there survived or changed the result)")
+            return (
+                f"{case.label}, input {i}: with accum[{i}]=False the rule must overwrite "
+                "the gradient already there (a NaN there survived or changed the result)"
+            )
     return None
 
 
@@ -340,19 +363,22 @@ def _prop_down(case: _NodeCase) -> str | None:
     n = len(case.prop)
     flags = [[False] * n]  # nothing asked; then each input left out in turn
     if sum(case.prop) > 1:
-        flags += [[p and j != i for j, p in enumerate(case.prop)]
-                  for i in range(n) if case.prop[i]]
+        flags += [[p and j != i for j, p in enumerate(case.prop)] for i in range(n) if case.prop[i]]
     for prop in flags:
         sentinels = [None if p else case.like(i, 7.0) for i, p in enumerate(prop)]
         got = case.run(prop, [False] * n, sentinels)
         for i, p in enumerate(prop):
             if p:
                 if _max_err(got[i], over[i]) > 1:
-                    return (f"{case.label}, input {i}: its gradient changed when another "
-                            f"input's prop_down was false (prop_down={prop})")
+                    return (
+                        f"{case.label}, input {i}: its gradient changed when another "
+                        f"input's prop_down was false (prop_down={prop})"
+                    )
             elif got[i] is not sentinels[i] or not bool((_numpy(got[i]) == 7.0).all()):
-                return (f"{case.label}, input {i}: prop_down[{i}] is false but backward_impl "
-                        f"touched its gradient (prop_down={prop})")
+                return (
+                    f"{case.label}, input {i}: prop_down[{i}] is false but backward_impl "
+                    f"touched its gradient (prop_down={prop})"
+                )
     return None
 
 
@@ -366,12 +392,16 @@ def _freed(case: _NodeCase) -> str | None:
     try:
         got = case.run(case.prop, [False] * n, [None] * n, input_data=data, output_data=ydata)
     except Exception as e:
-        return (f"{case.label}: backward_impl failed with the buffers it declared unneeded "
-                f"freed ({declared}): {type(e).__name__}: {e}")
+        return (
+            f"{case.label}: backward_impl failed with the buffers it declared unneeded "
+            f"freed ({declared}): {type(e).__name__}: {e}"
+        )
     for i, p in enumerate(case.prop):
         if p and _max_err(got[i], over[i]) > 1:
-            return (f"{case.label}, input {i}: the gradient changed with the unneeded buffers "
-                    f"freed ({declared})")
+            return (
+                f"{case.label}, input {i}: the gradient changed with the unneeded buffers "
+                f"freed ({declared})"
+            )
     return None
 
 
@@ -380,8 +410,9 @@ def _freed_end_to_end(sub: _Subject) -> str | None:
     s = sub.scalar(1)(*vs)
     s.backward()
     with auto_forward(False):
-        svs = [Variable(x.shape, need_grad=i in sub.diff, dtype=x.dtype)
-               for i, x in enumerate(sub.xs)]
+        svs = [
+            Variable(x.shape, need_grad=i in sub.diff, dtype=x.dtype) for i, x in enumerate(sub.xs)
+        ]
         ss = sub.scalar(1)(*svs)
     for v, x in zip(svs, sub.xs, strict=True):
         v.d = x
@@ -389,9 +420,11 @@ def _freed_end_to_end(sub: _Subject) -> str | None:
     ss.backward(clear_buffer=True)
     for i in sub.diff:
         if _max_err(svs[i].g, vs[i].g) > 1:
-            return (f"input {i}: after forward(clear_buffer=True), backward() gives another "
-                    "gradient: a rule reads a buffer that need_inputs/need_outputs let the "
-                    "engine free")
+            return (
+                f"input {i}: after forward(clear_buffer=True), backward() gives another "
+                "gradient: a rule reads a buffer that need_inputs/need_outputs let the "
+                "engine free"
+            )
     return None
 
 
@@ -420,14 +453,15 @@ def _static(sub: _Subject, order: int) -> str | None:
     # a static graph makes its seeds and constants in the context: the inputs' backend
     ctx = Context(backend="cupy" if xp is not np else "numpy", dtype=get_default_context().dtype)
     with auto_forward(False), context_scope(ctx):
-        svs = [Variable(x.shape, need_grad=i in sub.diff, dtype=x.dtype)
-               for i, x in enumerate(xs)]
+        svs = [Variable(x.shape, need_grad=i in sub.diff, dtype=x.dtype) for i, x in enumerate(xs)]
         sys_ = outputs_of(sub.call(svs))
         for j, (a, b) in enumerate(zip(sys_, ys, strict=True)):
             if a.shape != b.shape or a.dtype != b.dtype:
-                return (f"output {j}: the static graph declares {a.shape} {a.dtype}, the "
-                        f"computed output is {b.shape} {b.dtype} (setup_impl disagrees with "
-                        "forward_impl)")
+                return (
+                    f"output {j}: the static graph declares {a.shape} {a.dtype}, the "
+                    f"computed output is {b.shape} {b.dtype} (setup_impl disagrees with "
+                    "forward_impl)"
+                )
         static_grads = grads(svs)
     for v, x in zip(svs, xs, strict=True):
         v.d = x
@@ -440,9 +474,11 @@ def _static(sub: _Subject, order: int) -> str | None:
         a.forward()
         if _max_err(a.d, b.d) > 1:
             what = "gradient" if k < n1 else "second-order gradient (Hessian-vector product)"
-            return (f"input {sub.diff[k % n1]}: the {what} built in a static graph (before any "
-                    f"value exists) differs from the dynamic one by {_abs_diff(a.d, b.d):.2e}: "
-                    "does a backward rule branch on values?")
+            return (
+                f"input {sub.diff[k % n1]}: the {what} built in a static graph (before any "
+                f"value exists) differs from the dynamic one by {_abs_diff(a.d, b.d):.2e}: "
+                "does a backward rule branch on values?"
+            )
     return None
 
 
@@ -470,9 +506,13 @@ def _custom_nodes(sub: _Subject) -> list[Function]:
     return [f for f in nodes if type(f) not in REGISTRY]
 
 
-def _node_property(rows: list[CheckRow], prop: str, cases: list[_NodeCase],
-                   check: Callable[[_NodeCase], str | None],
-                   then: Callable[[], str | None] | None = None) -> None:
+def _node_property(
+    rows: list[CheckRow],
+    prop: str,
+    cases: list[_NodeCase],
+    check: Callable[[_NodeCase], str | None],
+    then: Callable[[], str | None] | None = None,
+) -> None:
     def run_all() -> str | tuple[bool, str] | None:
         problem = then() if then is not None else None
         if problem is not None:

@@ -83,9 +83,7 @@ def run_backward_impl(
                 y = ydata[i] if ydata is not None else (o._data if o is not None else None)
             outs.append(Slot(y, gy, gy.shape))
         datas = [x._data for x in node.inputs] if input_data is None else list(input_data)
-        ins = [
-            Slot(d, p, x.shape) for x, d, p in zip(node.inputs, datas, previous, strict=True)
-        ]
+        ins = [Slot(d, p, x.shape) for x, d, p in zip(node.inputs, datas, previous, strict=True)]
         node.backward_impl(ins, outs, list(prop_down), list(accum))
         return [s.grad for s in ins]
     finally:

@@ -90,8 +90,11 @@ def spec_inputs(spec: Spec, dtype: Any = np.float64) -> Any:
     parts = []
     for a in spec.args:
         if callable(a):
-            parts.append(st.integers(0, 2**32 - 1).map(
-                lambda s, a=a: np.asarray(a(np.random.default_rng(s)))))
+            parts.append(
+                st.integers(0, 2**32 - 1).map(
+                    lambda s, a=a: np.asarray(a(np.random.default_rng(s)))
+                )
+            )
         else:
             parts.append(arrays(tuple(a), spec.domain, spec.kinks, spec.gap, dtype))
     return st.tuples(*parts).map(list)

@@ -333,8 +333,11 @@ def _parity(comm: Communicator, sync_bn: bool, bucket_size: int) -> None:
     ]
     one = Communicator.single_process()
     ref = _critic_params(100, d, h)  # one process, the full batch, rank 0's start
-    _train(ref, batches, lambda r, f, e: _wgan_gp_loss(
-        ref, r, f, e, one if sync_bn else None, n).backward())
+    _train(
+        ref,
+        batches,
+        lambda r, f, e: _wgan_gp_loss(ref, r, f, e, one if sync_bn else None, n).backward(),
+    )
 
     dist = Communicator(bucket_size=bucket_size)
     overlapped = []
@@ -388,8 +391,10 @@ def pf_critic_with_adam_two_ranks_equals_one_process(comm: Communicator) -> None
 
     n, steps = 8, 3
     rng = np.random.default_rng(80)
-    data = [(rng.standard_normal((n, 2)) + 1.0, rng.standard_normal((n, 2)),
-             rng.uniform(size=(n, 1))) for _ in range(steps)]
+    data = [
+        (rng.standard_normal((n, 2)) + 1.0, rng.standard_normal((n, 2)), rng.uniform(size=(n, 1)))
+        for _ in range(steps)
+    ]
 
     def critic(x):
         return PF.affine(F.tanh(PF.affine(x, 6, name="l1")), 1, name="out")
@@ -421,8 +426,11 @@ def pf_critic_with_adam_two_ranks_equals_one_process(comm: Communicator) -> None
         hd.seed(5 + comm.rank)  # different on each rank until the broadcast
         loss("dist", *data[0])
         ref = train("ref", lambda p, r, f, e: loss("ref", r, f, e).backward())
-        dist = train("dist", lambda p, r, f, e: comm.backward(
-            loss("dist", r[shard], f[shard], e[shard]), p), bcast=True)
+        dist = train(
+            "dist",
+            lambda p, r, f, e: comm.backward(loss("dist", r[shard], f[shard], e[shard]), p),
+            bcast=True,
+        )
     assert sorted(ref) == ["ref/l1/W", "ref/l1/b", "ref/out/W", "ref/out/b"], sorted(ref)
     for k, v in ref.items():
         np.testing.assert_allclose(dist["dist" + k[3:]].d, v.d, rtol=1e-10, atol=1e-12, err_msg=k)

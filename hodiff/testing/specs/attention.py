@@ -74,38 +74,96 @@ def _warp_kinks(n: int, align: bool) -> tuple[float, ...]:
     return tuple(sorted(ks))
 
 
-_MASK = fixed(np.array([[0.0, -1.0, 0.5, 0.0, -2.0], [0.3, 0.0, 0.0, -0.5, 1.0],
-                        [0.0, 0.0, 0.0, 0.0, 0.0]]))
-_BOOL = fixed(np.array([[True, False, True, True, False], [True, True, False, True, True],
-                        [False, False, False, False, True]]))
+_MASK = fixed(
+    np.array([[0.0, -1.0, 0.5, 0.0, -2.0], [0.3, 0.0, 0.0, -0.5, 1.0], [0.0, 0.0, 0.0, 0.0, 0.0]])
+)
+_BOOL = fixed(
+    np.array(
+        [
+            [True, False, True, True, False],
+            [True, True, False, True, True],
+            [False, False, False, False, True],
+        ]
+    )
+)
 
 SPECS = [
     Spec(F.scaled_dot_product_attention, ((2, 3, 4), (2, 5, 4), (2, 5, 2)), _sdpa_ref),
-    Spec(F.scaled_dot_product_attention, ((2, 3, 4), (2, 5, 4), (2, 5, 2), _MASK), _sdpa_ref,
-         id="float_mask"),
-    Spec(F.scaled_dot_product_attention, ((3, 4), (5, 4), (5, 2), _BOOL), _sdpa_ref,
-         id="bool_mask"),
-    Spec(F.scaled_dot_product_attention, ((2, 4), (3, 4), (3, 2)),
-         lambda q, k, v, scale: _sdpa_ref(q * scale * 2.0, k, v), kwargs={"scale": 0.25},
-         id="scale"),
-    Spec(F.spectral_norm, ((3, 4), fixed(np.array([0.6, -0.3, 0.7]))), _sn_ref,
-         kwargs={"test": True}, ref_atol=1e-10),
-    Spec(F.spectral_norm, ((2, 3, 2), fixed(np.array([0.6, -0.3, 0.7]))), _sn_ref,
-         kwargs={"dim": 1, "itr": 3, "test": True}, ref_atol=1e-10, id="dim1_itr3"),
+    Spec(
+        F.scaled_dot_product_attention,
+        ((2, 3, 4), (2, 5, 4), (2, 5, 2), _MASK),
+        _sdpa_ref,
+        id="float_mask",
+    ),
+    Spec(
+        F.scaled_dot_product_attention, ((3, 4), (5, 4), (5, 2), _BOOL), _sdpa_ref, id="bool_mask"
+    ),
+    Spec(
+        F.scaled_dot_product_attention,
+        ((2, 4), (3, 4), (3, 2)),
+        lambda q, k, v, scale: _sdpa_ref(q * scale * 2.0, k, v),
+        kwargs={"scale": 0.25},
+        id="scale",
+    ),
+    Spec(
+        F.spectral_norm,
+        ((3, 4), fixed(np.array([0.6, -0.3, 0.7]))),
+        _sn_ref,
+        kwargs={"test": True},
+        ref_atol=1e-10,
+    ),
+    Spec(
+        F.spectral_norm,
+        ((2, 3, 2), fixed(np.array([0.6, -0.3, 0.7]))),
+        _sn_ref,
+        kwargs={"dim": 1, "itr": 3, "test": True},
+        ref_atol=1e-10,
+        id="dim1_itr3",
+    ),
     Spec(write_back, ((3,), fixed(np.zeros(3))), lambda u, t: u, linear=True),
     Spec(F.affine_grid, ((2, 2, 3),), _affine_grid_ref, kwargs={"size": (3, 4)}, linear=True),
-    Spec(F.affine_grid, ((1, 2, 3),), _affine_grid_ref,
-         kwargs={"size": (2, 3), "align_corners": True}, linear=True, id="align"),
-    Spec(F.affine_grid, ((1, 3, 4),), _affine_grid_ref, kwargs={"size": (2, 2, 3)},
-         linear=True, id="3d"),
-    Spec(F.warp_by_grid, ((2, 2, 3, 4), (2, 2, 3, 2)), _bilinear_ref, domain=(-1.2, 1.2),
-         kinks=_warp_kinks(4, False), gap=0.03),
-    Spec(F.warp_by_grid, ((1, 2, 3, 4), (1, 2, 2, 2)), _bilinear_ref, domain=(-1.2, 1.2),
-         kwargs={"align_corners": True, "padding_mode": "repeat"},
-         kinks=(*_warp_kinks(4, True), -1.0, 1.0), gap=0.03, id="align_repeat"),
-    Spec(corner_index,
-         (fixed(np.array([0.0, 2.0, -1.0])), fixed(np.array([1.0, 3.0, 0.0]))),
-         lambda i0, i1: (np.array([[2, 5], [11, 11], [1, 0]]),  # worked out by hand
-                         np.array([[1.0, 1.0], [0.0, 0.0], [0.0, 1.0]])),
-         order=0, id="corner_index"),
+    Spec(
+        F.affine_grid,
+        ((1, 2, 3),),
+        _affine_grid_ref,
+        kwargs={"size": (2, 3), "align_corners": True},
+        linear=True,
+        id="align",
+    ),
+    Spec(
+        F.affine_grid,
+        ((1, 3, 4),),
+        _affine_grid_ref,
+        kwargs={"size": (2, 2, 3)},
+        linear=True,
+        id="3d",
+    ),
+    Spec(
+        F.warp_by_grid,
+        ((2, 2, 3, 4), (2, 2, 3, 2)),
+        _bilinear_ref,
+        domain=(-1.2, 1.2),
+        kinks=_warp_kinks(4, False),
+        gap=0.03,
+    ),
+    Spec(
+        F.warp_by_grid,
+        ((1, 2, 3, 4), (1, 2, 2, 2)),
+        _bilinear_ref,
+        domain=(-1.2, 1.2),
+        kwargs={"align_corners": True, "padding_mode": "repeat"},
+        kinks=(*_warp_kinks(4, True), -1.0, 1.0),
+        gap=0.03,
+        id="align_repeat",
+    ),
+    Spec(
+        corner_index,
+        (fixed(np.array([0.0, 2.0, -1.0])), fixed(np.array([1.0, 3.0, 0.0]))),
+        lambda i0, i1: (
+            np.array([[2, 5], [11, 11], [1, 0]]),  # worked out by hand
+            np.array([[1.0, 1.0], [0.0, 0.0], [0.0, 1.0]]),
+        ),
+        order=0,
+        id="corner_index",
+    ),
 ]

@@ -60,6 +60,7 @@ def spd(shape: tuple[int, ...]) -> Draw:
 
 def symmetric(shape: tuple[int, ...]) -> Draw:
     """Symmetric, eigenvalues near 1, 2.5, 4, ... (well separated)."""
+
     def draw(rng: np.random.Generator) -> np.ndarray:
         n = shape[-1]
         q, _ = np.linalg.qr(rng.standard_normal(shape))
@@ -71,6 +72,7 @@ def symmetric(shape: tuple[int, ...]) -> Draw:
 
 def spread(shape: tuple[int, ...]) -> Draw:
     """Singular values near 1, 2, 3, ... (well separated)."""
+
     def draw(rng: np.random.Generator) -> np.ndarray:
         m, n = shape[-2:]
         k = min(m, n)
@@ -96,27 +98,64 @@ def _tri_ref(a: np.ndarray, b: np.ndarray, lower: bool = True) -> np.ndarray:
 SPECS = [
     Spec(F.solve, (near(3, (2, 3, 3)), (2, 3, 2)), _solve_ref),
     Spec(F.solve, (near(3, (3, 3)), (3,)), _solve_ref, id="vector"),
-    Spec(F.solve, (near(3, (2, 3, 3)), (3, 1)), lambda a, b: np.linalg.solve(
-        a, np.broadcast_to(b, (2, 3, 1))), id="broadcast"),
+    Spec(
+        F.solve,
+        (near(3, (2, 3, 3)), (3, 1)),
+        lambda a, b: np.linalg.solve(a, np.broadcast_to(b, (2, 3, 1))),
+        id="broadcast",
+    ),
     Spec(F.solve_triangular, (near(3, (2, 3, 3)), (2, 3, 2)), _tri_ref),
-    Spec(F.solve_triangular, (near(3, (3, 3)), (3,)), _tri_ref, kwargs={"lower": False},
-         id="upper_vector"),
+    Spec(
+        F.solve_triangular,
+        (near(3, (3, 3)), (3,)),
+        _tri_ref,
+        kwargs={"lower": False},
+        id="upper_vector",
+    ),
     Spec(F.cholesky, (spd((2, 3, 3)),), np.linalg.cholesky),
     Spec(F.eigh, (symmetric((2, 3, 3)),), _eigh_ref, ref_atol=1e-10),
     Spec(F.svd, (spread((2, 3, 3)),), _svd_ref, ref_atol=1e-10),
-    Spec(F.svd, (spread((4, 2)),), _svd_ref, kwargs={"full_matrices": False}, ref_atol=1e-10,
-         id="tall"),
-    Spec(F.svd, (spread((2, 4)),), _svd_ref, kwargs={"full_matrices": False}, ref_atol=1e-10,
-         id="wide"),
-    Spec(F.svd, (spread((2, 3, 2)),), lambda a, compute_uv: np.linalg.svd(a, compute_uv=False),
-         kwargs={"compute_uv": False}, id="values"),
+    Spec(
+        F.svd,
+        (spread((4, 2)),),
+        _svd_ref,
+        kwargs={"full_matrices": False},
+        ref_atol=1e-10,
+        id="tall",
+    ),
+    Spec(
+        F.svd,
+        (spread((2, 4)),),
+        _svd_ref,
+        kwargs={"full_matrices": False},
+        ref_atol=1e-10,
+        id="wide",
+    ),
+    Spec(
+        F.svd,
+        (spread((2, 3, 2)),),
+        lambda a, compute_uv: np.linalg.svd(a, compute_uv=False),
+        kwargs={"compute_uv": False},
+        id="values",
+    ),
     Spec(F.pinv, (spread((3, 2)),), np.linalg.pinv, ref_atol=1e-10),
     Spec(F.pinv, (spread((2, 2, 3)),), np.linalg.pinv, ref_atol=1e-10, id="wide"),
     Spec(F.trace, ((2, 3, 3),), lambda x: np.trace(x, axis1=-2, axis2=-1), linear=True),
     Spec(F.outer, ((3,), (4,)), np.outer, linear=True),
-    Spec(F.outer, ((2, 3), (2, 4)), lambda a, b: np.einsum("bi,bj->bij", a, b), linear=True,
-         id="batched"),
+    Spec(
+        F.outer,
+        ((2, 3), (2, 4)),
+        lambda a, b: np.einsum("bi,bj->bij", a, b),
+        linear=True,
+        id="batched",
+    ),
     Spec(F.tensordot, ((2, 3, 4), (3, 4, 2)), np.tensordot, linear=True),
-    Spec(F.tensordot, ((2, 3), (3, 2)), lambda a, b, axes: np.tensordot(a, b, axes),
-         kwargs={"axes": ([0], [1])}, linear=True, id="pairs"),
+    Spec(
+        F.tensordot,
+        ((2, 3), (3, 2)),
+        lambda a, b, axes: np.tensordot(a, b, axes),
+        kwargs={"axes": ([0], [1])},
+        linear=True,
+        id="pairs",
+    ),
 ]

@@ -21,16 +21,18 @@ def _near(scale: float, shape: tuple[int, ...]) -> Callable[[np.random.Generator
     return lambda rng: scale * np.eye(shape[-1]) + rng.uniform(-0.5, 0.5, size=shape)
 
 
-def _affine_ref(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
-                base_axis: int = 1) -> np.ndarray:
+def _affine_ref(
+    x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, base_axis: int = 1
+) -> np.ndarray:
     feat = x.shape[base_axis:]
     w_full = w.reshape(feat + w.shape[1:])
     y = np.tensordot(x, w_full, axes=len(feat))
     return y if b is None else y + b
 
 
-def _bmm_ref(a: np.ndarray, b: np.ndarray, transpose_a: bool = False,
-             transpose_b: bool = False) -> np.ndarray:
+def _bmm_ref(
+    a: np.ndarray, b: np.ndarray, transpose_a: bool = False, transpose_b: bool = False
+) -> np.ndarray:
     sa = "...ji" if transpose_a else "...ij"
     sb = "...kj" if transpose_b else "...jk"
     return np.einsum(f"{sa},{sb}->...ik", a, b)
@@ -68,17 +70,47 @@ SPECS = [
     Spec(F.affine, ((2, 3), (3, 4), (4,)), _affine_ref, linear=True),
     Spec(F.affine, ((2, 3), (3, 4)), _affine_ref, linear=True, id="nobias"),
     Spec(F.affine, ((2, 3, 2), (6, 2, 2), (2, 2)), _affine_ref, linear=True, id="flatten"),
-    Spec(F.affine, ((2, 2, 3), (3, 4), (4,)), _affine_ref, kwargs={"base_axis": 2},
-         linear=True, id="base_axis2"),
-    Spec(F.affine, ((2, 2, 3), (6, 2)), _affine_ref, kwargs={"base_axis": -2}, linear=True,
-         id="base_axis_neg"),
+    Spec(
+        F.affine,
+        ((2, 2, 3), (3, 4), (4,)),
+        _affine_ref,
+        kwargs={"base_axis": 2},
+        linear=True,
+        id="base_axis2",
+    ),
+    Spec(
+        F.affine,
+        ((2, 2, 3), (6, 2)),
+        _affine_ref,
+        kwargs={"base_axis": -2},
+        linear=True,
+        id="base_axis_neg",
+    ),
     Spec(F.batch_matmul, ((2, 2, 3), (2, 3, 4)), _bmm_ref, linear=True),
-    Spec(F.batch_matmul, ((2, 3, 2), (2, 3, 4)), _bmm_ref, kwargs={"transpose_a": True},
-         linear=True, id="ta"),
-    Spec(F.batch_matmul, ((2, 2, 3), (2, 4, 3)), _bmm_ref, kwargs={"transpose_b": True},
-         linear=True, id="tb"),
-    Spec(F.batch_matmul, ((2, 3, 2), (1, 4, 3)), _bmm_ref,
-         kwargs={"transpose_a": True, "transpose_b": True}, linear=True, id="ta_tb_broadcast"),
+    Spec(
+        F.batch_matmul,
+        ((2, 3, 2), (2, 3, 4)),
+        _bmm_ref,
+        kwargs={"transpose_a": True},
+        linear=True,
+        id="ta",
+    ),
+    Spec(
+        F.batch_matmul,
+        ((2, 2, 3), (2, 4, 3)),
+        _bmm_ref,
+        kwargs={"transpose_b": True},
+        linear=True,
+        id="tb",
+    ),
+    Spec(
+        F.batch_matmul,
+        ((2, 3, 2), (1, 4, 3)),
+        _bmm_ref,
+        kwargs={"transpose_a": True, "transpose_b": True},
+        linear=True,
+        id="ta_tb_broadcast",
+    ),
     Spec(F.batch_matmul, ((2, 1, 2, 3), (3, 3, 2)), _bmm_ref, linear=True, id="broadcast"),
     Spec(F.batch_matmul, ((2, 3), (3, 2)), _bmm_ref, linear=True, id="2d"),
     Spec(F.matmul, ((2, 3), (3, 4)), np.matmul, linear=True),
@@ -87,7 +119,8 @@ SPECS = [
     Spec(F.matmul, ((3,), (3,)), np.matmul, linear=True, id="dot"),
     Spec(F.matmul, ((2, 1, 2, 3), (3, 3, 2)), np.matmul, linear=True, id="broadcast"),
     *(
-        _einsum(s, *shapes, id=i) for s, shapes, i in [
+        _einsum(s, *shapes, id=i)
+        for s, shapes, i in [
             ("ij,jk->ik", ((2, 3), (3, 4)), "matmul"),
             ("ij,jk", ((2, 3), (3, 2)), "implicit"),
             ("ij->ji", ((2, 3),), "transpose"),
@@ -106,15 +139,30 @@ SPECS = [
     Spec(F.batch_inv, (_near(3.0, (2, 3, 3)),), _inv_ref, ref_atol=1e-12),
     Spec(F.batch_inv, (_near(3.0, (3, 3)),), _inv_ref, id="single"),
     Spec(F.batch_det, (_near(3.0, (2, 3, 3)),), _det_ref, ref_rtol=1e-9, atol=1e-5),
-    Spec(F.batch_det, (_near(-3.0, (2, 3, 3)),), _det_ref, ref_rtol=1e-9, atol=1e-5,
-         id="negative"),
+    Spec(F.batch_det, (_near(-3.0, (2, 3, 3)),), _det_ref, ref_rtol=1e-9, atol=1e-5, id="negative"),
     Spec(F.batch_logdet, (_near(3.0, (2, 3, 3)),), _logdet_ref),
     Spec(F.batch_logdet, (_near(-3.0, (2, 3, 3)),), _logdet_ref, id="negative"),
-    Spec(einsum_expand, ((3,),), lambda x, **k: np.diag(x), kwargs={
-        "src": "i", "dst": "ii", "shape": (3, 3)}, linear=True),
-    Spec(einsum_expand, ((3,),), lambda x, **k: np.broadcast_to(x, (2, 3)), kwargs={
-        "src": "j", "dst": "ij", "shape": (2, 3)}, linear=True, id="broadcast"),
-    Spec(einsum_expand, ((2, 3),), _expand_ref,
-         kwargs={"src": "ik", "dst": "iikj", "shape": (2, 2, 3, 2)}, linear=True,
-         id="diag_broadcast"),
+    Spec(
+        einsum_expand,
+        ((3,),),
+        lambda x, **k: np.diag(x),
+        kwargs={"src": "i", "dst": "ii", "shape": (3, 3)},
+        linear=True,
+    ),
+    Spec(
+        einsum_expand,
+        ((3,),),
+        lambda x, **k: np.broadcast_to(x, (2, 3)),
+        kwargs={"src": "j", "dst": "ij", "shape": (2, 3)},
+        linear=True,
+        id="broadcast",
+    ),
+    Spec(
+        einsum_expand,
+        ((2, 3),),
+        _expand_ref,
+        kwargs={"src": "ik", "dst": "iikj", "shape": (2, 2, 3, 2)},
+        linear=True,
+        id="diag_broadcast",
+    ),
 ]

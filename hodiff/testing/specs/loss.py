@@ -56,8 +56,9 @@ def _sce_ref(x: np.ndarray, t: np.ndarray, axis: int | None = None) -> np.ndarra
     return -np.log(_pick_loop(_softmax(x, ax), t, axis))
 
 
-def _sce_grad_ref(x: np.ndarray, t: np.ndarray, gy: np.ndarray,
-                  axis: int | None = None) -> np.ndarray:
+def _sce_grad_ref(
+    x: np.ndarray, t: np.ndarray, gy: np.ndarray, axis: int | None = None
+) -> np.ndarray:
     ax = x.ndim - 1 if axis is None else axis
     onehot = np.moveaxis(np.eye(x.shape[ax])[_kept(x, t, ax)[1][..., 0]], -1, ax)
     return gy * (_softmax(x, ax) - onehot)
@@ -101,30 +102,73 @@ SPECS = [
     Spec(F.log_softmax, ((2, 3, 2),), _log_softmax, kwargs={"axis": -2}, id="axis-2"),
     Spec(F.softmax_cross_entropy, ((2, 3), labels((2, 1), 3)), _sce_ref),
     Spec(F.softmax_cross_entropy, ((2, 3), labels((2,), 3)), _sce_ref, id="flat_labels"),
-    Spec(F.softmax_cross_entropy, ((2, 3, 2), labels((2, 1, 2), 3)), _sce_ref,
-         kwargs={"axis": 1}, id="axis1"),
+    Spec(
+        F.softmax_cross_entropy,
+        ((2, 3, 2), labels((2, 1, 2), 3)),
+        _sce_ref,
+        kwargs={"axis": 1},
+        id="axis1",
+    ),
     Spec(softmax_cross_entropy_grad, ((2, 3), labels((2, 1), 3), (2, 1)), _sce_grad_ref),
-    Spec(softmax_cross_entropy_grad, ((2, 2, 3), labels((2, 1, 3), 2), (2, 1, 3)),
-         _sce_grad_ref, kwargs={"axis": 1}, id="axis1"),
+    Spec(
+        softmax_cross_entropy_grad,
+        ((2, 2, 3), labels((2, 1, 3), 2), (2, 1, 3)),
+        _sce_grad_ref,
+        kwargs={"axis": 1},
+        id="axis1",
+    ),
     Spec(select_by_label, ((2, 3), labels((2, 1), 3)), _pick_loop, linear=True),
-    Spec(select_by_label, ((3, 2), labels((1, 2), 3)), _pick_loop, kwargs={"axis": 0},
-         linear=True, id="axis0"),
-    Spec(scatter_by_label, ((2, 1), labels((2, 1), 3)), _scatter_ref,
-         kwargs={"axis": 1, "size": 3}, linear=True),
-    Spec(F.categorical_cross_entropy, (_probs((2, 3)), labels((2, 1), 3)),
-         lambda x, t: -np.log(_pick_loop(x, t))),
+    Spec(
+        select_by_label,
+        ((3, 2), labels((1, 2), 3)),
+        _pick_loop,
+        kwargs={"axis": 0},
+        linear=True,
+        id="axis0",
+    ),
+    Spec(
+        scatter_by_label,
+        ((2, 1), labels((2, 1), 3)),
+        _scatter_ref,
+        kwargs={"axis": 1, "size": 3},
+        linear=True,
+    ),
+    Spec(
+        F.categorical_cross_entropy,
+        (_probs((2, 3)), labels((2, 1), 3)),
+        lambda x, t: -np.log(_pick_loop(x, t)),
+    ),
     Spec(F.sigmoid_cross_entropy, ((2, 3), labels((2, 3), 2)), _sigmoid_ce_ref),
     Spec(F.sigmoid_cross_entropy, ((2, 3), _probs((2, 3))), _sigmoid_ce_ref, id="soft"),
-    Spec(F.binary_cross_entropy, (_probs((2, 3)), _probs((2, 3))),
-         lambda x, t: -(t * np.log(x) + (1 - t) * np.log(1 - x))),
+    Spec(
+        F.binary_cross_entropy,
+        (_probs((2, 3)), _probs((2, 3))),
+        lambda x, t: -(t * np.log(x) + (1 - t) * np.log(1 - x)),
+    ),
     Spec(F.squared_error, ((2, 3), (2, 3)), lambda a, b: (a - b) ** 2),
     Spec(F.squared_error, ((2, 3), (3,)), lambda a, b: (a - b) ** 2, id="broadcast"),
-    Spec(F.absolute_error, ((2, 3), fixed(np.full((2, 3), 0.3))), lambda a, b: np.abs(a - b),
-         kinks=(0.3,), linear=True),
+    Spec(
+        F.absolute_error,
+        ((2, 3), fixed(np.full((2, 3), 0.3))),
+        lambda a, b: np.abs(a - b),
+        kinks=(0.3,),
+        linear=True,
+    ),
     Spec(F.huber_loss, ((2, 3), fixed(np.zeros((2, 3)))), _huber_ref, kinks=(-1.0, 0.0, 1.0)),
-    Spec(F.huber_loss, ((2, 3), fixed(np.zeros((2, 3)))), _huber_ref, kwargs={"delta": 0.5},
-         kinks=(-0.5, 0.5), id="delta0.5"),
+    Spec(
+        F.huber_loss,
+        ((2, 3), fixed(np.zeros((2, 3)))),
+        _huber_ref,
+        kwargs={"delta": 0.5},
+        kinks=(-0.5, 0.5),
+        id="delta0.5",
+    ),
     Spec(F.kl_multinomial, (_probs((2, 3)), _probs((2, 3))), _kl_ref),
-    Spec(F.kl_multinomial, (_probs((2, 2, 2)), _probs((2, 2, 2))), _kl_ref,
-         kwargs={"base_axis": 2}, id="base_axis2"),
+    Spec(
+        F.kl_multinomial,
+        (_probs((2, 2, 2)), _probs((2, 2, 2))),
+        _kl_ref,
+        kwargs={"base_axis": 2},
+        id="base_axis2",
+    ),
 ]

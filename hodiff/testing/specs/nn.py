@@ -28,21 +28,42 @@ def _embed_ref(x: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 
 def _embed_grad_ref(gy: np.ndarray, x: np.ndarray, n: int) -> np.ndarray:
-    out = np.zeros((n, *gy.shape[x.ndim:]))
+    out = np.zeros((n, *gy.shape[x.ndim :]))
     for idx in product(*(range(s) for s in x.shape)):
         out[x[idx]] += gy[idx]
     return out
 
 
 SPECS = [
-    Spec(F.dropout, ((2, 3),), lambda x, p, seed: x * _mask(x.shape, p, seed),
-         kwargs={"p": 0.5, "seed": 3}, linear=True),
-    Spec(F.dropout, ((4, 5),), lambda x, p, seed: x * _mask(x.shape, p, seed),
-         kwargs={"p": 0.25, "seed": 11}, linear=True, id="p0.25"),
-    Spec(dropout_mask, ((2, 3),), lambda x, p, seed: _mask(x.shape, p, seed),
-         kwargs={"p": 0.5, "seed": 3}, order=0),
+    Spec(
+        F.dropout,
+        ((2, 3),),
+        lambda x, p, seed: x * _mask(x.shape, p, seed),
+        kwargs={"p": 0.5, "seed": 3},
+        linear=True,
+    ),
+    Spec(
+        F.dropout,
+        ((4, 5),),
+        lambda x, p, seed: x * _mask(x.shape, p, seed),
+        kwargs={"p": 0.25, "seed": 11},
+        linear=True,
+        id="p0.25",
+    ),
+    Spec(
+        dropout_mask,
+        ((2, 3),),
+        lambda x, p, seed: _mask(x.shape, p, seed),
+        kwargs={"p": 0.5, "seed": 3},
+        order=0,
+    ),
     Spec(F.embed, (labels((2, 3), 4), (4, 2)), _embed_ref, linear=True),
     Spec(F.embed, (labels((3,), 2), (2, 2, 2)), _embed_ref, linear=True, id="3d_weight"),
-    Spec(embed_weight_grad, ((2, 3, 2), labels((2, 3), 4)), _embed_grad_ref, kwargs={"n": 4},
-         linear=True),
+    Spec(
+        embed_weight_grad,
+        ((2, 3, 2), labels((2, 3), 4)),
+        _embed_grad_ref,
+        kwargs={"n": 4},
+        linear=True,
+    ),
 ]

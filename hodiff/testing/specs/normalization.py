@@ -28,9 +28,17 @@ def _standardize_loop(x: np.ndarray, keep: tuple[int, ...], eps: float) -> np.nd
     return out
 
 
-def _bn_ref(x: np.ndarray, beta: np.ndarray, gamma: np.ndarray, mean: np.ndarray,
-            variance: np.ndarray, axes: Any = (1,), decay_rate: float = 0.9, eps: float = 1e-5,
-            batch_stat: bool = True) -> np.ndarray:
+def _bn_ref(
+    x: np.ndarray,
+    beta: np.ndarray,
+    gamma: np.ndarray,
+    mean: np.ndarray,
+    variance: np.ndarray,
+    axes: Any = (1,),
+    decay_rate: float = 0.9,
+    eps: float = 1e-5,
+    batch_stat: bool = True,
+) -> np.ndarray:
     keep = (axes,) if isinstance(axes, int) else tuple(axes)
     shape = [s if i in keep else 1 for i, s in enumerate(x.shape)]
     beta, gamma = beta.reshape(shape), gamma.reshape(shape)
@@ -39,20 +47,28 @@ def _bn_ref(x: np.ndarray, beta: np.ndarray, gamma: np.ndarray, mean: np.ndarray
     return (x - mean.reshape(shape)) / np.sqrt(variance.reshape(shape) + eps) * gamma + beta
 
 
-def _ln_ref(x: np.ndarray, beta: Any, gamma: Any, batch_axis: int = 0,
-            eps: float = 1e-5) -> np.ndarray:
+def _ln_ref(
+    x: np.ndarray, beta: Any, gamma: Any, batch_axis: int = 0, eps: float = 1e-5
+) -> np.ndarray:
     y = _standardize_loop(x, (batch_axis,), eps)
     return y * (1 if gamma is None else gamma) + (0 if beta is None else beta)
 
 
-def _in_ref(x: np.ndarray, beta: np.ndarray, gamma: np.ndarray, channel_axis: int = 1,
-            batch_axis: int = 0, eps: float = 1e-5) -> np.ndarray:
+def _in_ref(
+    x: np.ndarray,
+    beta: np.ndarray,
+    gamma: np.ndarray,
+    channel_axis: int = 1,
+    batch_axis: int = 0,
+    eps: float = 1e-5,
+) -> np.ndarray:
     keep = tuple(sorted((batch_axis, channel_axis)))
     return _standardize_loop(x, keep, eps) * gamma + beta
 
 
-def _gn_ref(x: np.ndarray, beta: np.ndarray, gamma: np.ndarray, num_groups: int = 1,
-            eps: float = 1e-5) -> np.ndarray:
+def _gn_ref(
+    x: np.ndarray, beta: np.ndarray, gamma: np.ndarray, num_groups: int = 1, eps: float = 1e-5
+) -> np.ndarray:
     b, c = x.shape[:2]
     out = np.empty_like(x)
     size = c // num_groups
@@ -72,18 +88,37 @@ def _wn_ref(w: np.ndarray, g: np.ndarray, dim: int = 0, eps: float = 1e-12) -> n
 
 
 SPECS = [
-    Spec(F.batch_normalization, ((3, 2, 2), (1, 2, 1), (1, 2, 1), (1, 2, 1),
-                                 positive((1, 2, 1))), _bn_ref),
-    Spec(F.batch_normalization, ((2, 2, 3), (3,), (3,), (3,), positive((3,))), _bn_ref,
-         kwargs={"axes": [2], "decay_rate": 0.5, "eps": 1e-3}, id="flat_params"),
-    Spec(F.batch_normalization, ((2, 3), (1, 3), (1, 3), (1, 3), positive((1, 3))), _bn_ref,
-         kwargs={"batch_stat": False}, id="inference"),
+    Spec(
+        F.batch_normalization,
+        ((3, 2, 2), (1, 2, 1), (1, 2, 1), (1, 2, 1), positive((1, 2, 1))),
+        _bn_ref,
+    ),
+    Spec(
+        F.batch_normalization,
+        ((2, 2, 3), (3,), (3,), (3,), positive((3,))),
+        _bn_ref,
+        kwargs={"axes": [2], "decay_rate": 0.5, "eps": 1e-3},
+        id="flat_params",
+    ),
+    Spec(
+        F.batch_normalization,
+        ((2, 3), (1, 3), (1, 3), (1, 3), positive((1, 3))),
+        _bn_ref,
+        kwargs={"batch_stat": False},
+        id="inference",
+    ),
     Spec(F.layer_normalization, ((2, 3, 2), (1, 3, 2), (1, 3, 2)), _ln_ref),
-    Spec(F.layer_normalization, ((2, 4),), _ln_ref, kwargs={"beta": None, "gamma": None},
-         id="no_affine"),
+    Spec(
+        F.layer_normalization,
+        ((2, 4),),
+        _ln_ref,
+        kwargs={"beta": None, "gamma": None},
+        id="no_affine",
+    ),
     Spec(F.instance_normalization, ((2, 2, 3), (1, 2, 1), (1, 2, 1)), _in_ref),
-    Spec(F.group_normalization, ((2, 4, 2), (1, 4, 1), (1, 4, 1)), _gn_ref,
-         kwargs={"num_groups": 2}),
+    Spec(
+        F.group_normalization, ((2, 4, 2), (1, 4, 1), (1, 4, 1)), _gn_ref, kwargs={"num_groups": 2}
+    ),
     Spec(F.weight_normalization, ((3, 2, 2), (3,)), _wn_ref),
     Spec(F.weight_normalization, ((2, 3), (3,)), _wn_ref, kwargs={"dim": 1}, id="dim1"),
 ]

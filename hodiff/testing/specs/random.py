@@ -27,12 +27,17 @@ def _randint(low, high, shape, seed):
 
 
 SPECS = [
-    Spec(F.rand, (), _rand, kwargs={"low": -2.0, "high": 3.0, "shape": (3, 4), "seed": 3},
-         order=0),
-    Spec(F.rand, (), _rand, kwargs={"low": 0.0, "high": 1.0, "shape": (), "seed": 0},
-         order=0, id="0d"),
-    Spec(F.randn, (), _randn, kwargs={"mu": 1.0, "sigma": 2.0, "shape": (5,), "seed": 7},
-         order=0),
-    Spec(F.randint, (), _randint, kwargs={"low": -3, "high": 4, "shape": (2, 5), "seed": 1},
-         order=0),
+    Spec(F.rand, (), _rand, kwargs={"low": -2.0, "high": 3.0, "shape": (3, 4), "seed": 3}, order=0),
+    Spec(
+        F.rand,
+        (),
+        _rand,
+        kwargs={"low": 0.0, "high": 1.0, "shape": (), "seed": 0},
+        order=0,
+        id="0d",
+    ),
+    Spec(F.randn, (), _randn, kwargs={"mu": 1.0, "sigma": 2.0, "shape": (5,), "seed": 7}, order=0),
+    Spec(
+        F.randint, (), _randint, kwargs={"low": -3, "high": 4, "shape": (2, 5), "seed": 1}, order=0
+    ),
 ]

@@ -24,8 +24,9 @@ def _sig(a: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-a))
 
 
-def _step(kind: str, xt: np.ndarray, s: list[np.ndarray], w: np.ndarray, b: Any,
-          nonlinearity: str) -> list[np.ndarray]:
+def _step(
+    kind: str, xt: np.ndarray, s: list[np.ndarray], w: np.ndarray, b: Any, nonlinearity: str
+) -> list[np.ndarray]:
     """One step of one layer and direction, written on ``[x_t; h_{t-1}]``."""
     h = s[0]
     xh = np.concatenate([xt, h], axis=1)
@@ -44,9 +45,17 @@ def _step(kind: str, xt: np.ndarray, s: list[np.ndarray], w: np.ndarray, b: Any,
     return [(1.0 - z) * n + z * h]
 
 
-def _reference(kind: str, x: np.ndarray, states: list[np.ndarray], w0: np.ndarray,
-               w: Any, b: Any, num_layers: int = 1, bidirectional: bool = False,
-               nonlinearity: str = "tanh") -> tuple[np.ndarray, ...]:
+def _reference(
+    kind: str,
+    x: np.ndarray,
+    states: list[np.ndarray],
+    w0: np.ndarray,
+    w: Any,
+    b: Any,
+    num_layers: int = 1,
+    bidirectional: bool = False,
+    nonlinearity: str = "tanh",
+) -> tuple[np.ndarray, ...]:
     n_dir = 2 if bidirectional else 1
     seq = x
     finals: list[np.ndarray] = [np.zeros_like(s) for s in states]
@@ -88,7 +97,7 @@ def _packed_ref(kind: str, n_states: int, bias_only: bool = False) -> Any:
     """The reference of ``kind`` called as the packed function is (bias last, no weight)."""
 
     def ref(*xs: np.ndarray, **kw: Any) -> np.ndarray:
-        x, states, rest = xs[0], list(xs[1:1 + n_states]), list(xs[1 + n_states:])
+        x, states, rest = xs[0], list(xs[1 : 1 + n_states]), list(xs[1 + n_states :])
         w0 = rest.pop(0)
         w = None if bias_only or not rest else rest.pop(0)
         b = rest.pop(0) if rest else None
@@ -110,25 +119,70 @@ gru_b = _packed("gru", lambda x, h, w0, b: F.gru(x, h, w0, bias=b))
 t2, b1, i1, h2 = 2, 1, 1, 2
 
 SPECS = [
-    Spec(rnn, ((T, B, N), (1, 1, B, H), (1, H, N + H)), _packed_ref("rnn", 1), atol=1e-5,
-         rtol=1e-4),
-    Spec(rnn_b, ((T, B, N), (1, 1, B, H), (1, H, N + H), (1, 1, H)),
-         _packed_ref("rnn", 1, bias_only=True), kwargs={"nonlinearity": "relu"}, atol=1e-5,
-         rtol=1e-4, id="relu_bias"),
-    Spec(rnn, ((t2, b1, i1), (2, 2, b1, h2), (2, h2, i1 + h2), (1, 2, h2, 3 * h2),
-               (2, 2, h2)), _packed_ref("rnn", 1),
-         kwargs={"num_layers": 2, "bidirectional": True}, order=2, atol=1e-5, rtol=1e-4,
-         id="2layers_bidirectional"),
-    Spec(lstm_b, ((T, B, N), (1, 1, B, H), (1, 1, B, H), (1, 4, H, N + H), (1, 1, 4, H)),
-         _packed_ref("lstm", 2, bias_only=True), atol=1e-5, rtol=1e-4),
-    Spec(lstm, ((T, B, N), (1, 1, B, H), (1, 1, B, H), (1, 4, H, N + H)),
-         _packed_ref("lstm", 2), order=1, id="no_bias"),
-    Spec(lstm, ((t2, b1, i1), (2, 2, b1, h2), (2, 2, b1, h2), (2, 4, h2, i1 + h2),
-                (1, 2, 4, h2, 3 * h2), (2, 2, 4, h2)), _packed_ref("lstm", 2),
-         kwargs={"num_layers": 2, "bidirectional": True}, order=1, id="2layers_bidirectional"),
-    Spec(gru_b, ((T, B, N), (1, 1, B, H), (1, 3, H, N + H), (1, 1, 4, H)),
-         _packed_ref("gru", 1, bias_only=True), atol=1e-5, rtol=1e-4),
-    Spec(gru, ((t2, b1, i1), (2, 2, b1, h2), (2, 3, h2, i1 + h2), (1, 2, 3, h2, 3 * h2)),
-         _packed_ref("gru", 1), kwargs={"num_layers": 2, "bidirectional": True}, order=1,
-         id="2layers_bidirectional"),
+    Spec(
+        rnn, ((T, B, N), (1, 1, B, H), (1, H, N + H)), _packed_ref("rnn", 1), atol=1e-5, rtol=1e-4
+    ),
+    Spec(
+        rnn_b,
+        ((T, B, N), (1, 1, B, H), (1, H, N + H), (1, 1, H)),
+        _packed_ref("rnn", 1, bias_only=True),
+        kwargs={"nonlinearity": "relu"},
+        atol=1e-5,
+        rtol=1e-4,
+        id="relu_bias",
+    ),
+    Spec(
+        rnn,
+        ((t2, b1, i1), (2, 2, b1, h2), (2, h2, i1 + h2), (1, 2, h2, 3 * h2), (2, 2, h2)),
+        _packed_ref("rnn", 1),
+        kwargs={"num_layers": 2, "bidirectional": True},
+        order=2,
+        atol=1e-5,
+        rtol=1e-4,
+        id="2layers_bidirectional",
+    ),
+    Spec(
+        lstm_b,
+        ((T, B, N), (1, 1, B, H), (1, 1, B, H), (1, 4, H, N + H), (1, 1, 4, H)),
+        _packed_ref("lstm", 2, bias_only=True),
+        atol=1e-5,
+        rtol=1e-4,
+    ),
+    Spec(
+        lstm,
+        ((T, B, N), (1, 1, B, H), (1, 1, B, H), (1, 4, H, N + H)),
+        _packed_ref("lstm", 2),
+        order=1,
+        id="no_bias",
+    ),
+    Spec(
+        lstm,
+        (
+            (t2, b1, i1),
+            (2, 2, b1, h2),
+            (2, 2, b1, h2),
+            (2, 4, h2, i1 + h2),
+            (1, 2, 4, h2, 3 * h2),
+            (2, 2, 4, h2),
+        ),
+        _packed_ref("lstm", 2),
+        kwargs={"num_layers": 2, "bidirectional": True},
+        order=1,
+        id="2layers_bidirectional",
+    ),
+    Spec(
+        gru_b,
+        ((T, B, N), (1, 1, B, H), (1, 3, H, N + H), (1, 1, 4, H)),
+        _packed_ref("gru", 1, bias_only=True),
+        atol=1e-5,
+        rtol=1e-4,
+    ),
+    Spec(
+        gru,
+        ((t2, b1, i1), (2, 2, b1, h2), (2, 3, h2, i1 + h2), (1, 2, 3, h2, 3 * h2)),
+        _packed_ref("gru", 1),
+        kwargs={"num_layers": 2, "bidirectional": True},
+        order=1,
+        id="2layers_bidirectional",
+    ),
 ]

@@ -22,8 +22,11 @@ def _cumsum(x, axis=0, exclusive=False, reverse=False):
     n = x.shape[-1]
     y = np.zeros_like(x)
     for k in range(n):
-        js = [j for j in range(n) if (j > k if exclusive else j >= k)] if reverse else [
-            j for j in range(n) if (j < k if exclusive else j <= k)]
+        js = (
+            [j for j in range(n) if (j > k if exclusive else j >= k)]
+            if reverse
+            else [j for j in range(n) if (j < k if exclusive else j <= k)]
+        )
         y[..., k] = sum((x[..., j] for j in js), np.zeros(x.shape[:-1]))
     return np.moveaxis(y, -1, axis)
 
@@ -72,53 +75,125 @@ def _norm(x, p=2, axis=None, keepdims=False):
 
 SPECS = [
     Spec(F.sum, ((2, 3),), np.sum, linear=True),
-    Spec(F.sum, ((2, 3, 4),), np.sum, kwargs={"axis": (0, 2), "keepdims": True}, linear=True,
-         id="axes_keepdims"),
+    Spec(
+        F.sum,
+        ((2, 3, 4),),
+        np.sum,
+        kwargs={"axis": (0, 2), "keepdims": True},
+        linear=True,
+        id="axes_keepdims",
+    ),
     Spec(F.sum, ((),), np.sum, kwargs={"axis": None}, linear=True, id="0d"),
     Spec(F.mean, ((2, 3),), np.mean, kwargs={"axis": 0}, linear=True),
-    Spec(F.mean, ((2, 3, 4),), np.mean, kwargs={"axis": (1, 2), "keepdims": True},
-         linear=True, id="keepdims"),
+    Spec(
+        F.mean,
+        ((2, 3, 4),),
+        np.mean,
+        kwargs={"axis": (1, 2), "keepdims": True},
+        linear=True,
+        id="keepdims",
+    ),
     Spec(F.max, ((2, 3),), np.max, kwargs={"axis": 1}, linear=True),
-    Spec(F.max, ((2, 3, 4),), np.max, kwargs={"axis": (0, 2), "keepdims": True}, linear=True,
-         id="axes_keepdims"),
+    Spec(
+        F.max,
+        ((2, 3, 4),),
+        np.max,
+        kwargs={"axis": (0, 2), "keepdims": True},
+        linear=True,
+        id="axes_keepdims",
+    ),
     Spec(F.max, (TIES,), np.max, kwargs={"axis": 1}, order=1, id="ties"),
     Spec(F.min, ((2, 3),), np.min, linear=True),
     Spec(F.min, ((2, 3, 4),), np.min, kwargs={"axis": -1}, linear=True, id="last"),
-    Spec(F.min, (fixed([[3.0, -1.0, -1.0], [0.5, 2.0, 0.5]]),), np.min, kwargs={"axis": 1},
-         order=1, id="ties"),
+    Spec(
+        F.min,
+        (fixed([[3.0, -1.0, -1.0], [0.5, 2.0, 0.5]]),),
+        np.min,
+        kwargs={"axis": 1},
+        order=1,
+        id="ties",
+    ),
     Spec(F.prod, ((2, 3),), np.prod, kwargs={"axis": 1}),
-    Spec(F.prod, ((2, 3, 2),), np.prod, kwargs={"axis": (0, 2), "keepdims": True},
-         id="axes_keepdims"),
+    Spec(
+        F.prod, ((2, 3, 2),), np.prod, kwargs={"axis": (0, 2), "keepdims": True}, id="axes_keepdims"
+    ),
     Spec(F.prod, (ZEROS,), np.prod, kwargs={"axis": 1}, id="zeros"),
     Spec(F.prod, (ZEROS,), np.prod, id="zeros_all"),
     Spec(F.logsumexp, ((2, 3),), sp_logsumexp, kwargs={"axis": 1}),
-    Spec(F.logsumexp, ((2, 3, 2),), sp_logsumexp, kwargs={"axis": (0, 2), "keepdims": True},
-         id="axes_keepdims"),
+    Spec(
+        F.logsumexp,
+        ((2, 3, 2),),
+        sp_logsumexp,
+        kwargs={"axis": (0, 2), "keepdims": True},
+        id="axes_keepdims",
+    ),
     Spec(F.cumsum, ((2, 3),), _cumsum, kwargs={"axis": 1}, linear=True),
-    Spec(F.cumsum, ((3, 2),), _cumsum, kwargs={"axis": 0, "exclusive": True}, linear=True,
-         id="exclusive"),
-    Spec(F.cumsum, ((2, 3),), _cumsum, kwargs={"axis": -1, "reverse": True}, linear=True,
-         id="reverse"),
-    Spec(F.cumsum, ((2, 3),), _cumsum, kwargs={"axis": 1, "exclusive": True, "reverse": True},
-         linear=True, id="exclusive_reverse"),
+    Spec(
+        F.cumsum,
+        ((3, 2),),
+        _cumsum,
+        kwargs={"axis": 0, "exclusive": True},
+        linear=True,
+        id="exclusive",
+    ),
+    Spec(
+        F.cumsum,
+        ((2, 3),),
+        _cumsum,
+        kwargs={"axis": -1, "reverse": True},
+        linear=True,
+        id="reverse",
+    ),
+    Spec(
+        F.cumsum,
+        ((2, 3),),
+        _cumsum,
+        kwargs={"axis": 1, "exclusive": True, "reverse": True},
+        linear=True,
+        id="exclusive_reverse",
+    ),
     Spec(F.cumprod, ((2, 3),), _cumprod, kwargs={"axis": 1}),
     Spec(F.cumprod, (ZEROS,), _cumprod, kwargs={"axis": 1}, id="zeros"),
-    Spec(F.cumprod, (ZEROS,), _cumprod, kwargs={"axis": 0, "exclusive": True},
-         id="zeros_exclusive"),
+    Spec(
+        F.cumprod, (ZEROS,), _cumprod, kwargs={"axis": 0, "exclusive": True}, id="zeros_exclusive"
+    ),
     Spec(F.cumprod, ((2, 4),), _cumprod, kwargs={"axis": 1, "reverse": True}, id="reverse"),
-    Spec(F.cumprod, ((2, 4),), _cumprod, kwargs={"axis": 1, "exclusive": True, "reverse": True},
-         id="exclusive_reverse"),
+    Spec(
+        F.cumprod,
+        ((2, 4),),
+        _cumprod,
+        kwargs={"axis": 1, "exclusive": True, "reverse": True},
+        id="exclusive_reverse",
+    ),
     Spec(F.norm, ((2, 3),), _norm, kwargs={"axis": 1}),
     Spec(F.norm, ((2, 3),), _norm, kwargs={"p": 1}, kinks=(0.0,), linear=True, id="p1"),
-    Spec(F.norm, ((2, 3),), _norm, kwargs={"p": 3, "axis": 0, "keepdims": True}, kinks=(0.0,),
-         id="p3"),
-    Spec(F.norm, ((2, 3),), _norm, kwargs={"p": np.inf, "axis": 1}, kinks=(0.0,), linear=True,
-         id="inf"),
+    Spec(
+        F.norm,
+        ((2, 3),),
+        _norm,
+        kwargs={"p": 3, "axis": 0, "keepdims": True},
+        kinks=(0.0,),
+        id="p3",
+    ),
+    Spec(
+        F.norm,
+        ((2, 3),),
+        _norm,
+        kwargs={"p": np.inf, "axis": 1},
+        kinks=(0.0,),
+        linear=True,
+        id="inf",
+    ),
     Spec(tie_weights, (TIES,), _tie_weights, kwargs={"axes": (1,)}, order=0),
-    Spec(tie_weights, ((2, 3, 2),), _tie_weights, kwargs={"axes": (0, 2), "mode": "min"},
-         order=0, id="min"),
+    Spec(
+        tie_weights,
+        ((2, 3, 2),),
+        _tie_weights,
+        kwargs={"axes": (0, 2), "mode": "min"},
+        order=0,
+        id="min",
+    ),
     Spec(linear_scan, ((2, 3), (2, 3)), _scan, kwargs={"axis": 1}),
-    Spec(linear_scan, ((4, 2), (4, 2)), _scan, kwargs={"axis": 0, "reverse": True},
-         id="reverse"),
+    Spec(linear_scan, ((4, 2), (4, 2)), _scan, kwargs={"axis": 0, "reverse": True}, id="reverse"),
     Spec(linear_scan, (ZEROS, (3, 4)), _scan, kwargs={"axis": -1}, id="zeros"),
 ]

@@ -34,8 +34,12 @@ SPECS = [
     Spec(F.reciprocal, (positive((2, 3)),), np.reciprocal),
     Spec(F.logaddexp, ((2, 3), (2, 3)), np.logaddexp),
     Spec(F.logaddexp, ((2, 3), (3,)), np.logaddexp, id="broadcast"),
-    Spec(F.logaddexp, (fixed(np.array([0.5, 800.0])), fixed(np.array([0.5, 800.0]))),
-         np.logaddexp, id="ties_large"),
+    Spec(
+        F.logaddexp,
+        (fixed(np.array([0.5, 800.0])), fixed(np.array([0.5, 800.0]))),
+        np.logaddexp,
+        id="ties_large",
+    ),
     Spec(F.log2, (positive((2, 3)),), np.log2),
     Spec(F.log10, (positive((2, 3)),), np.log10),
     Spec(F.erfc, ((2, 3),), _erfc),
@@ -44,8 +48,9 @@ SPECS = [
     Spec(F.gammaln, (positive((2, 3), 0.5, 4.0),), _lgamma),
     Spec(F.digamma, (positive((2, 3), 0.5, 4.0),), _scipy("digamma")),
     Spec(polygamma, (positive((2, 3), 0.5, 4.0),), _polygamma_ref, kwargs={"n": 0}, id="0"),
-    Spec(polygamma, (positive((2, 3), 0.5, 4.0),), _polygamma_ref, kwargs={"n": 2}, id="2",
-         rtol=1e-4),
+    Spec(
+        polygamma, (positive((2, 3), 0.5, 4.0),), _polygamma_ref, kwargs={"n": 2}, id="2", rtol=1e-4
+    ),
     Spec(F.sinc, ((2, 3),), np.sinc),
     Spec(F.sinc, (fixed(np.array([0.0, 1e-4, -2e-4])),), np.sinc, id="at_zero"),
     Spec(F.mish, ((2, 3),), lambda x: x * np.tanh(np.log1p(np.exp(x)))),
