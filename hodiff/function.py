@@ -250,7 +250,11 @@ class Function:
             specs = None if _trusted.get() else self.setup_impl(inputs)
             if unfilled:  # an unfilled leaf reads as zeros
                 xs = self._filled(inputs)
-            self.forward_impl(xs, ys)
+            try:
+                self.forward_impl(xs, ys)
+            except TypeError as e:  # costs nothing unless raised
+                _check_devices(self.name, inputs, e)
+                raise
             # numpy computes float16 from int8/bool where setup_impl declares float64
             if specs is not None and (len(ys) > 1 or ys[0].dtype is not specs[0][1]):
                 ys = _as_declared(self, xs, ys, [s[1] for s in specs])
@@ -433,6 +437,20 @@ def _output(spec: tuple[tuple[int, ...], Any] | None, y: Any) -> Variable:
     v.need_grad = False
     v.parent = None
     return v
+
+
+def _check_devices(name: str, inputs: Sequence[Variable], error: Exception) -> None:
+    """After a failed forward: a clear TypeError when numpy and cupy inputs were mixed."""
+    kinds = ["cupy" if type(x._data).__module__.startswith("cupy") else "numpy" for x in inputs]
+    if len(set(kinds)) > 1:
+        where = ", ".join(
+            f"input {i} {k} {x.shape} {x.dtype}"
+            for i, (k, x) in enumerate(zip(kinds, inputs, strict=True))
+        )
+        raise TypeError(
+            f"{name}: inputs live on different devices ({where}); move Variables with "
+            "Variable.from_array(cupy.asarray(v.d)) or build them in one context"
+        ) from error
 
 
 def _wrap(value: Any, args: Sequence[Any]) -> Variable:

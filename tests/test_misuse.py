@@ -370,3 +370,24 @@ def test_from_array_keeps_a_numpy_scalars_dtype() -> None:
     assert hd.Variable.from_array(np.float32(1.5)).dtype == np.float32
     assert hd.Variable.from_array(np.int64(2)).dtype == np.int64
     assert hd.Variable.from_array(1.5).dtype == hd.get_default_context().dtype
+
+
+def test_numpy_and_cupy_inputs_mixed_give_a_clear_error() -> None:
+    # no GPU here: a stand-in array type from a module named cupy, and a forward that fails
+    # the way cupy does on a numpy argument
+    class FakeCupyArray(np.ndarray):
+        pass
+
+    FakeCupyArray.__module__ = "cupy._core.core"
+
+    class Fails(hd.Function):
+        def forward_impl(self, inputs, outputs):
+            raise TypeError("Unsupported type <class 'numpy.ndarray'>")
+
+    a = hd.Variable.from_array(np.ones(3))
+    b = hd.Variable.from_array(np.ones(3), need_grad=True)
+    b._data = np.ones(3).view(FakeCupyArray)
+    with pytest.raises(TypeError, match=r"fails: inputs live on different devices \(input 0 numpy"):
+        Fails()(a, b)
+    with pytest.raises(TypeError, match="Unsupported type"):  # one device: cupy's own error
+        Fails()(a, a)
