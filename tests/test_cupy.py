@@ -80,3 +80,13 @@ def test_cupy_recorded_gradient_and_hvp_match_numpy(spec) -> None:
     for a, b in zip(g_np + h_np, g_cp + h_cp, strict=True):
         assert isinstance(b, cp.ndarray)
         np.testing.assert_allclose(cp.asnumpy(b), a, rtol=1e-9, atol=1e-11)
+
+
+def test_mixed_devices_name_the_function_and_inputs() -> None:
+    x = hd.Variable.from_array(np.ones(3))
+    y = hd.Variable.from_array(cp.ones(3))
+    with pytest.raises(TypeError, match=r"add2: inputs live on different devices"):
+        _ = x + y
+    # a constant (not a Variable) goes to the GPU instead
+    z = hd.functions.affine(np.ones((2, 3)), hd.Variable.from_array(cp.ones((3, 4))))
+    assert isinstance(z.d, cp.ndarray)
