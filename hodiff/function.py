@@ -464,7 +464,9 @@ def _wrap(value: Any, args: Sequence[Any]) -> Variable:
         for a in args:
             dtype = getattr(a, "dtype", None)
             if dtype is not None and dtype.kind == "f":
-                return Variable.from_array(array_module_of(*args).asarray(value, dtype=dtype))
+                d = a._data if isinstance(a, Variable) else a
+                xp = np if type(d) is np.ndarray else array_module_of(*args)  # numpy: no search
+                return Variable.from_array(xp.asarray(value, dtype=dtype))
         xp = array_module_of(*args)
         if xp is not np:
             return Variable.from_array(xp.asarray(np.asarray(value)), copy=False)
