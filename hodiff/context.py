@@ -75,15 +75,48 @@ class Context:
 
 _context: contextvars.ContextVar[Context] = contextvars.ContextVar("hodiff_context")
 _DEFAULT = Context()
-_auto_forward: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "hodiff_auto_forward", default=True
-)
-_recording: contextvars.ContextVar[bool] = contextvars.ContextVar("hodiff_recording", default=True)
-# True while a plain .backward() runs backward rules on bare arrays.
-_raw: contextvars.ContextVar[bool] = contextvars.ContextVar("hodiff_raw", default=False)
-# True while hd.grad runs backward rules: their calls are consistent by construction, so in
-# define-by-run mode their argument checks (setup_impl) are skipped.
-_trusted: contextvars.ContextVar[bool] = contextvars.ContextVar("hodiff_trusted", default=False)
+
+# The engine's modes, one bit each of a single context variable (one lookup per function call):
+RAW = 1  # a plain .backward() runs backward rules on bare arrays
+STATIC = 2  # define-then-run: functions link nodes without computing (auto_forward(False))
+NO_GRAD = 4  # hd.no_grad(): nothing is recorded
+TRUSTED = 8  # hd.grad runs backward rules: their calls are consistent by construction, so in
+# define-by-run mode their argument checks (setup_impl) are skipped
+_mode: contextvars.ContextVar[int] = contextvars.ContextVar("hodiff_mode", default=0)
+
+
+class _Flag:
+    """One mode of :data:`_mode`, read and set like a boolean context variable.
+
+    ``set`` returns a token (the previous state of this mode only) for ``reset``, so that
+    modes set and reset in any order never undo each other.
+    """
+
+    __slots__ = ("bit", "on_when_set")
+
+    def __init__(self, bit: int, on_when_set: bool) -> None:
+        self.bit = bit
+        self.on_when_set = on_when_set  # False: the bit means the mode is off (auto_forward)
+
+    def get(self) -> bool:
+        return bool(_mode.get() & self.bit) is self.on_when_set
+
+    def set(self, value: bool) -> bool:
+        mode = _mode.get()
+        previous = bool(mode & self.bit)
+        bit_on = bool(value) is self.on_when_set
+        _mode.set(mode | self.bit if bit_on else mode & ~self.bit)
+        return previous
+
+    def reset(self, token: bool) -> None:
+        mode = _mode.get()
+        _mode.set(mode | self.bit if token else mode & ~self.bit)
+
+
+_auto_forward = _Flag(STATIC, False)
+_recording = _Flag(NO_GRAD, False)
+_raw = _Flag(RAW, True)
+_trusted = _Flag(TRUSTED, True)
 
 
 def get_default_context() -> Context:

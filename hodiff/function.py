@@ -90,10 +90,11 @@ import numpy as np
 
 from hodiff import batching as _batching
 from hodiff.context import (
-    _auto_forward,
-    _raw,
-    _recording,
-    _trusted,
+    NO_GRAD,
+    RAW,
+    STATIC,
+    TRUSTED,
+    _mode,
     array_module,
     get_default_context,
 )
@@ -190,9 +191,16 @@ class Function:
     #: the constructor's ``(args, kwargs)``, recorded by :func:`_recorded` (None: no arguments)
     static_arguments: tuple[tuple[Any, ...], dict[str, Any]] | None = None
 
+    #: whether ``setup_impl`` is elementwise: with float inputs of one dtype, the outputs have
+    #: that dtype and the shape numpy gives, and numpy raises where it would (then it runs to
+    #: raise its clear error). Define-by-run calls then skip it; set from ``setup_impl``.
+    _elementwise_setup: ClassVar[bool] = True
+
     def __init_subclass__(cls, register: bool = True, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if "__init__" in cls.__dict__:
+        if "setup_impl" in cls.__dict__:
+            cls._elementwise_setup = getattr(cls.__dict__["setup_impl"], "elementwise", False)
+        if "__init__" in cls.__dict__ and not getattr(cls.__dict__["__init__"], "records", False):
             cls.__init__ = _recorded(cls.__dict__["__init__"])  # type: ignore[method-assign]
         if "name" not in cls.__dict__:
             cls.name = _snake(cls.__name__)
@@ -226,57 +234,98 @@ class Function:
 
     # ------------------------------------------------------------ calling
     def __call__(self, *args: Any) -> Any:  # noqa: C901 (the graph-building hot path, kept in one frame for speed)
-        # Hot path: written with plain loops (a comprehension costs a frame on Python 3.11).
-        if _raw.get():  # plain backward: bare arrays in, bare arrays out, nothing recorded
-            ys: list[Any] = [None] * self.n_outputs
+        # Hot path: written with plain loops (a comprehension costs a frame on Python 3.11),
+        # one read of the mode, no list or call that the common cases do not need.
+        mode = _mode.get()
+        n_out = self.n_outputs
+        if mode & RAW:  # plain backward: bare arrays in, bare arrays out, nothing recorded
+            ys: list[Any] = [None] * n_out
             self.forward_impl(args, ys)
-            return ys[0] if self.n_outputs == 1 else tuple(ys)
-        inputs = list(args)
-        xs = []
-        unfilled = False
-        for i, a in enumerate(args):
-            if not isinstance(a, Variable):
-                a = inputs[i] = self._wrap(i, a, args)
-            d = a._data
-            unfilled = unfilled or d is None
-            xs.append(d)
-        if unfilled and _BATCH_HOOK is not None:  # hd.vmap: a batched input (hodiff/vmap.py)
-            out = _BATCH_HOOK(self, inputs)
-            if out is not None:
-                return out
-        ys = [None] * self.n_outputs
-        if _auto_forward.get():
-            # inside hd.grad's reverse pass the rules' calls are trusted: shapes come from ys
-            specs = None if _trusted.get() else self.setup_impl(inputs)
+            return ys[0] if n_out == 1 else tuple(ys)
+        n_in = len(args)
+        a = args[0] if n_in else None
+        if n_in == 1 and type(a) is Variable and a._data is not None:  # the common cases first
+            inputs = [a]
+            xs = [a._data]
+            unfilled = False
+        elif (
+            n_in == 2
+            and type(a) is Variable
+            and type(b := args[1]) is Variable
+            and a._data is not None
+            and b._data is not None
+        ):
+            inputs = [a, b]
+            xs = [a._data, b._data]
+            unfilled = False
+        else:
+            inputs = list(args)
+            xs = []
+            unfilled = False
+            for i, a in enumerate(args):
+                if not isinstance(a, Variable):
+                    a = inputs[i] = self._wrap(i, a, args)
+                d = a._data
+                if d is None:
+                    unfilled = True
+                xs.append(d)
+            if unfilled and _BATCH_HOOK is not None:  # hd.vmap: a batched input (hodiff/vmap.py)
+                out = _BATCH_HOOK(self, inputs)
+                if out is not None:
+                    return out
+        ys = [None] * n_out
+        specs = None
+        if not mode & STATIC:
             if unfilled:  # an unfilled leaf reads as zeros
                 xs = self._filled(inputs)
+            # inside hd.grad's reverse pass the rules' calls are trusted: shapes come from ys
+            check = not mode & TRUSTED
+            if check:
+                # an elementwise setup is skipped for float inputs of one dtype (checked after)
+                dtype = inputs[0]._dtype if n_in else None
+                if not (
+                    self._elementwise_setup
+                    and dtype is not None
+                    and dtype.kind == "f"
+                    and (n_in == 1 or _same_dtype(inputs, dtype))
+                ):
+                    specs = self.setup_impl(inputs)
+                    check = False
             try:
                 self.forward_impl(xs, ys)
-            except TypeError as e:  # costs nothing unless raised
-                _check_devices(self.name, inputs, e)
+            except Exception as e:  # costs nothing unless raised
+                if check:  # the setup skipped above raises the clear error, if it has one
+                    self.setup_impl(inputs)
+                if isinstance(e, TypeError):
+                    _check_devices(self.name, inputs, e)
                 raise
+            # the outputs of a skipped elementwise setup have the inputs' dtype
+            if check and (n_out > 1 or getattr(ys[0], "dtype", None) is not dtype):
+                specs = self.setup_impl(inputs)
             # numpy computes float16 from int8/bool where setup_impl declares float64
-            if specs is not None and (len(ys) > 1 or ys[0].dtype is not specs[0][1]):
+            if specs is not None and (n_out > 1 or ys[0].dtype is not specs[0][1]):
                 ys = _as_declared(self, xs, ys, [s[1] for s in specs])
         else:
             specs = self.setup_impl(inputs)
-        recording = _recording.get()
+        recording = not mode & NO_GRAD
         need = False
         if recording and self.differentiable:
             for x in inputs:
                 if x.need_grad:
                     need = True
                     break
-        if len(ys) == 1:  # the common case, without lists
+        if n_out == 1:  # the common case, without lists
             y = ys[0]
+            v = _new_variable(Variable)
             if y is None:
-                v = _output(specs[0], None)  # type: ignore[index]
+                v._shape, v._dtype, v._data = tuple(specs[0][0]), np.dtype(specs[0][1]), None  # type: ignore[index]
             else:
                 if type(y) is not np.ndarray:
                     y = as_array(y)
-                v = _new_variable(Variable)
-                v._shape, v._dtype, v._data, v._grad, v.parent = y.shape, y.dtype, y, None, None
+                v._shape, v._dtype, v._data = y.shape, y.dtype, y
+            v._grad = None
             v.need_grad = need
+            v.parent = None
             if recording:
                 node = self if "seq" not in self.__dict__ else copy.copy(self)  # reused instance
                 node.inputs = inputs
@@ -356,6 +405,18 @@ class Function:
         return f"<{type(self).__name__}>"
 
 
+def elementwise_setup(setup: Any) -> Any:
+    """Marks a ``setup_impl`` as elementwise (see ``Function._elementwise_setup``)."""
+    setup.elementwise = True
+    return setup
+
+
+def records_arguments(init: Any) -> Any:
+    """Marks an ``__init__`` that sets ``self.static_arguments`` itself (a hot constructor)."""
+    init.records = True
+    return init
+
+
 def _recorded(init: Any) -> Any:
     """Wraps a primitive's ``__init__`` so that the instance keeps its constructor arguments.
 
@@ -395,12 +456,22 @@ class Elementwise(Function, register=False):
     """
 
     ufunc: ClassVar[str] = ""
+    _np_ufunc: ClassVar[Any] = None  # numpy's function named by ufunc (set per subclass)
     batch_rule = _batching.elementwise  # hd.vmap: broadcasting carries the batch axis
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "ufunc" in cls.__dict__:
+            cls._np_ufunc = getattr(np, cls.ufunc, None) if cls.ufunc else None
+
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        x = inputs[0]
+        if type(x) is np.ndarray and self._np_ufunc is not None:
+            outputs[0] = self._np_ufunc(x)
+            return
         if not self.ufunc:
             raise NotImplementedError(f"{self.name}: forward_impl is not implemented")
-        outputs[0] = getattr(array_module(inputs[0]), self.ufunc)(inputs[0])
+        outputs[0] = getattr(array_module(x), self.ufunc)(x)
 
     def dydx(self, x: Any, y: Any) -> Any:
         """``dy/dx`` elementwise, in hodiff functions (``x``/``y`` as declared)."""
@@ -412,6 +483,14 @@ class Elementwise(Function, register=False):
             x = inputs[0].data if self.need_inputs else None
             y = outputs[0].data if self.need_outputs else None
             inputs[0].store(outputs[0].grad * self.dydx(x, y), accum[0])
+
+
+def _same_dtype(inputs: Sequence[Variable], dtype: Any) -> bool:
+    """Whether every input has ``dtype`` (the case an elementwise setup can skip)."""
+    for x in inputs:  # noqa: SIM110 (a loop: a generator costs a frame)
+        if x._dtype is not dtype:
+            return False
+    return True
 
 
 def as_array(y: Any) -> Any:

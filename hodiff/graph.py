@@ -265,17 +265,28 @@ class _Plan:
 
     __slots__ = ("leaf_uses", "leaves", "steps", "used")
 
-    def __init__(self, roots: Sequence[Variable], wrt: Sequence[Variable] | None) -> None:  # noqa: C901 (the planning loop, one pass over the nodes)
+    def __init__(self, roots: Sequence[Variable], wrt: Sequence[Variable] | None) -> None:
         # wrt=None: the plain pass, towards every leaf with need_grad.
         # Otherwise towards the given variables (leaf or not), whatever their need_grad.
-        relevant: set[Variable] = set(wrt) if wrt is not None else set()
+        self.leaf_uses: dict[Variable, int] = {}
+        self.used: set[Variable] = set()
+        self.leaves: tuple[Variable, ...] = ()
+        order = topological_order(roots)
+        if wrt is None:
+            self.steps = self._plain(order)
+        else:
+            self.steps = self._towards(order, set(wrt))
+
+    def _plain(self, order: list[Function]) -> list[tuple[Function, list[bool], Any]]:
+        """Steps towards every leaf with need_grad: a node is visited when an input needs a
+        gradient (a leaf with need_grad, or the output of a visited node).
+        """
+        relevant: set[Variable] = set()
         steps: list[tuple[Function, list[bool], list[Variable] | None]] = []
-        leaf_uses: dict[Variable, int] = {}
-        used: set[Variable] = set()
-        plain = wrt is None
+        leaf_uses = self.leaf_uses
         base_rule = Function.backward_impl
         all_leaves: dict[Variable, None] = {}
-        for f in topological_order(roots):
+        for f in order:
             if not f.differentiable:
                 continue
             prop = []  # a plain loop: a comprehension costs a frame on Python 3.11
@@ -283,25 +294,18 @@ class _Plan:
             for x in f.inputs:
                 if x.parent is None:
                     all_leaves[x] = None
-                if x in relevant:
-                    p = True
-                elif plain and x.parent is None and x.need_grad:
-                    p = True
-                    if leaves is None:
-                        leaves = [x]
-                        leaf_uses[x] = leaf_uses.get(x, 0) + 1
-                    elif x not in leaves:
-                        leaves.append(x)
-                        leaf_uses[x] = leaf_uses.get(x, 0) + 1
-                else:
-                    p = False
-                prop.append(p)
+                    if x.need_grad:
+                        prop.append(True)
+                        if leaves is None:
+                            leaves = [x]
+                            leaf_uses[x] = leaf_uses.get(x, 0) + 1
+                        elif x not in leaves:
+                            leaves.append(x)
+                            leaf_uses[x] = leaf_uses.get(x, 0) + 1
+                        continue
+                prop.append(x in relevant)
             if leaves is None and True not in prop:
                 continue
-            if not plain:
-                for x, p in zip(f.inputs, prop, strict=True):
-                    if p:
-                        used.add(x)
             if type(f).backward_impl is base_rule:
                 f.backward_impl([], [], prop, prop)  # raises NotImplementedError naming f
             for ref in f._outputs:
@@ -309,10 +313,46 @@ class _Plan:
                 if v is not None:
                     relevant.add(v)
             steps.append((f, prop, leaves))
-        self.steps = steps
-        self.leaf_uses = leaf_uses
-        self.used = used
         self.leaves = tuple(all_leaves)
+        return steps
+
+    def _towards(
+        self, order: list[Function], relevant: set[Variable]
+    ) -> list[tuple[Function, list[bool], Any]]:
+        """Steps towards the variables in ``relevant`` (a node is visited when an input is
+        relevant; its outputs become relevant).
+        """
+        steps: list[tuple[Function, list[bool], list[Variable] | None]] = []
+        used = self.used
+        base_rule = Function.backward_impl
+        for f in order:
+            if not f.differentiable:
+                continue
+            ins = f.inputs
+            if len(ins) == 1:  # the common case
+                x = ins[0]
+                if x not in relevant:
+                    continue
+                prop = [True]
+                used.add(x)
+            else:
+                prop = []
+                for x in ins:
+                    if x in relevant:
+                        prop.append(True)
+                        used.add(x)
+                    else:
+                        prop.append(False)
+                if True not in prop:
+                    continue
+            if type(f).backward_impl is base_rule:
+                f.backward_impl([], [], prop, prop)  # raises NotImplementedError naming f
+            for ref in f._outputs:
+                v = ref()
+                if v is not None:
+                    relevant.add(v)
+            steps.append((f, prop, None))
+        return steps
 
 
 def _in_slots(

@@ -352,17 +352,31 @@ class Variable:
         return self
 
     # ------------------------------------------------------------ operators
+    # The hot operators try the exact types first: a Python float/int, then a Variable.
     def __add__(self, other: Any) -> Variable:
+        t = type(other)
+        if t is float or t is int:
+            return _A.AddScalar(val=other)(self)
+        if t is Variable:
+            return _A.Add2()(self, other)
         if is_scalar(other):
             return _A.add_scalar(self, other)
         return _A.add2(self, other)
 
     def __radd__(self, other: Any) -> Variable:
+        t = type(other)
+        if t is float or t is int:
+            return _A.AddScalar(val=other)(self)
         if is_scalar(other):
             return _A.add_scalar(self, other)
         return _A.add2(other, self)
 
     def __sub__(self, other: Any) -> Variable:
+        t = type(other)
+        if t is float or t is int:
+            return _A.AddScalar(val=-other)(self)
+        if t is Variable:
+            return _A.Sub2()(self, other)
         if is_scalar(other):
             return _A.add_scalar(self, -other)
         return _A.sub2(self, other)
@@ -373,11 +387,19 @@ class Variable:
         return _A.sub2(other, self)
 
     def __mul__(self, other: Any) -> Variable:
+        t = type(other)
+        if t is float or t is int:
+            return _A.MulScalar(val=other)(self)
+        if t is Variable:
+            return _A.Mul2()(self, other)
         if is_scalar(other):
             return _A.mul_scalar(self, other)
         return _A.mul2(self, other)
 
     def __rmul__(self, other: Any) -> Variable:
+        t = type(other)
+        if t is float or t is int:
+            return _A.MulScalar(val=other)(self)
         if is_scalar(other):
             return _A.mul_scalar(self, other)
         return _A.mul2(other, self)
@@ -415,7 +437,7 @@ class Variable:
         return linalg.matmul(other, self)
 
     def __neg__(self) -> Variable:
-        return _A.mul_scalar(self, -1.0)
+        return _A.MulScalar(val=-1.0)(self)
 
     def __pos__(self) -> Variable:
         return self

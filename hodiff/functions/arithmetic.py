@@ -15,7 +15,13 @@ from typing import Any
 import numpy as np
 
 from hodiff.context import array_module
-from hodiff.function import Function, Slot, float_dtype
+from hodiff.function import (
+    Function,
+    Slot,
+    elementwise_setup,
+    float_dtype,
+    records_arguments,
+)
 from hodiff.functions import array as _array
 from hodiff.functions import math as _math
 from hodiff.variable import Variable, is_scalar
@@ -71,6 +77,7 @@ def check_scalar(name: str, arg: str, value: Any) -> float:
 
 
 class _Binary(Function, register=False):
+    @elementwise_setup
     def setup_impl(self, inputs: Sequence[Variable]) -> list[tuple[tuple[int, ...], Any]]:
         shape = broadcast_shapes(self.name, *inputs)
         a, b = inputs[0]._dtype, inputs[1]._dtype
@@ -80,8 +87,10 @@ class _Binary(Function, register=False):
 class _Scalar(Function, register=False):
     """``y = f(x, val)`` for a Python scalar ``val`` fixed at construction."""
 
+    @records_arguments
     def __init__(self, *, val: float) -> None:
-        self.val = check_scalar(self.name, "val", val)
+        self.val = val if type(val) is float else check_scalar(self.name, "val", val)
+        self.static_arguments = ((), {"val": val})
 
 
 class Add2(_Binary):
