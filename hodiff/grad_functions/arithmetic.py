@@ -5,11 +5,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hodiff.function import Function, Slot
+import numpy as np
+
+from hodiff.function import (
+    Flags,
+    Function,
+    Slot,
+    Slots,
+    elementwise_setup,
+    float_dtype,
+    records_arguments,
+)
 from hodiff.grad_functions import F
 from hodiff.variable import Variable
 
-__all__ = ["sum_to"]
+__all__ = ["mul_n", "sum_to"]
 
 
 class SumTo(Function):
@@ -59,6 +69,59 @@ def sum_to(x: Any, shape: Sequence[int]) -> Variable:
     return SumTo(shape=shape)(x)
 
 
+class MulN(Function):
+    """``y = val * x_0 * x_1 * ... * x_{n-1}`` elementwise, with numpy broadcasting.
+
+    One node for a product that backward rules build often (``ggx * gy * y * -2`` in
+    tanh's second derivative). Its derivative is the same kind of node:
+    ``d y / d x_i = val * prod_{j != i} x_j``, so the chain of derivatives never ends.
+    """
+
+    @records_arguments
+    def __init__(self, *, val: float = 1.0) -> None:
+        self.val = float(val)
+        self.static_arguments = ((), {"val": val})
+
+    @elementwise_setup
+    def setup_impl(self, inputs: Sequence[Variable]) -> list[tuple[tuple[int, ...], Any]]:
+        if not inputs:
+            raise ValueError("mul_n: needs at least one input")
+        try:
+            shape = tuple(np.broadcast_shapes(*[x.shape for x in inputs]))
+        except ValueError:
+            listed = " and ".join(str(x.shape) for x in inputs)
+            raise ValueError(f"mul_n: shapes {listed} cannot be broadcast together") from None
+        return [(shape, float_dtype(np.result_type(*[x.dtype for x in inputs])))]
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        # plain products: numpy reuses the temporaries of large arrays (temporary elision)
+        y = inputs[0] * inputs[1] if len(inputs) > 1 else inputs[0] * 1.0
+        for x in inputs[2:]:
+            y = y * x
+        outputs[0] = y if self.val == 1.0 else y * self.val
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # d (val prod_j x_j) = val sum_i (prod_{j != i} x_j) dx_i
+        gy = outputs[0].grad
+        n = len(inputs)
+        for i in range(n):
+            if prop_down[i]:
+                others = [inputs[j].data for j in range(n) if j != i]
+                inputs[i].store(MulN(val=self.val)(gy, *others), accum[i])
+
+
+def mul_n(*xs: Any, val: float = 1.0) -> Variable:
+    """``y = val * x_0 * x_1 * ... * x_{n-1}`` elementwise, with numpy broadcasting.
+
+    Shapes: the inputs broadcast together; ``y`` has the broadcast shape.
+
+    >>> import numpy as np
+    >>> mul_n(np.array([1.0, 2.0]), np.array([3.0, 4.0]), np.array(0.5), val=-2.0).d
+    array([-3., -8.])
+    """
+    return MulN(val=val)(*xs)
+
+
 # ---------------------------------------------------------------- batching rules (hd.vmap)
 def _batch_sum_to(self: Any, inputs: Sequence[Any], axes: Sequence[Any]) -> Any:
     # the leading per-example axes that sum_to drops sit behind the batch axis: sum them first
@@ -70,3 +133,8 @@ def _batch_sum_to(self: Any, inputs: Sequence[Any], axes: Sequence[Any]) -> Any:
 
 
 SumTo.batch_rule = _batch_sum_to  # type: ignore[attr-defined]
+
+
+from hodiff import batching as _batching  # noqa: E402
+
+MulN.batch_rule = _batching.elementwise  # type: ignore[attr-defined]

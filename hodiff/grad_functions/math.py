@@ -16,6 +16,7 @@ import numpy as np
 
 from hodiff.context import array_module
 from hodiff.function import Flags, Function, Slots, float_dtype
+from hodiff.grad_functions.arithmetic import mul_n as _mul_n
 from hodiff.variable import Variable
 
 __all__ = ["sigmoid_backward", "tanh_backward"]
@@ -69,7 +70,7 @@ class TanhBackward(_GradNode):
         if prop_down[0]:
             inputs[0].store(tanh_backward(ggx, y), accum[0])
         if prop_down[1]:
-            inputs[1].store(ggx * gy * y * -2.0, accum[1])
+            inputs[1].store(_mul_n(ggx, gy, y, val=-2.0), accum[1])
 
 
 class SigmoidBackward(_GradNode):
