@@ -195,9 +195,15 @@ class Function:
     #: that dtype and the shape numpy gives, and numpy raises where it would (then it runs to
     #: raise its clear error). Define-by-run calls then skip it; set from ``setup_impl``.
     _elementwise_setup: ClassVar[bool] = True
+    #: a numpy ufunc equal to ``forward_impl`` on one numpy array (``ufunc(x)``, or
+    #: ``ufunc(x, self.val)`` with ``_fast_val``): called inline, without forward_impl's frame
+    _fast_forward: ClassVar[Any] = None
+    _fast_val: ClassVar[bool] = False
 
     def __init_subclass__(cls, register: bool = True, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if "forward_impl" in cls.__dict__ and "_fast_forward" not in cls.__dict__:
+            cls._fast_forward = None  # a new forward_impl: the inherited ufunc no longer applies
         if "setup_impl" in cls.__dict__:
             cls._elementwise_setup = getattr(cls.__dict__["setup_impl"], "elementwise", False)
         if "__init__" in cls.__dict__ and not getattr(cls.__dict__["__init__"], "records", False):
@@ -239,6 +245,9 @@ class Function:
         mode = _mode.get()
         n_out = self.n_outputs
         if mode & RAW:  # plain backward: bare arrays in, bare arrays out, nothing recorded
+            uf = self._fast_forward
+            if uf is not None and len(args) == 1 and type(args[0]) is np.ndarray:
+                return uf(args[0], self.val) if self._fast_val else uf(args[0])  # type: ignore[attr-defined]
             ys: list[Any] = [None] * n_out
             self.forward_impl(args, ys)
             return ys[0] if n_out == 1 else tuple(ys)
@@ -292,7 +301,11 @@ class Function:
                     specs = self.setup_impl(inputs)
                     check = False
             try:
-                self.forward_impl(xs, ys)
+                uf = self._fast_forward
+                if uf is not None and n_in == 1 and type(xs[0]) is np.ndarray:
+                    ys[0] = uf(xs[0], self.val) if self._fast_val else uf(xs[0])  # type: ignore[attr-defined]
+                else:
+                    self.forward_impl(xs, ys)
             except Exception as e:  # costs nothing unless raised
                 if check:  # the setup skipped above raises the clear error, if it has one
                     self.setup_impl(inputs)
@@ -310,10 +323,13 @@ class Function:
         recording = not mode & NO_GRAD
         need = False
         if recording and self.differentiable:
-            for x in inputs:
-                if x.need_grad:
-                    need = True
-                    break
+            if n_in == 1:
+                need = inputs[0].need_grad
+            else:
+                for x in inputs:
+                    if x.need_grad:
+                        need = True
+                        break
         if n_out == 1:  # the common case, without lists
             y = ys[0]
             v = _new_variable(Variable)
@@ -325,14 +341,15 @@ class Function:
                 v._shape, v._dtype, v._data = y.shape, y.dtype, y
             v._grad = None
             v.need_grad = need
-            v.parent = None
             if recording:
                 node = self if "seq" not in self.__dict__ else copy.copy(self)  # reused instance
                 node.inputs = inputs
                 node.seq = next(_seq)
-                v.parent = node
                 node._outputs = [_ref(v)]
                 node._ydata = [y] if self.need_outputs else None
+                v.parent = node
+            else:
+                v.parent = None
             return v
         outputs = []
         for i, y in enumerate(ys):
@@ -463,6 +480,8 @@ class Elementwise(Function, register=False):
         super().__init_subclass__(**kwargs)
         if "ufunc" in cls.__dict__:
             cls._np_ufunc = getattr(np, cls.ufunc, None) if cls.ufunc else None
+        if cls.forward_impl is Elementwise.forward_impl:
+            cls._fast_forward = cls._np_ufunc
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         x = inputs[0]

@@ -175,6 +175,8 @@ class Pow2(_Binary):
 
 class AddScalar(_Scalar):
     need_inputs = False
+    _fast_forward = np.add  # x + val, inline
+    _fast_val = True
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = inputs[0] + self.val
@@ -187,6 +189,8 @@ class AddScalar(_Scalar):
 
 class MulScalar(_Scalar):
     need_inputs = False
+    _fast_forward = np.multiply  # x * val, inline
+    _fast_val = True
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = inputs[0] * self.val

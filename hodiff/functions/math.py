@@ -66,10 +66,7 @@ def special_module(xp: ModuleType) -> ModuleType | None:
 
 
 class _Unary(Elementwise, register=False):
-    """``y = ufunc(x)`` for the numpy/cupy ufunc named ``ufunc``."""
-
-    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
-        outputs[0] = getattr(array_module(inputs[0]), self.ufunc)(inputs[0])
+    """``y = ufunc(x)`` for the numpy/cupy ufunc named ``ufunc`` (Elementwise's forward)."""
 
 
 class Exp(_Unary):
