@@ -46,7 +46,9 @@ SPECS = [
     Spec(F.abs, ((2, 3),), np.abs, kinks=(0.0,), linear=True),
     Spec(F.sign, ((2, 3),), np.sign, order=0, kinks=(0.0,)),
     Spec(F.identity, ((2, 3),), lambda x: x, linear=True),
-    Spec(mul_n, ((2, 3), (2, 3), (2, 3)), lambda a, b, c, val: val * a * b * c, kwargs={"val": -2.0}),
+    Spec(
+        mul_n, ((2, 3), (2, 3), (2, 3)), lambda a, b, c, val: val * a * b * c, kwargs={"val": -2.0}
+    ),
     Spec(mul_n, ((2, 1), (3,), ()), lambda a, b, c: a * b * c, id="broadcast"),
     Spec(mul_n, ((2, 3), (2, 3)), lambda a, b, val: val * a * b, kwargs={"val": 1.5}, id="two"),
     Spec(mul_n, ((2, 3),), lambda a, val: val * a, kwargs={"val": 0.5}, linear=True, id="one"),
