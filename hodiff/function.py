@@ -181,9 +181,10 @@ class Function:
     differentiable: ClassVar[bool] = True
     name: ClassVar[str] = "function"
 
-    # set when the node is linked into a graph
-    inputs: list[Variable]
-    seq: int
+    # set when the node is linked into a graph (``seq`` stays -1 until then: the check
+    # does not read ``__dict__``, which Python would then build for every instance)
+    inputs: Sequence[Variable]
+    seq: int = -1
     _outputs: list[weakref.ref[Variable]]
     _ydata: list[Any] | None
     _out_meta: list[tuple[tuple[int, ...], Any]]
@@ -252,9 +253,10 @@ class Function:
             self.forward_impl(args, ys)
             return ys[0] if n_out == 1 else tuple(ys)
         n_in = len(args)
+        inputs: Sequence[Variable]
         a = args[0] if n_in else None
         if n_in == 1 and type(a) is Variable and a._data is not None:  # the common cases first
-            inputs = [a]
+            inputs = args  # a node's inputs: a list or, as here, the call's tuple
             xs = [a._data]
             unfilled = False
         elif (
@@ -264,20 +266,21 @@ class Function:
             and a._data is not None
             and b._data is not None
         ):
-            inputs = [a, b]
+            inputs = args
             xs = [a._data, b._data]
             unfilled = False
         else:
-            inputs = list(args)
+            wrapped = list(args)
             xs = []
             unfilled = False
             for i, a in enumerate(args):
                 if not isinstance(a, Variable):
-                    a = inputs[i] = self._wrap(i, a, args)
+                    a = wrapped[i] = self._wrap(i, a, args)
                 d = a._data
                 if d is None:
                     unfilled = True
                 xs.append(d)
+            inputs = wrapped
             if unfilled and _BATCH_HOOK is not None:  # hd.vmap: a batched input (hodiff/vmap.py)
                 out = _BATCH_HOOK(self, inputs)
                 if out is not None:
@@ -342,7 +345,7 @@ class Function:
             v._grad = None
             v.need_grad = need
             if recording:
-                node = self if "seq" not in self.__dict__ else copy.copy(self)  # reused instance
+                node = self if self.seq < 0 else copy.copy(self)  # reused instance
                 node.inputs = inputs
                 node.seq = next(_seq)
                 node._outputs = [_ref(v)]
@@ -357,7 +360,7 @@ class Function:
             v.need_grad = need
             outputs.append(v)
         if recording:
-            node = self if "seq" not in self.__dict__ else copy.copy(self)  # reused instance
+            node = self if self.seq < 0 else copy.copy(self)  # reused instance
             node.inputs = inputs
             node.seq = next(_seq)
             refs = []

@@ -184,7 +184,7 @@ def _set_outputs(f: Function, xs: list[Any], ys: list[Any]) -> None:
 # needs resolved once. Entries hold the nodes, their inputs (which the root's graph holds
 # anyway) and their lists of weak references to outputs (read at run time: a re-linked output
 # replaces its reference in that list), never the root itself (it is the weak key).
-_Entry = tuple[Any, list[Variable], int, "list[weakref.ref[Variable]]", bool, Function]
+_Entry = tuple[Any, Sequence[Variable], int, "list[weakref.ref[Variable]]", bool, Function]
 _SCHEDULES: weakref.WeakKeyDictionary[Variable, tuple[list[_Entry], list[Variable]]] = (
     weakref.WeakKeyDictionary()
 )

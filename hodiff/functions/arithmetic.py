@@ -90,7 +90,11 @@ class _Scalar(Function, register=False):
     @records_arguments
     def __init__(self, *, val: float) -> None:
         self.val = val if type(val) is float else check_scalar(self.name, "val", val)
-        self.static_arguments = ((), {"val": val})
+
+    @property  # read-only in this family
+    def static_arguments(self) -> tuple[tuple[Any, ...], dict[str, Any]]:  # type: ignore[override]
+        """``((), {"val": val})``, made when asked (a hot constructor stores nothing more)."""
+        return ((), {"val": self.val})
 
 
 class Add2(_Binary):
