@@ -167,7 +167,7 @@ class Slot:
         other shape raises :class:`GradientShapeError` (the engine adds the
         function's name).
         """
-        if gx.shape != self.shape:
+        if (gx._shape if type(gx) is Variable else gx.shape) != self.shape:  # no property call
             gx = _sum_to(gx, self.shape)
         self.grad = self.grad + gx if accum else gx
 

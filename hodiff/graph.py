@@ -550,7 +550,7 @@ def _reverse_pass(  # noqa: C901 (the engine's hot loop, kept in one frame: see 
                             o._grad = gy if keep else freed  # type: ignore[union-attr]
                         handed.add(id(gy))
                         y = ydata[0] if ydata is not None else o._data  # type: ignore[union-attr]
-                    y_slot.data, y_slot.grad, y_slot.shape = y, gy, gy.shape
+                    y_slot.data, y_slot.grad, y_slot.shape = y, gy, o._shape  # type: ignore[union-attr]
                     out_slots = y_slots
             else:
                 out_slots = _out_slots(f, grads, wanted, keep, root, handed, graph_mode) or None

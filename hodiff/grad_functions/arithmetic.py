@@ -79,8 +79,12 @@ class MulN(Function):
 
     @records_arguments
     def __init__(self, *, val: float = 1.0) -> None:
-        self.val = float(val)
-        self.static_arguments = ((), {"val": val})
+        self.val = val if type(val) is float else float(val)
+
+    @property  # read-only here
+    def static_arguments(self) -> tuple[tuple[Any, ...], dict[str, Any]]:  # type: ignore[override]
+        """``((), {"val": val})``, made when asked (a hot constructor stores nothing more)."""
+        return ((), {"val": self.val})
 
     @elementwise_setup
     def setup_impl(self, inputs: Sequence[Variable]) -> list[tuple[tuple[int, ...], Any]]:
@@ -95,9 +99,15 @@ class MulN(Function):
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         # plain products: numpy reuses the temporaries of large arrays (temporary elision)
-        y = inputs[0] * inputs[1] if len(inputs) > 1 else inputs[0] * 1.0
-        for x in inputs[2:]:
-            y = y * x
+        n = len(inputs)
+        if n == 3:  # the common case (a rule's ggx * gy * y)
+            y = inputs[0] * inputs[1] * inputs[2]
+        elif n == 1:
+            y = inputs[0] * 1.0
+        else:
+            y = inputs[0] * inputs[1]
+            for x in inputs[2:]:
+                y = y * x
         outputs[0] = y if self.val == 1.0 else y * self.val
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
