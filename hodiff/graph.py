@@ -48,6 +48,7 @@ _by_seq = attrgetter("seq")
 # accum flags of one- and two-input nodes, by "already has a gradient" (never mutated)
 _ACCUM = ([False], [True])
 _ACCUM2 = (([False, False], [False, True]), ([True, False], [True, True]))
+_PROP1 = [True]  # prop_down of a one-input step (shared: never mutated)
 
 
 def topological_order(roots: Sequence[Variable]) -> list[Function]:
@@ -277,7 +278,7 @@ class _Plan:
         else:
             self.steps = self._towards(order, set(wrt))
 
-    def _plain(self, order: list[Function]) -> list[tuple[Function, list[bool], Any]]:
+    def _plain(self, order: list[Function]) -> list[tuple[Function, list[bool], Any]]:  # noqa: C901 (the planning loop, one pass over the nodes)
         """Steps towards every leaf with need_grad: a node is visited when an input needs a
         gradient (a leaf with need_grad, or the output of a visited node).
         """
@@ -289,29 +290,41 @@ class _Plan:
         for f in order:
             if not f.differentiable:
                 continue
-            prop = []  # a plain loop: a comprehension costs a frame on Python 3.11
+            ins = f.inputs
             leaves: list[Variable] | None = None
-            for x in f.inputs:
-                if x.parent is None:
-                    all_leaves[x] = None
-                    if x.need_grad:
-                        prop.append(True)
-                        if leaves is None:
-                            leaves = [x]
-                            leaf_uses[x] = leaf_uses.get(x, 0) + 1
-                        elif x not in leaves:
-                            leaves.append(x)
-                            leaf_uses[x] = leaf_uses.get(x, 0) + 1
-                        continue
-                prop.append(x in relevant)
-            if leaves is None and True not in prop:
-                continue
+            if len(ins) == 1 and ins[0].parent is not None:  # the common case: shared flags
+                if ins[0] not in relevant:
+                    continue
+                prop = _PROP1
+            else:
+                prop = []  # a plain loop: a comprehension costs a frame on Python 3.11
+                for x in ins:
+                    if x.parent is None:
+                        all_leaves[x] = None
+                        if x.need_grad:
+                            prop.append(True)
+                            if leaves is None:
+                                leaves = [x]
+                                leaf_uses[x] = leaf_uses.get(x, 0) + 1
+                            elif x not in leaves:
+                                leaves.append(x)
+                                leaf_uses[x] = leaf_uses.get(x, 0) + 1
+                            continue
+                    prop.append(x in relevant)
+                if leaves is None and True not in prop:
+                    continue
             if type(f).backward_impl is base_rule:
                 f.backward_impl([], [], prop, prop)  # raises NotImplementedError naming f
-            for ref in f._outputs:
-                v = ref()
+            refs = f._outputs
+            if len(refs) == 1:
+                v = refs[0]()
                 if v is not None:
                     relevant.add(v)
+            else:
+                for ref in refs:
+                    v = ref()
+                    if v is not None:
+                        relevant.add(v)
             steps.append((f, prop, leaves))
         self.leaves = tuple(all_leaves)
         return steps
@@ -329,12 +342,23 @@ class _Plan:
             if not f.differentiable:
                 continue
             ins = f.inputs
-            if len(ins) == 1:  # the common case
+            n = len(ins)
+            if n == 1:  # the common cases, with the shared flag lists
                 x = ins[0]
                 if x not in relevant:
                     continue
-                prop = [True]
+                prop = _PROP1
                 used.add(x)
+            elif n == 2:
+                a, b = ins
+                pa, pb = a in relevant, b in relevant
+                if not (pa or pb):
+                    continue
+                prop = _ACCUM2[pa][pb]
+                if pa:
+                    used.add(a)
+                if pb:
+                    used.add(b)
             else:
                 prop = []
                 for x in ins:
@@ -347,10 +371,16 @@ class _Plan:
                     continue
             if type(f).backward_impl is base_rule:
                 f.backward_impl([], [], prop, prop)  # raises NotImplementedError naming f
-            for ref in f._outputs:
-                v = ref()
+            refs = f._outputs
+            if len(refs) == 1:
+                v = refs[0]()
                 if v is not None:
                     relevant.add(v)
+            else:
+                for ref in refs:
+                    v = ref()
+                    if v is not None:
+                        relevant.add(v)
             steps.append((f, prop, None))
         return steps
 
