@@ -329,7 +329,7 @@ class _Plan:
         self.leaves = tuple(all_leaves)
         return steps
 
-    def _towards(
+    def _towards(  # noqa: C901 (the planning loop, one pass over the nodes)
         self, order: list[Function], relevant: set[Variable]
     ) -> list[tuple[Function, list[bool], Any]]:
         """Steps towards the variables in ``relevant`` (a node is visited when an input is
