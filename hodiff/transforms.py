@@ -82,7 +82,10 @@ def _inputs(name: str, inputs: Any, keep: bool = False) -> tuple[list[Variable],
     xs = []
     keep = keep or bool(_active)  # inside hd.vmap the results stay connected to the caller
     for i, a in enumerate(items):
-        if isinstance(a, Variable) and (keep or type(a) is BatchedVariable):
+        if type(a) is BatchedVariable:
+            _check_alive(name, a, _label(i, multi))
+            x = a
+        elif isinstance(a, Variable) and keep:
             x = a
         elif isinstance(a, Variable):
             x = a.unlinked(need_grad=True)
@@ -195,6 +198,15 @@ def _unit(xp: Any, n: int, i: int, shape: tuple[int, ...], dtype: Any) -> Any:
 
 
 # ---------------------------------------------------------------- inside hd.vmap
+def _check_alive(name: str, a: BatchedVariable, label: str) -> None:
+    if a._level not in _active:
+        raise RuntimeError(
+            f"{name}: {label} (per-example shape {a.shape}) is a batched variable of an hd.vmap "
+            "that has returned; call the transform inside the mapped function, or on the "
+            "Variable that the vmap returned"
+        )
+
+
 def _any_batched(*items: Any) -> bool:
     """Whether a batched variable (inside ``hd.vmap``) is among ``items`` (or their tuples)."""
     for a in items:
@@ -232,6 +244,8 @@ def _vdirections(
     for i, (a, x) in enumerate(zip(items, like, strict=True)):
         dtype = x._grad_dtype()
         if isinstance(a, Variable):
+            if type(a) is BatchedVariable:
+                _check_alive(name, a, _label(i, multi, "v"))
             if a.dtype.kind != "f":
                 raise TypeError(
                     f"{name}: {_label(i, multi, 'v')} has dtype {a.dtype}; directions must be float"
