@@ -335,6 +335,12 @@ def vjp(f: Callable[..., Variable], inputs: Any, v: Any) -> tuple[Any, Any]:
         ``(y, vjp)``: the value of ``f`` and an array of each input's shape (a
         tuple for a tuple of inputs).
 
+
+    Inside ``hd.vmap`` (an input or ``v`` is a batched variable, or ``f`` closes over one)
+    the results are Variables of the per-example shapes, ``(y, vjp)``, recorded
+    (differentiable again) and connected to the caller's graph: return them from the mapped
+    function. See docs/vmap.md, "Transforms inside vmap".
+
     >>> import numpy as np, hodiff as hd, hodiff.functions as F
     >>> y, g = hd.vjp(lambda x: x * x, np.array([1.0, 2.0]), np.array([1.0, 10.0]))
     >>> y, g
@@ -369,6 +375,12 @@ def jvp(f: Callable[..., Variable], inputs: Any, v: Any) -> tuple[Any, Any]:
 
     Returns:
         ``(y, jvp)``: the value of ``f`` and an array of its shape.
+
+
+    Inside ``hd.vmap`` (an input or ``v`` is a batched variable, or ``f`` closes over one)
+    the results are Variables of the per-example shapes, ``(y, jvp)``, recorded
+    (differentiable again) and connected to the caller's graph: return them from the mapped
+    function. See docs/vmap.md, "Transforms inside vmap".
 
     >>> import numpy as np, hodiff as hd
     >>> hd.jvp(lambda x: x ** 3, np.array([1.0, 2.0]), np.array([1.0, 0.5]))
@@ -416,6 +428,12 @@ def hvp(f: Callable[..., Variable], inputs: Any, v: Any, mode: str = "rev-rev") 
 
     Raises:
         ValueError: ``f`` is not scalar, ``v`` does not match, or ``mode`` is unknown.
+
+
+    Inside ``hd.vmap`` (an input or ``v`` is a batched variable, or ``f`` closes over one)
+    the results are Variables of the per-example shapes, ``(y, Hv)``, recorded
+    (differentiable again) and connected to the caller's graph: return them from the mapped
+    function. See docs/vmap.md, "Transforms inside vmap".
 
     >>> import numpy as np, hodiff as hd, hodiff.functions as F
     >>> y, hv = hd.hvp(lambda x: F.sum(x ** 3), np.array([1.0, 2.0]), np.array([1.0, 1.0]))
@@ -578,10 +596,23 @@ def hessian(
     Raises:
         ValueError: ``f`` does not return a scalar, or ``chunk_size`` is not positive.
 
+
+    Inside ``hd.vmap`` (an input is a batched variable, or ``f`` closes over one) the
+    results are Variables of the per-example shapes (as with ``create_graph=True``),
+    recorded (differentiable again) and connected to the caller's graph: return them from
+    the mapped function. See docs/vmap.md, "Transforms inside vmap".
+
     >>> import numpy as np, hodiff as hd, hodiff.functions as F
     >>> hd.hessian(lambda x: F.sum(x ** 3) + F.sum(x) ** 2, np.array([1.0, 2.0]))
     array([[ 8.,  2.],
            [ 2., 14.]])
+    >>> X = np.array([[1.0, 2.0], [0.0, -1.0]])      # per-example Hessians: diag(6 x) + 2
+    >>> hd.vmap(lambda x: hd.hessian(lambda v: F.sum(v ** 3) + F.sum(v) ** 2, x))(X).d
+    array([[[ 8.,  2.],
+            [ 2., 14.]],
+    <BLANKLINE>
+           [[ 2.,  2.],
+            [ 2., -4.]]])
 
     """
     with _graph_mode():
@@ -646,6 +677,12 @@ def jacobian(
     Returns:
         An array of shape ``y.shape + x.shape``; a tuple of them (one per input)
         for a tuple of inputs (Variables with ``create_graph``).
+
+
+    Inside ``hd.vmap`` (an input is a batched variable, or ``f`` closes over one) the
+    results are Variables of the per-example shapes (as with ``create_graph=True``),
+    recorded (differentiable again) and connected to the caller's graph: return them from
+    the mapped function. See docs/vmap.md, "Transforms inside vmap".
 
     >>> import numpy as np, hodiff as hd
     >>> hd.jacobian(lambda x: x * x, np.array([1.0, 2.0]))
