@@ -79,9 +79,10 @@ def _inputs(name: str, inputs: Any, keep: bool = False) -> tuple[list[Variable],
     items = list(inputs) if multi else [inputs]
     if not items:
         raise ValueError(f"{name}: inputs is an empty tuple")
-    xs = []
+    xs: list[Variable] = []
     keep = keep or bool(_active)  # inside hd.vmap the results stay connected to the caller
     for i, a in enumerate(items):
+        x: Variable
         if type(a) is BatchedVariable:
             _check_alive(name, a, _label(i, multi))
             x = a
