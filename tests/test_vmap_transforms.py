@@ -13,6 +13,7 @@ import pytest
 
 import hodiff as hd
 import hodiff.functions as F
+from tests.harness import gpu
 
 RNG = np.random.default_rng(7)
 N_B, N_X = 4, 3
@@ -423,3 +424,22 @@ def test_matches_torch_func_when_installed() -> None:
     np.testing.assert_allclose(
         hd.vmap(lambda v: hd.hessian(lse, v))(X).d, ref, rtol=1e-12, atol=1e-14
     )
+
+
+def test_vmap_returns_nested_tuples_with_one_out_axis_per_output() -> None:
+    a, (b, [c]) = hd.vmap(lambda x: (x, (x * 2.0, [x * 3.0])), out_axes=(0, 1))(X)
+    np.testing.assert_array_equal(a.d, X)
+    np.testing.assert_array_equal(b.d, 2 * X.T)
+    np.testing.assert_array_equal(c.d, 3 * X.T)
+    with pytest.raises(TypeError, match=r"output 1\[1\] is int"):
+        hd.vmap(lambda x: (x, (x, 3)))(X)
+
+
+def test_on_cupy_equals_numpy() -> None:
+    cp = gpu()
+    H = hd.vmap(lambda v: hd.hessian(mixed, v, chunk_size=2))(cp.asarray(X))
+    _, hv = hd.vmap(lambda x, v: hd.hvp(mixed, x, v))(cp.asarray(X), cp.asarray(V))
+    assert isinstance(H.d, cp.ndarray)
+    ref = hd.vmap(lambda v: hd.hessian(mixed, v))(X).d
+    np.testing.assert_allclose(cp.asnumpy(H.d), ref, rtol=1e-12)
+    np.testing.assert_allclose(cp.asnumpy(hv.d), np.einsum("nij,nj->ni", ref, V), rtol=1e-12)
