@@ -443,3 +443,33 @@ def test_on_cupy_equals_numpy() -> None:
     ref = hd.vmap(lambda v: hd.hessian(mixed, v))(X).d
     np.testing.assert_allclose(cp.asnumpy(H.d), ref, rtol=1e-12)
     np.testing.assert_allclose(cp.asnumpy(hv.d), np.einsum("nij,nj->ni", ref, V), rtol=1e-12)
+
+
+def test_default_chunks_inside_vmap_count_the_examples(monkeypatch) -> None:
+    """The default rows per pass divide the memory bound by the examples of the vmap."""
+    import sys
+
+    from hodiff import transforms
+
+    vm = sys.modules["hodiff.vmap"]  # the module (hodiff.vmap is the function)
+    monkeypatch.setattr(transforms, "_auto_chunk", lambda roots: 2 * N_B)  # rows of one example
+    passes = []
+    real = vm.vmap
+
+    def counting(f, *args, **kwargs):
+        mapped = real(f, *args, **kwargs)
+
+        def run(*xs):
+            passes.append(xs[0].shape[0])
+            return mapped(*xs)
+
+        return run
+
+    monkeypatch.setattr(vm, "vmap", counting)
+    H = hd.vmap(lambda v: hd.hessian(lse, v))(X)  # 4 examples: 2 rows per pass
+    assert passes == [2, 1]
+    for b in range(N_B):
+        np.testing.assert_allclose(H.d[b], lse_hessian(X[b]), rtol=1e-12, atol=1e-13)
+    passes.clear()
+    hd.hessian(lse, X[0])  # outside vmap: 8 rows per pass (all 3 at once)
+    assert passes == [3]
