@@ -336,7 +336,6 @@ def vjp(f: Callable[..., Variable], inputs: Any, v: Any) -> tuple[Any, Any]:
         ``(y, vjp)``: the value of ``f`` and an array of each input's shape (a
         tuple for a tuple of inputs).
 
-
     Inside ``hd.vmap`` (an input or ``v`` is a batched variable, or ``f`` closes over one)
     the results are Variables of the per-example shapes, ``(y, vjp)``, recorded
     (differentiable again) and connected to the caller's graph: return them from the mapped
@@ -376,7 +375,6 @@ def jvp(f: Callable[..., Variable], inputs: Any, v: Any) -> tuple[Any, Any]:
 
     Returns:
         ``(y, jvp)``: the value of ``f`` and an array of its shape.
-
 
     Inside ``hd.vmap`` (an input or ``v`` is a batched variable, or ``f`` closes over one)
     the results are Variables of the per-example shapes, ``(y, jvp)``, recorded
@@ -429,7 +427,6 @@ def hvp(f: Callable[..., Variable], inputs: Any, v: Any, mode: str = "rev-rev") 
 
     Raises:
         ValueError: ``f`` is not scalar, ``v`` does not match, or ``mode`` is unknown.
-
 
     Inside ``hd.vmap`` (an input or ``v`` is a batched variable, or ``f`` closes over one)
     the results are Variables of the per-example shapes, ``(y, Hv)``, recorded
@@ -597,7 +594,6 @@ def hessian(
     Raises:
         ValueError: ``f`` does not return a scalar, or ``chunk_size`` is not positive.
 
-
     Inside ``hd.vmap`` (an input is a batched variable, or ``f`` closes over one) the
     results are Variables of the per-example shapes (as with ``create_graph=True``),
     recorded (differentiable again) and connected to the caller's graph: return them from
@@ -678,7 +674,6 @@ def jacobian(
     Returns:
         An array of shape ``y.shape + x.shape``; a tuple of them (one per input)
         for a tuple of inputs (Variables with ``create_graph``).
-
 
     Inside ``hd.vmap`` (an input is a batched variable, or ``f`` closes over one) the
     results are Variables of the per-example shapes (as with ``create_graph=True``),
