@@ -65,7 +65,8 @@ class BatchedVariable(Variable):
     def d(self) -> Any:
         raise TypeError(
             f"hd.vmap: a batched variable (per-example shape {self._shape}) has no per-example "
-            "value inside the mapped function; compute with hodiff functions instead"
+            "value inside the mapped function; compute with hodiff functions, hd.grad and the "
+            "transforms (hd.hessian, hd.jacobian, hd.hvp, hd.vjp, hd.jvp return Variables there)"
         )
 
     @d.setter

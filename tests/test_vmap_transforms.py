@@ -90,7 +90,7 @@ V = RNG.standard_normal((N_B, N_X))
 
 
 # ---------------------------------------------------------------- hessian
-def test_doc_example_of_the_brief_no_longer_raises() -> None:
+def test_hessian_inside_vmap_equals_dense_finite_differences() -> None:
     H = hd.vmap(lambda v: hd.hessian(mixed, v))(X)
     assert isinstance(H, hd.Variable)
     assert H.shape == (N_B, N_X, N_X)
