@@ -341,6 +341,9 @@ METHOD = """\
 - W7a, W7b: per-example gradients (64 of them) of a 32-64-64-10 tanh MLP with softmax
   cross-entropy, batch 64 (`hd.vmap` of `hd.grad`, `torch.func.vmap(torch.func.grad)`,
   `jax.vmap(jax.grad)`), and one gradient of the summed loss (W7b).
+- W7c: the Hessian of every example's loss of the same MLP w.r.t. its input (64 Hessians
+  32x32): `hd.vmap(hd.hessian)`, `torch.func.vmap(torch.func.hessian)`,
+  `jax.vmap(jax.hessian)`.
 - numpy floor: W1 and W2 written by hand in numpy, no autodiff (the backward pass, and
   Pearlmutter's R-operator for the HVP): the least time a numpy-based library can take.
 

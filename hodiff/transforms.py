@@ -22,6 +22,13 @@ values, computed once by a forward pass, and the reverse passes run on them.
 Only the transform's own input copies are differentiated: the reverse passes
 (``hodiff.graph.Pullback``) write no ``.g``, so Variables that ``f`` closes over
 (weights with ``need_grad=True``) are left as they were.
+
+Inside ``hd.vmap`` (an input or ``v`` is a batched variable, or ``f`` closes over one),
+values per example do not exist, so the transforms run the same recipes symbolically:
+``hd.grad`` records every pass (the rows of a Hessian or Jacobian are a nested ``hd.vmap``
+of ``hd.grad`` over unit seeds), and they return Variables batched along the enclosing
+``vmap``, connected to the caller's graph, which the mapped function returns and which can
+be differentiated again (see docs/vmap.md, "Transforms inside vmap").
 """
 
 from __future__ import annotations
@@ -33,7 +40,9 @@ from typing import Any
 from hodiff import graph
 from hodiff.autograd import grad
 from hodiff.context import _raw, _recording, array_module, get_auto_forward
+from hodiff.function import array_module_of
 from hodiff.variable import Variable
+from hodiff.vmap import BatchedVariable, _active
 
 __all__ = ["hessian", "hvp", "jacobian", "jvp", "vjp"]
 
@@ -70,9 +79,14 @@ def _inputs(name: str, inputs: Any, keep: bool = False) -> tuple[list[Variable],
     items = list(inputs) if multi else [inputs]
     if not items:
         raise ValueError(f"{name}: inputs is an empty tuple")
-    xs = []
+    xs: list[Variable] = []
+    keep = keep or bool(_active)  # inside hd.vmap the results stay connected to the caller
     for i, a in enumerate(items):
-        if isinstance(a, Variable) and keep:
+        x: Variable
+        if type(a) is BatchedVariable:
+            _check_alive(name, a, _label(i, multi))
+            x = a
+        elif isinstance(a, Variable) and keep:
             x = a
         elif isinstance(a, Variable):
             x = a.unlinked(need_grad=True)
@@ -184,6 +198,129 @@ def _unit(xp: Any, n: int, i: int, shape: tuple[int, ...], dtype: Any) -> Any:
     return e.reshape(shape)
 
 
+# ---------------------------------------------------------------- inside hd.vmap
+def _check_alive(name: str, a: BatchedVariable, label: str) -> None:
+    if a._level not in _active:
+        raise RuntimeError(
+            f"{name}: {label} (per-example shape {a.shape}) is a batched variable of an hd.vmap "
+            "that has returned; call the transform inside the mapped function, or on the "
+            "Variable that the vmap returned"
+        )
+
+
+def _any_batched(*items: Any) -> bool:
+    """Whether a batched variable (inside ``hd.vmap``) is among ``items`` (or their tuples)."""
+    for a in items:
+        if type(a) is BatchedVariable:
+            return True
+        if isinstance(a, tuple | list) and any(type(b) is BatchedVariable for b in a):
+            return True
+    return False
+
+
+def _vdirections(
+    name: str,
+    v: Any,
+    like: Sequence[Variable],
+    multi: bool,
+    what: str = "inputs",
+    batch: int | None = None,
+) -> list[Variable]:
+    """:func:`_directions` inside ``hd.vmap``: Variables (batched or not), never values.
+
+    Arrays become constant Variables; Variables are used as they are (so that the result
+    stays differentiable in ``v``), cast to the gradient dtype of ``like`` when needed.
+    """
+    if multi:
+        if not isinstance(v, tuple | list) or len(v) != len(like):
+            got = f"{len(v)} arrays" if isinstance(v, tuple | list) else type(v).__name__
+            raise ValueError(
+                f"{name}: v must be a tuple of {len(like)} arrays (one per input), got {got}"
+            )
+        items = list(v)
+    else:
+        items = [v]
+    xp = array_module_of(*like)
+    out = []
+    for i, (a, x) in enumerate(zip(items, like, strict=True)):
+        dtype = x._grad_dtype()
+        if isinstance(a, Variable):
+            if type(a) is BatchedVariable:
+                _check_alive(name, a, _label(i, multi, "v"))
+            if a.dtype.kind != "f":
+                raise TypeError(
+                    f"{name}: {_label(i, multi, 'v')} has dtype {a.dtype}; directions must be float"
+                )
+            if a.dtype != dtype:
+                from hodiff.functions import shaping
+
+                a = shaping.astype(a, dtype)
+        else:
+            try:
+                a = Variable.from_array(xp.asarray(a, dtype=dtype))
+            except (TypeError, ValueError) as e:
+                raise TypeError(f"{name}: {_label(i, multi, 'v')} is not an array: {e}") from None
+        if a.shape != x.shape and (batch is None or a.shape != (batch, *x.shape)):
+            raise ValueError(
+                f"{name}: {_label(i, multi, 'v')} of shape {a.shape} does not match "
+                f"{_label(i, multi, what)} of shape {x.shape} (shapes of one example inside "
+                "hd.vmap)"
+            )
+        out.append(a)
+    return out
+
+
+def _batch_elements(vs: Sequence[Variable]) -> int:
+    """How many examples the enclosing ``hd.vmap`` s hold per per-example element."""
+    most = 1
+    for v in vs:
+        m = 1
+        while type(v) is BatchedVariable:
+            v = v._value
+            m *= int(v.shape[0])
+        most = max(most, m)
+    return most
+
+
+def _vrows(
+    roots: Sequence[Variable],
+    wrt: Sequence[Variable],
+    n: int,
+    seeds: Callable[[int, int], list[Any]],
+    chunk_size: int | None,
+) -> list[Variable]:
+    """:func:`_batched_pass` inside ``hd.vmap``: the rows as recorded Variables.
+
+    The same ``hd.vmap`` of ``hd.grad`` over the seed rows, nested in the enclosing
+    ``vmap`` s, in the current mode (a static graph stays static: the caller's
+    ``.forward()`` computes it). Returns, per ``wrt[j]``, a Variable ``(n, *wrt[j].shape)``
+    per example.
+    """
+    from hodiff import functions as F
+    from hodiff.vmap import vmap
+
+    def rows(*es: Variable) -> list[Variable]:
+        return grad(list(roots), list(wrt), grad_outputs=list(es), allow_unused=True)
+
+    if n == 0:
+        xp = array_module_of(*wrt)
+        return [Variable.from_array(xp.zeros((0, *x.shape), dtype=x._grad_dtype())) for x in wrt]
+    mapped = vmap(rows)
+    if chunk_size is None:
+        chunk_size = max(1, _auto_chunk(roots) // _batch_elements([*roots, *wrt]))
+    step = max(1, min(n, chunk_size))
+    parts = [list(mapped(*seeds(a, min(n, a + step)))) for a in range(0, n, step)]
+    return [
+        p[0] if len(parts) == 1 else F.concatenate(*p, axis=0) for p in zip(*parts, strict=True)
+    ]
+
+
+def _vtranspose(m: Variable) -> Variable:
+    from hodiff.functions import array
+
+    return array.transpose(m, (1, 0))
+
+
 # ---------------------------------------------------------------- transforms
 def vjp(f: Callable[..., Variable], inputs: Any, v: Any) -> tuple[Any, Any]:
     """Vector-Jacobian product ``v^T J`` of ``f`` at ``inputs``, and ``f(inputs)``.
@@ -199,6 +336,11 @@ def vjp(f: Callable[..., Variable], inputs: Any, v: Any) -> tuple[Any, Any]:
         ``(y, vjp)``: the value of ``f`` and an array of each input's shape (a
         tuple for a tuple of inputs).
 
+    Inside ``hd.vmap`` (an input or ``v`` is a batched variable, or ``f`` closes over one)
+    the results are Variables of the per-example shapes, ``(y, vjp)``, recorded
+    (differentiable again) and connected to the caller's graph: return them from the mapped
+    function. See docs/vmap.md, "Transforms inside vmap".
+
     >>> import numpy as np, hodiff as hd, hodiff.functions as F
     >>> y, g = hd.vjp(lambda x: x * x, np.array([1.0, 2.0]), np.array([1.0, 10.0]))
     >>> y, g
@@ -208,6 +350,10 @@ def vjp(f: Callable[..., Variable], inputs: Any, v: Any) -> tuple[Any, Any]:
     with _graph_mode():
         xs, multi = _inputs("vjp", inputs)
         y = _call("vjp", f, xs)
+        if _any_batched(*xs, v, y):  # inside hd.vmap: recorded, Variables
+            (gy,) = _vdirections("vjp", v, [y], False, what="the output of f")
+            gxs = grad(y, xs, grad_outputs=[gy], allow_unused=True)
+            return y, _pack(gxs, multi)
         (gy,) = _directions("vjp", v, [y], False, what="the output of f")
         pullback = _Pullback([y], xs)
         _evaluate([y])
@@ -230,6 +376,11 @@ def jvp(f: Callable[..., Variable], inputs: Any, v: Any) -> tuple[Any, Any]:
     Returns:
         ``(y, jvp)``: the value of ``f`` and an array of its shape.
 
+    Inside ``hd.vmap`` (an input or ``v`` is a batched variable, or ``f`` closes over one)
+    the results are Variables of the per-example shapes, ``(y, jvp)``, recorded
+    (differentiable again) and connected to the caller's graph: return them from the mapped
+    function. See docs/vmap.md, "Transforms inside vmap".
+
     >>> import numpy as np, hodiff as hd
     >>> hd.jvp(lambda x: x ** 3, np.array([1.0, 2.0]), np.array([1.0, 0.5]))
     (array([1., 8.]), array([3., 6.]))
@@ -237,8 +388,16 @@ def jvp(f: Callable[..., Variable], inputs: Any, v: Any) -> tuple[Any, Any]:
     """
     with _graph_mode():
         xs, multi = _inputs("jvp", inputs)
-        vs = _directions("jvp", v, xs, multi)
+        batched = _any_batched(*xs, v)
+        if not batched:
+            vs: list[Any] = _directions("jvp", v, xs, multi)
         y = _call("jvp", f, xs)
+        if batched or type(y) is BatchedVariable:  # inside hd.vmap: recorded, Variables
+            vs = _vdirections("jvp", v, xs, multi)
+            u = _seed_leaf(array_module_of(y, *xs), y)
+            ws = grad(y, xs, grad_outputs=[u], allow_unused=True)
+            (jv,) = grad(ws, [u], grad_outputs=vs, allow_unused=True)
+            return y, jv
         u = _seed_leaf(_xp(xs), y)
         ws = grad(y, xs, grad_outputs=[u], allow_unused=True)  # J_i^T u, linear in u
         pullback = _Pullback(ws, [u])
@@ -269,6 +428,11 @@ def hvp(f: Callable[..., Variable], inputs: Any, v: Any, mode: str = "rev-rev") 
     Raises:
         ValueError: ``f`` is not scalar, ``v`` does not match, or ``mode`` is unknown.
 
+    Inside ``hd.vmap`` (an input or ``v`` is a batched variable, or ``f`` closes over one)
+    the results are Variables of the per-example shapes, ``(y, Hv)``, recorded
+    (differentiable again) and connected to the caller's graph: return them from the mapped
+    function. See docs/vmap.md, "Transforms inside vmap".
+
     >>> import numpy as np, hodiff as hd, hodiff.functions as F
     >>> y, hv = hd.hvp(lambda x: F.sum(x ** 3), np.array([1.0, 2.0]), np.array([1.0, 1.0]))
     >>> hv                                  # H = diag(6 x)
@@ -280,17 +444,30 @@ def hvp(f: Callable[..., Variable], inputs: Any, v: Any, mode: str = "rev-rev") 
     with _graph_mode():
         xs, multi = _inputs("hvp", inputs)
         k = _n_directions(v, xs, multi)
-        vs = _directions("hvp", v, xs, multi, batch=k)
+        batched = _any_batched(*xs, v)
+        if not batched:
+            vs: list[Any] = _directions("hvp", v, xs, multi, batch=k)
         y = _call("hvp", f, xs)
         _scalar("hvp", y)
+        batched = batched or type(y) is BatchedVariable
+        if batched:  # inside hd.vmap: recorded, Variables
+            vs = _vdirections("hvp", v, xs, multi, batch=k)
         gs = grad(y, xs, allow_unused=True)
         if mode == "rev-rev":
             roots, wrt = gs, xs  # sum_j (d g_j / dx)^T v_j = H v
         else:
-            xp = _xp(xs)
+            xp = array_module_of(y, *xs)
             us = [_seed_leaf(xp, x) for x in xs]
             roots = grad(gs, xs, grad_outputs=us, allow_unused=True)  # H^T u, linear in u
             wrt = us  # d(H^T u)/du applied to v = H v
+        if batched:
+            if k is None:
+                hv = grad(roots, wrt, grad_outputs=vs, allow_unused=True)
+            else:  # a batch of directions: a vmap over them, nested in the enclosing ones
+                hv = _vrows(
+                    roots, wrt, k, lambda a, b: [d if b - a == k else d[a:b] for d in vs], None
+                )
+            return y, _pack(hv, multi)
         if k is None:
             pullback = _Pullback(roots, wrt)
             _evaluate([y, *pullback.roots])
@@ -417,10 +594,22 @@ def hessian(
     Raises:
         ValueError: ``f`` does not return a scalar, or ``chunk_size`` is not positive.
 
+    Inside ``hd.vmap`` (an input is a batched variable, or ``f`` closes over one) the
+    results are Variables of the per-example shapes (as with ``create_graph=True``),
+    recorded (differentiable again) and connected to the caller's graph: return them from
+    the mapped function. See docs/vmap.md, "Transforms inside vmap".
+
     >>> import numpy as np, hodiff as hd, hodiff.functions as F
     >>> hd.hessian(lambda x: F.sum(x ** 3) + F.sum(x) ** 2, np.array([1.0, 2.0]))
     array([[ 8.,  2.],
            [ 2., 14.]])
+    >>> X = np.array([[1.0, 2.0], [0.0, -1.0]])      # per-example Hessians: diag(6 x) + 2
+    >>> hd.vmap(lambda x: hd.hessian(lambda v: F.sum(v ** 3) + F.sum(v) ** 2, x))(X).d
+    array([[[ 8.,  2.],
+            [ 2., 14.]],
+    <BLANKLINE>
+           [[ 2.,  2.],
+            [ 2., -4.]]])
 
     """
     with _graph_mode():
@@ -429,6 +618,20 @@ def hessian(
         y = _call("hessian", f, xs)
         _scalar("hessian", y)
         gs = grad(y, xs, allow_unused=True)
+        if _any_batched(*xs, y):  # inside hd.vmap: recorded, Variables
+            vxp = array_module_of(y, *xs)
+            vout = []
+            for xi, g in zip(xs, gs, strict=True):
+                dtype = xi._grad_dtype()
+
+                def vseeds(a: int, b: int, xi: Variable = xi, dtype: Any = dtype) -> list[Any]:
+                    return [_unit_rows(vxp, xi.size, xi.shape, dtype, a, b)]
+
+                rows = _vrows([g], xs, xi.size, vseeds, chunk_size)
+                vout.append(
+                    tuple(_reshape(r, xi.shape + xj.shape) for r, xj in zip(rows, xs, strict=True))
+                )
+            return tuple(vout) if multi else vout[0][0]
         _evaluate([y, *gs])
         xp = _xp(xs)
         out = []
@@ -472,6 +675,11 @@ def jacobian(
         An array of shape ``y.shape + x.shape``; a tuple of them (one per input)
         for a tuple of inputs (Variables with ``create_graph``).
 
+    Inside ``hd.vmap`` (an input is a batched variable, or ``f`` closes over one) the
+    results are Variables of the per-example shapes (as with ``create_graph=True``),
+    recorded (differentiable again) and connected to the caller's graph: return them from
+    the mapped function. See docs/vmap.md, "Transforms inside vmap".
+
     >>> import numpy as np, hodiff as hd
     >>> hd.jacobian(lambda x: x * x, np.array([1.0, 2.0]))
     array([[2., 0.],
@@ -482,6 +690,8 @@ def jacobian(
         xs, multi = _inputs("jacobian", inputs, keep=create_graph)
         _chunk("jacobian", chunk_size, 1)
         y = _call("jacobian", f, xs)
+        if _any_batched(*xs, y):  # inside hd.vmap: recorded, Variables
+            return _jacobian_batched(xs, multi, y, chunk_size)
         xp = _xp(xs)
         dtype = y._grad_dtype()
         if y.size <= sum(x.size for x in xs):
@@ -514,4 +724,32 @@ def jacobian(
                 out.append(_reshape(m, y.shape + x.shape))
         if create_graph and not get_auto_forward():
             graph.forward(out)
+    return tuple(out) if multi else out[0]
+
+
+def _jacobian_batched(
+    xs: Sequence[Variable], multi: bool, y: Variable, chunk_size: int | None
+) -> Any:
+    """:func:`jacobian` inside ``hd.vmap``: rows or columns as recorded Variables."""
+    xp = array_module_of(y, *xs)
+    dtype = y._grad_dtype()
+    if y.size <= sum(x.size for x in xs):
+
+        def seeds(a: int, b: int) -> list[Any]:
+            return [_unit_rows(xp, y.size, y.shape, dtype, a, b)]
+
+        rows = _vrows([y], xs, y.size, seeds, chunk_size)
+        out = [_reshape(r, y.shape + x.shape) for r, x in zip(rows, xs, strict=True)]
+    else:
+        u = _seed_leaf(xp, y)
+        ws = grad(y, xs, grad_outputs=[u], allow_unused=True)  # J_i^T u, linear in u
+        out = []
+        for x, w in zip(xs, ws, strict=True):
+            xdtype = x._grad_dtype()
+
+            def cseeds(a: int, b: int, x: Variable = x, xdtype: Any = xdtype) -> list[Any]:
+                return [_unit_rows(xp, x.size, x.shape, xdtype, a, b)]
+
+            (cols,) = _vrows([w], [u], x.size, cseeds, chunk_size)  # column c: J e_c
+            out.append(_reshape(_vtranspose(_reshape(cols, (x.size, y.size))), y.shape + x.shape))
     return tuple(out) if multi else out[0]

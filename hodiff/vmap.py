@@ -65,7 +65,8 @@ class BatchedVariable(Variable):
     def d(self) -> Any:
         raise TypeError(
             f"hd.vmap: a batched variable (per-example shape {self._shape}) has no per-example "
-            "value inside the mapped function; compute with hodiff functions instead"
+            "value inside the mapped function; compute with hodiff functions, hd.grad and the "
+            "transforms (hd.hessian, hd.jacobian, hd.hvp, hd.vjp, hd.jvp return Variables there)"
         )
 
     @d.setter
@@ -299,7 +300,9 @@ def vmap(f: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0) -> Callable
 
     Args:
         f: takes Variables (the per-example slices) and returns a Variable or a
-            tuple/list of Variables.
+            tuple/list of Variables (nested tuples/lists too, e.g. the blocks of
+            ``hd.hessian`` of a tuple of inputs: an ``out_axes`` entry applies to
+            every Variable of its output).
         in_axes: the mapped axis of every argument (an int), or a tuple with an
             int or None (not mapped: every example sees the whole argument) per
             argument.
@@ -369,7 +372,7 @@ def vmap(f: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0) -> Callable
         oaxes = _axes("out_axes", out_axes, len(outs), "outputs")
         results = []
         for k, (o, ax) in enumerate(zip(outs, oaxes, strict=True)):
-            results.append(_unwrap(o, ax, level, size, k))
+            results.append(_unwrap_tree(o, ax, level, size, str(k)))
         if not multi:
             return results[0]
         return type(out)(results) if isinstance(out, list) else tuple(results)
@@ -390,10 +393,20 @@ def _array(a: Any, i: int) -> Any:
         ) from None
 
 
-def _unwrap(o: Any, ax: int | None, level: int, size: int, k: int) -> Variable:
+def _unwrap_tree(o: Any, ax: int | None, level: int, size: int, k: str) -> Any:
+    """An output, or a nested tuple/list of them (the blocks of ``hd.hessian`` of a tuple),
+    each unwrapped with the same ``out_axes`` entry.
+    """
+    if isinstance(o, tuple | list):
+        items = [_unwrap_tree(a, ax, level, size, f"{k}[{j}]") for j, a in enumerate(o)]
+        return type(o)(items) if isinstance(o, list) else tuple(items)
+    return _unwrap(o, ax, level, size, k)
+
+
+def _unwrap(o: Any, ax: int | None, level: int, size: int, k: str) -> Variable:
     if not isinstance(o, Variable):
         raise TypeError(
-            f"vmap: f must return a Variable or a tuple/list of them; output {k} is "
+            f"vmap: f must return a Variable or a (nested) tuple/list of them; output {k} is "
             f"{type(o).__name__}"
         )
     if type(o) is BatchedVariable and o._level == level:

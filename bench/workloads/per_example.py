@@ -6,7 +6,9 @@ of every example's loss ``logsumexp(z_n) - z_n[t_n]`` w.r.t. all weights and bia
 ``torch.func.grad``, ``jax.vmap`` of ``jax.grad`` (jitted), a loop for autograd. W7b is
 the gradient of the summed loss (their sum), one ordinary reverse pass: the cost that
 W7a is compared with (issue 10: W7a <= 3x W7b in hodiff). The numpy floor computes W7a
-by hand (per-example outer products of the backward pass).
+by hand (per-example outer products of the backward pass). W7c is the Hessian of every
+example's loss w.r.t. its input (64 Hessians 32x32): ``hd.vmap`` of ``hd.hessian``,
+``torch.func.vmap`` of ``torch.func.hessian``, ``jax.vmap`` of ``jax.hessian`` (jitted).
 """
 
 from __future__ import annotations
@@ -63,8 +65,17 @@ def hodiff_fns(inp: dict[str, Any]) -> Fns:
 
     per_example = hd.vmap(one)
 
+    def loss_x(xn: Any, tn: Any) -> Any:  # one example's loss as a function of its input
+        z = scores(F.reshape(xn, (1, -1)))
+        return F.sum(F.softmax_cross_entropy(z, F.reshape(tn, (1, 1))))
+
+    hessians = hd.vmap(lambda xn, tn: hd.hessian(lambda v: loss_x(v, tn), xn))
+
     def w7a() -> list[Any]:
         return [g.d for g in per_example(x, t)]
+
+    def w7c() -> Any:
+        return hessians(x, t).d
 
     def w7b() -> list[Any]:
         for p in ps:
@@ -72,7 +83,7 @@ def hodiff_fns(inp: dict[str, Any]) -> Fns:
         F.sum(F.softmax_cross_entropy(scores(xb), tb)).backward()
         return [p.g for p in ps]
 
-    return {"W7a": w7a, "W7b": w7b}
+    return {"W7a": w7a, "W7b": w7b, "W7c": w7c}
 
 
 # ---------------------------------------------------------------- PyTorch
@@ -95,11 +106,16 @@ def torch_fns(inp: dict[str, Any]) -> Fns:
         return tf.cross_entropy(scores(ps, xn[None]), tn[None], reduction="sum")
 
     per_example = torch.func.vmap(torch.func.grad(loss), in_dims=(None, 0, 0))
+    hessians = torch.func.vmap(torch.func.hessian(loss, argnums=1), in_dims=(None, 0, 0))
 
     def w7b() -> Any:
         return torch.autograd.grad(tf.cross_entropy(scores(leaves, x), t, reduction="sum"), leaves)
 
-    return {"W7a": lambda: per_example(params, x, t), "W7b": w7b}
+    return {
+        "W7a": lambda: per_example(params, x, t),
+        "W7b": w7b,
+        "W7c": lambda: hessians(params, x, t),
+    }
 
 
 # ---------------------------------------------------------------- JAX
@@ -123,10 +139,12 @@ def jax_fns(inp: dict[str, Any]) -> Fns:
 
     per_example = jax.jit(jax.vmap(jax.grad(one), in_axes=(None, 0, 0)))
     batch = jax.jit(jax.grad(loss))
+    hessians = jax.jit(jax.vmap(jax.hessian(one, argnums=1), in_axes=(None, 0, 0)))
     ps = list(inp["params"])
     return {
         "W7a": jax_blocking(jax, per_example, ps, inp["x"], inp["t"]),
         "W7b": jax_blocking(jax, batch, ps, inp["x"], inp["t"]),
+        "W7c": jax_blocking(jax, hessians, ps, inp["x"], inp["t"]),
     }
 
 
@@ -190,7 +208,11 @@ def numpy_fns(inp: dict[str, Any]) -> Fns:
 WORKLOAD = Workload(
     name="per_example",
     title="per-example gradients of a 32-64-64-10 tanh MLP, softmax cross-entropy, batch 64",
-    tasks=(Task("W7a", "per-example gradients (64)"), Task("W7b", "one batch gradient")),
+    tasks=(
+        Task("W7a", "per-example gradients (64)"),
+        Task("W7b", "one batch gradient"),
+        Task("W7c", "per-example input Hessians (64 x 32x32)"),
+    ),
     dtypes=("float64",),
     make_inputs=make_inputs,
     builders={
@@ -201,9 +223,12 @@ WORKLOAD = Workload(
         "numpy": numpy_fns,
     },
     notes={
-        "hodiff": "W7a: hd.vmap(hd.grad) (one batched reverse pass); W7b: .backward()",
-        "torch": "W7a: torch.func.vmap(torch.func.grad); W7b: torch.autograd.grad",
-        "jax": "W7a: jax.jit(jax.vmap(jax.grad)); W7b: jax.jit(jax.grad)",
+        "hodiff": "W7a: hd.vmap(hd.grad) (one batched reverse pass); W7b: .backward(); "
+        "W7c: hd.vmap(hd.hessian)",
+        "torch": "W7a: torch.func.vmap(torch.func.grad); W7b: torch.autograd.grad; "
+        "W7c: torch.func.vmap(torch.func.hessian)",
+        "jax": "W7a: jax.jit(jax.vmap(jax.grad)); W7b: jax.jit(jax.grad); "
+        "W7c: jax.jit(jax.vmap(jax.hessian))",
         "autograd": "W7a: a loop of autograd.grad over the examples; W7b: autograd.grad",
         "numpy": "by hand: per-example outer products of the backward pass",
     },
