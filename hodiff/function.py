@@ -348,8 +348,14 @@ class Function:
                 node = self if self.seq < 0 else copy.copy(self)  # reused instance
                 node.inputs = inputs
                 node.seq = next(_seq)
-                node._outputs = [_ref(v)]
-                node._ydata = [y] if self.need_outputs else None
+                if self.need_outputs:  # the forward's list of outputs is kept: one list fewer
+                    ys[0] = y
+                    node._ydata = ys
+                    node._outputs = [_ref(v)]
+                else:
+                    ys[0] = _ref(v)
+                    node._outputs = ys
+                    node._ydata = None
                 v.parent = node
             else:
                 v.parent = None
