@@ -91,10 +91,26 @@ def _sigmoid(xp: Any, x: Any) -> Any:
     return t
 
 
+def _svml() -> bool:
+    """Whether numpy runs ``log1p`` through its vectorised SVML loops (AVX512_SKX CPUs)."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__ as features
+    except ImportError:  # numpy 1.x
+        try:
+            from numpy.core._multiarray_umath import __cpu_features__ as features
+        except ImportError:
+            return False
+    return bool(features.get("AVX512_SKX", False))
+
+
+#: numpy's float32 log1p is as fast as log with SVML, else a scalar loop 4x slower
+_FAST_LOG1P = _svml()
+
+
 def _log1p_small(xp: Any, t: Any) -> Any:
     """``log1p(t)`` as a new array for ``t`` in [0, 1], from the vectorised ``log``.
 
-    numpy's float32 ``log1p`` is a scalar loop (about 4x slower than ``log``). With
+    Without SVML numpy's float32 ``log1p`` is a scalar loop (4x slower than ``log``). With
     ``u = 1 + t`` rounded, ``log1p(t) = log(u) - ((u - 1) - t) / u`` up to ``O(eps^2)``:
     ``(u - 1) - t`` is exactly the rounding error of ``u`` (Sterbenz), and where
     ``u == 1`` the result is ``t`` itself.
@@ -128,7 +144,7 @@ class Softplus(Elementwise):
         h += a  # max(z, 0)
         a *= -2.0
         xp.exp(a, out=a)  # e^-|z| in (0, 1]
-        if a.dtype == xp.float32 and xp is np:  # cupy's log1p is fast
+        if a.dtype == xp.float32 and xp is np and not _FAST_LOG1P:  # cupy's log1p is fast
             y = _log1p_small(xp, a)
         else:
             y = xp.log1p(a, out=a)
