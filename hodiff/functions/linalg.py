@@ -111,14 +111,26 @@ class Affine(Function):
                 f"affine: b of shape {inputs[2].shape} must have shape w.shape[1:] = "
                 f"{w.shape[1:]} (w of shape {w.shape})"
             )
-        dtype = float_dtype(np.result_type(*(v.dtype for v in inputs)))
+        dtype = x.dtype
+        if dtype.kind != "f" or w.dtype != dtype or (len(inputs) == 3 and inputs[2].dtype != dtype):
+            dtype = float_dtype(np.result_type(*(v.dtype for v in inputs)))
         return [(x.shape[:ba] + w.shape[1:], dtype)]
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         x, w = inputs[0], inputs[1]
+        if x.ndim == 2 and w.ndim == 2 and self.base_axis in (1, -1):  # the common case
+            y = _as_float(_blas_ready(x) @ _blas_ready(w))  # one GEMM
+            if len(inputs) == 3:
+                b = inputs[2]
+                if b.dtype == y.dtype:
+                    y += b  # y is ours: add the bias in place
+                else:
+                    y = y + b  # numpy's promotion decides the dtype
+            outputs[0] = y
+            return
         ba = self._axis(x.ndim)
         n, k, m = _affine_sizes(x, w, ba)
-        y = _as_float(x.reshape(n, k) @ w.reshape(k, m))  # one GEMM
+        y = _as_float(_blas_ready(x.reshape(n, k)) @ _blas_ready(w.reshape(k, m)))
         if len(inputs) == 3:
             b = inputs[2].reshape(m)
             if b.dtype == y.dtype:
@@ -130,9 +142,19 @@ class Affine(Function):
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # gx = gy w^T, gw = x^T gy, gb = sum_n gy (on the (N, K) / (K, M) matrix views)
         x, w = inputs[0], inputs[1]
+        gy = outputs[0].grad
+        if len(x.shape) == 2 and len(w.shape) == 2 and self.base_axis in (1, -1):
+            # the common case, without reshapes: gy is (N, M) already
+            if prop_down[0]:
+                x.store(batch_matmul(gy, w.data, transpose_b=True), accum[0])
+            if prop_down[1]:
+                w.store(batch_matmul(x.data, gy, transpose_a=True), accum[1])
+            if len(inputs) == 3 and prop_down[2]:
+                inputs[2].store(_reduction.sum(gy, axis=0), accum[2])
+            return
         ba = self._axis(len(x.shape))
         n, k, m = _affine_sizes(x, w, ba)
-        gy = _to_shape(outputs[0].grad, (n, m))
+        gy = _to_shape(gy, (n, m))
         if prop_down[0]:
             gx = batch_matmul(gy, _to_shape(w.data, (k, m)), transpose_b=True)
             x.store(_to_shape(gx, x.shape), accum[0])
