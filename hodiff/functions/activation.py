@@ -11,6 +11,7 @@ the piecewise ones are ``relu(x) + a * min(x, 0)``.
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -93,14 +94,13 @@ def _sigmoid(xp: Any, x: Any) -> Any:
 
 def _svml() -> bool:
     """Whether numpy runs ``log1p`` through its vectorised SVML loops (AVX512_SKX CPUs)."""
-    try:
-        from numpy._core._multiarray_umath import __cpu_features__ as features
-    except ImportError:  # numpy 1.x
+    for name in ("numpy._core._multiarray_umath", "numpy.core._multiarray_umath"):  # 2.x, 1.x
         try:
-            from numpy.core._multiarray_umath import __cpu_features__ as features
-        except ImportError:
-            return False
-    return bool(features.get("AVX512_SKX", False))
+            features = importlib.import_module(name).__cpu_features__
+        except (ImportError, AttributeError):
+            continue
+        return bool(features.get("AVX512_SKX", False))
+    return False
 
 
 #: numpy's float32 log1p is as fast as log with SVML, else a scalar loop 4x slower
