@@ -248,3 +248,32 @@ def test_softplus_float32_log1p_without_svml(monkeypatch: pytest.MonkeyPatch) ->
     x = np.linspace(-30.0, 30.0, 61).astype(np.float32)
     xd = x.astype(np.float64)
     np.testing.assert_allclose(F.softplus(x).d, np.logaddexp(0.0, xd), rtol=4e-7, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sigmoid_and_softplus_at_infinities_and_nan(dtype: type) -> None:
+    # softplus(-inf) = 0 (its max(z, 0) = h + |h| would be -inf + inf), NaN stays NaN
+    x = np.array([-np.inf, np.nan, np.inf, -1.0, 2.0], dtype)
+    with np.errstate(all="raise"):
+        sp = F.softplus(x).d
+        sg = F.sigmoid(x).d
+        ls = F.log_sigmoid(x).d
+        spb = F.softplus(x, beta=-3.0).d  # z = -3 x: the infinities swap
+    np.testing.assert_array_equal(sp[[0, 2]], [0.0, np.inf])
+    np.testing.assert_array_equal(sg[[0, 2]], [0.0, 1.0])
+    np.testing.assert_array_equal(ls[[0, 2]], [-np.inf, 0.0])
+    np.testing.assert_array_equal(spb[[0, 2]], [-np.inf, 0.0])
+    for y in (sp, sg, ls, spb):
+        assert np.isnan(y[1])
+        assert np.all(np.isfinite(y[3:]))
+    np.testing.assert_allclose(sp[3:], np.log1p(np.exp([-1.0, 2.0])), rtol=1e-6)
+    assert F.softplus(np.full((2, 0), -np.inf, dtype)).shape == (2, 0)
+
+
+@pytest.mark.parametrize("x", [np.array([True, False]), np.array([3, -2], np.int8)])
+def test_sigmoid_and_softplus_of_bool_and_int_arrays_are_float64(x: np.ndarray) -> None:
+    xd = x.astype(np.float64)
+    for fn, ref in ((F.sigmoid, 1.0 / (1.0 + np.exp(-xd))), (F.softplus, np.log1p(np.exp(xd)))):
+        y = fn(x)
+        assert y.dtype == np.float64
+        np.testing.assert_allclose(y.d, ref, rtol=1e-15)
