@@ -87,7 +87,7 @@ def _sigmoid(xp: Any, x: Any) -> Any:
         x = xp.asarray(x, dtype=np.float64)
     t = xp.negative(x)
     with np.errstate(over="ignore"):
-        if not _inplace_ok(t):  # a 0-d or integer input
+        if not _inplace_ok(t):  # a 0-d input (numpy gives a scalar)
             return 1.0 / (1.0 + xp.exp(t))
         xp.exp(t, out=t)
     t += 1.0
@@ -140,7 +140,7 @@ class Softplus(Elementwise):
         x = inputs[0]
         xp = array_module(x)
         h = x * (0.5 * self.beta)
-        if not _inplace_ok(h):  # a 0-d or integer input
+        if not _inplace_ok(h):  # a 0-d input (numpy gives a scalar)
             y = xp.maximum(h + h, 0.0) + xp.log1p(xp.exp(xp.abs(h) * -2.0))
             outputs[0] = y / self.beta if self.beta != 1.0 else y
             return
