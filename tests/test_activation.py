@@ -212,3 +212,68 @@ def test_errors_are_raised_in_static_mode_too() -> None:
         x.d = np.arange(6.0).reshape(2, 3) - 2.5
         y.forward()
     np.testing.assert_allclose(y.d[:, :3], np.where(x.d > 0, x.d, np.expm1(x.d)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sigmoid_and_softplus_are_accurate_relative_in_float32_and_float64(dtype: type) -> None:
+    # references in float64 with log1p/exp on the defining branches (x < 0: e^x / (1 + e^x))
+    x = np.concatenate([np.linspace(-80.0, 30.0, 221), [-1e-30, 0.0, 1e-30, 1e4, -1e4]])
+    xs = x.astype(dtype)
+    xd = xs.astype(np.float64)
+    e = np.exp(-np.abs(xd))
+    sig = np.where(xd >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+    sp = np.maximum(xd, 0.0) + np.log1p(e)
+    tol = 4 * np.finfo(dtype).eps
+    np.testing.assert_allclose(F.sigmoid(xs).d, sig, rtol=tol, atol=0)
+    np.testing.assert_allclose(F.softplus(xs).d, sp, rtol=tol, atol=0)
+    np.testing.assert_allclose(
+        F.softplus(xs, beta=-2.0).d, -0.5 * np.logaddexp(0.0, -2 * xd), rtol=tol, atol=0
+    )
+
+
+def test_softplus_float32_log1p_without_svml(monkeypatch: pytest.MonkeyPatch) -> None:
+    # CPUs without numpy's SVML loops take log1p(t) = log(u) - ((u - 1) - t) / u
+    from hodiff.functions import activation
+
+    t = np.concatenate([[0.0, 1e-30, 1e-8, 6e-8, 1e-7], np.linspace(1e-6, 1.0, 500)])
+    got = activation._log1p_small(np, t.astype(np.float32))
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(
+        got,
+        np.log1p(t.astype(np.float32).astype(np.float64)),
+        rtol=2 * np.finfo(np.float32).eps,
+        atol=0,
+    )
+    monkeypatch.setattr(activation, "_FAST_LOG1P", False)
+    x = np.linspace(-30.0, 30.0, 61).astype(np.float32)
+    xd = x.astype(np.float64)
+    np.testing.assert_allclose(F.softplus(x).d, np.logaddexp(0.0, xd), rtol=4e-7, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sigmoid_and_softplus_at_infinities_and_nan(dtype: type) -> None:
+    # softplus(-inf) = 0 (its max(z, 0) = h + |h| would be -inf + inf), NaN stays NaN
+    x = np.array([-np.inf, np.nan, np.inf, -1.0, 2.0], dtype)
+    with np.errstate(all="raise"):
+        sp = F.softplus(x).d
+        sg = F.sigmoid(x).d
+        ls = F.log_sigmoid(x).d
+        spb = F.softplus(x, beta=-3.0).d  # z = -3 x: the infinities swap
+    np.testing.assert_array_equal(sp[[0, 2]], [0.0, np.inf])
+    np.testing.assert_array_equal(sg[[0, 2]], [0.0, 1.0])
+    np.testing.assert_array_equal(ls[[0, 2]], [-np.inf, 0.0])
+    np.testing.assert_array_equal(spb[[0, 2]], [-np.inf, 0.0])
+    for y in (sp, sg, ls, spb):
+        assert np.isnan(y[1])
+        assert np.all(np.isfinite(y[3:]))
+    np.testing.assert_allclose(sp[3:], np.log1p(np.exp([-1.0, 2.0])), rtol=1e-6)
+    assert F.softplus(np.full((2, 0), -np.inf, dtype)).shape == (2, 0)
+
+
+@pytest.mark.parametrize("x", [np.array([True, False]), np.array([3, -2], np.int8)])
+def test_sigmoid_and_softplus_of_bool_and_int_arrays_are_float64(x: np.ndarray) -> None:
+    xd = x.astype(np.float64)
+    for fn, ref in ((F.sigmoid, 1.0 / (1.0 + np.exp(-xd))), (F.softplus, np.log1p(np.exp(xd)))):
+        y = fn(x)
+        assert y.dtype == np.float64
+        np.testing.assert_allclose(y.d, ref, rtol=1e-15)

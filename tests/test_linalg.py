@@ -242,3 +242,22 @@ def test_batch_ops_accept_a_single_matrix() -> None:
     assert F.batch_inv(x).shape == (3, 3)
     assert F.batch_det(x).shape == ()
     np.testing.assert_allclose(F.batch_det(x).d, np.linalg.det(x))
+
+
+def test_batch_matmul_reads_broadcast_operands_and_outer_products() -> None:
+    # a zero-stride gradient (what mean's backward makes) and inner size 1 (an outer
+    # product) take their own kernels: same numbers as numpy's matmul on plain copies
+    h = RNG.standard_normal((5, 4)).astype(np.float32)
+    gy = np.broadcast_to(np.float32(0.25), (5, 1))
+    w = RNG.standard_normal((4, 1)).astype(np.float32)
+    gw = F.batch_matmul(h, gy, transpose_a=True)
+    np.testing.assert_allclose(gw.d, h.T @ np.full((5, 1), 0.25, np.float32), rtol=1e-6)
+    gx = F.batch_matmul(gy, w, transpose_b=True)
+    assert gx.dtype == np.float32
+    np.testing.assert_array_equal(gx.d, np.full((5, 1), 0.25, np.float32) * w.T)
+    a, b = np.arange(3).reshape(3, 1), np.arange(4).reshape(1, 4)  # ints: float64 out
+    y = F.batch_matmul(a, b)
+    assert y.dtype == np.float64
+    np.testing.assert_array_equal(y.d, np.outer(np.arange(3), np.arange(4)))
+    rev = RNG.standard_normal((4, 6))[:, ::-2]  # negative strides: copied, then BLAS
+    np.testing.assert_allclose(F.batch_matmul(h.astype(np.float64), rev).d, h @ rev)

@@ -11,9 +11,12 @@ the piecewise ones are ``relu(x) + a * min(x, 0)``.
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from hodiff.context import array_module
 from hodiff.function import Elementwise, Flags, Function, Slots
@@ -43,6 +46,7 @@ __all__ = [
 
 
 _GELU_C = math.sqrt(2.0 / math.pi)
+_FLOAT64 = np.dtype(np.float64)
 
 
 def _inplace_ok(a: Any) -> bool:
@@ -58,19 +62,12 @@ class Sigmoid(Function):
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         x = inputs[0]
         xp = array_module(x)
-        special = _math.special_module(xp)
-        if special is not None:  # expit: accurate in both tails, one pass
-            outputs[0] = special.expit(x)
-            return
-        # 1 / (1 + e^-x) = (1 + tanh(x / 2)) / 2: never overflows
-        t = x * 0.5
-        if _inplace_ok(t):
-            xp.tanh(t, out=t)
-            t *= 0.5
-            t += 0.5
-            outputs[0] = t
-        else:
-            outputs[0] = xp.tanh(t) * 0.5 + 0.5
+        if xp is not np:  # cupy: expit is one fused kernel
+            special = _math.special_module(xp)
+            if special is not None:
+                outputs[0] = special.expit(x)
+                return
+        outputs[0] = _sigmoid(xp, x)
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # d sigmoid(x) = y (1 - y) dx, as one fused node
@@ -78,19 +75,56 @@ class Sigmoid(Function):
             inputs[0].store(_gm.sigmoid_backward(outputs[0].grad, outputs[0].data), accum[0])
 
 
-def _log1p_float32(xp: Any, t: Any) -> None:
-    """``t <- log1p(t)`` in place for float32 ``t`` in [0, 1].
+def _sigmoid(xp: Any, x: Any) -> Any:
+    """``1 / (1 + e^-x)`` as a new array, in four passes (three in place).
 
-    numpy's float32 log1p is not vectorised (about 8x slower than exp); Goldberg's
-    ``log(u) * t / (u - 1)`` with ``u = 1 + t`` is as accurate (``t`` itself where u == 1).
+    Accurate to a few ulps relative in both tails: for ``x << 0`` the quotient is a
+    product of correctly rounded terms, and where ``e^-x`` overflows the result is 0,
+    the true value being below the smallest normal float. (scipy's ``expit`` is as
+    accurate but about 3x slower on numpy's float64 and 4x on float32.)
+    """
+    if getattr(x, "dtype", _FLOAT64).kind not in "fc":  # bool or int: float64, as numpy's
+        x = xp.asarray(x, dtype=np.float64)
+    t = xp.negative(x)
+    with np.errstate(over="ignore"):
+        if not _inplace_ok(t):  # a 0-d input (numpy gives a scalar)
+            return 1.0 / (1.0 + xp.exp(t))
+        xp.exp(t, out=t)
+    t += 1.0
+    xp.divide(1.0, t, out=t)
+    return t
+
+
+def _svml() -> bool:
+    """Whether numpy runs ``log1p`` through its vectorised SVML loops (AVX512_SKX CPUs)."""
+    for name in ("numpy._core._multiarray_umath", "numpy.core._multiarray_umath"):  # 2.x, 1.x
+        try:
+            features = importlib.import_module(name).__cpu_features__
+        except (ImportError, AttributeError):
+            continue
+        return bool(features.get("AVX512_SKX", False))
+    return False
+
+
+#: numpy's float32 log1p is as fast as log with SVML, else a scalar loop 4x slower
+_FAST_LOG1P = _svml()
+
+
+def _log1p_small(xp: Any, t: Any) -> Any:
+    """``log1p(t)`` as a new array for ``t`` in [0, 1], from the vectorised ``log``.
+
+    Without SVML numpy's float32 ``log1p`` is a scalar loop (4x slower than ``log``). With
+    ``u = 1 + t`` rounded, ``log1p(t) = log(u) - ((u - 1) - t) / u`` up to ``O(eps^2)``:
+    ``(u - 1) - t`` is exactly the rounding error of ``u`` (Sterbenz), and where
+    ``u == 1`` the result is ``t`` itself.
     """
     u = t + 1.0
-    d = u - 1.0
+    c = u - 1.0
+    c -= t
+    c /= u
     xp.log(u, out=u)
-    small = d == 0.0
-    xp.divide(t, d, out=d, where=~small)
-    xp.multiply(u, d, out=u)
-    t[...] = xp.where(small, t, u)
+    u -= c
+    return u
 
 
 class Softplus(Elementwise):
@@ -100,25 +134,32 @@ class Softplus(Elementwise):
             raise ValueError("softplus: beta must be nonzero, got 0.0")
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
-        # log(1 + e^z) / beta with z = beta x, as max(z, 0) + log(1 + e^-|z|): never overflows
+        # log(1 + e^z) / beta with z = beta x, as max(z, 0) + log1p(e^-|z|): never overflows.
+        # From h = z / 2: max(z, 0) = h + |h| and -|z| = -2 |h|, both exact and overflow-free
+        # (h + |h| is NaN at z = -inf: max(h, 0) * 2 there).
         x = inputs[0]
         xp = array_module(x)
-        z = x * self.beta if self.beta != 1.0 else x
-        a = xp.abs(z)
-        if _inplace_ok(a):
-            xp.negative(a, out=a)
-            xp.exp(a, out=a)
-            if a.dtype == xp.float32 and xp.__name__ == "numpy":  # cupy's log1p is fast
-                _log1p_float32(xp, a)
-            else:
-                xp.log1p(a, out=a)
-            a += xp.maximum(z, 0.0)
-            if self.beta != 1.0:
-                a /= self.beta
-            outputs[0] = a
-        else:
-            y = xp.maximum(z, 0.0) + xp.log1p(xp.exp(-a))
+        h = x * (0.5 * self.beta)
+        if not _inplace_ok(h):  # a 0-d input (numpy gives a scalar)
+            y = xp.maximum(h + h, 0.0) + xp.log1p(xp.exp(xp.abs(h) * -2.0))
             outputs[0] = y / self.beta if self.beta != 1.0 else y
+            return
+        a = xp.abs(h)
+        if xp is np and (h.size == 0 or np.fmin.reduce(h, axis=None) > -np.inf):
+            h += a  # max(z, 0), in one pass (NaN-blind fmin: 4 us against maximum's 25)
+        else:  # cupy, or some z = -inf, where h + |h| = -inf + inf
+            xp.maximum(h, 0.0, out=h)
+            h += h
+        a *= -2.0
+        xp.exp(a, out=a)  # e^-|z| in (0, 1]
+        if a.dtype == xp.float32 and xp is np and not _FAST_LOG1P:  # cupy's log1p is fast
+            y = _log1p_small(xp, a)
+        else:
+            y = xp.log1p(a, out=a)
+        y += h
+        if self.beta != 1.0:
+            y /= self.beta
+        outputs[0] = y
 
     def dydx(self, x: Any, y: Any) -> Any:
         return sigmoid(x * self.beta if self.beta != 1.0 else x)  # d softplus = sigmoid(beta x)

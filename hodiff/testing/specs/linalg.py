@@ -113,6 +113,16 @@ SPECS = [
     ),
     Spec(F.batch_matmul, ((2, 1, 2, 3), (3, 3, 2)), _bmm_ref, linear=True, id="broadcast"),
     Spec(F.batch_matmul, ((2, 3), (3, 2)), _bmm_ref, linear=True, id="2d"),
+    # inner size 1: an outer product, computed as a broadcast multiply
+    Spec(F.batch_matmul, ((3, 1), (1, 4)), _bmm_ref, linear=True, id="outer"),
+    Spec(
+        F.batch_matmul,
+        ((2, 1, 3), (1, 4, 1)),
+        _bmm_ref,
+        kwargs={"transpose_a": True, "transpose_b": True},
+        linear=True,
+        id="outer_ta_tb_broadcast",
+    ),
     Spec(F.matmul, ((2, 3), (3, 4)), np.matmul, linear=True),
     Spec(F.matmul, ((3,), (2, 3, 4)), np.matmul, linear=True, id="vec_mat"),
     Spec(F.matmul, ((2, 2, 3), (3,)), np.matmul, linear=True, id="mat_vec"),
