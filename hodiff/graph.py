@@ -53,19 +53,18 @@ _PROP1 = [True]  # prop_down of a one-input step (shared: never mutated)
 
 def topological_order(roots: Sequence[Variable]) -> list[Function]:
     """Every node the roots depend on, inputs before consumers (iterative DFS)."""
-    seen: set[Function] = set()
+    stack = list(dict.fromkeys([v.parent for v in roots if v.parent is not None]))
+    seen: set[Function] = set(stack)  # marked when pushed: each node is pushed once
     nodes: list[Function] = []
-    stack = [v.parent for v in roots if v.parent is not None]
+    append, push, mark = nodes.append, stack.append, seen.add
     while stack:
         f = stack.pop()
-        if f in seen:
-            continue
-        seen.add(f)
-        nodes.append(f)
+        append(f)
         for x in f.inputs:
             p = x.parent
             if p is not None and p not in seen:
-                stack.append(p)
+                mark(p)
+                push(p)
     nodes.sort(key=_by_seq)  # a node is always created after the parents of its inputs
     return nodes
 
