@@ -191,11 +191,16 @@ def is_recording() -> bool:
     return _recording.get()
 
 
+# The array module of each array type met so far (numpy's scalars included): one dict lookup.
+_MODULES: dict[type, ModuleType] = {np.ndarray: np}
+
+
 def array_module(x: Any) -> ModuleType:
     """numpy or cupy, whichever ``x`` (an array, or a Variable's array) belongs to."""
     t = type(x)
-    if t is np.ndarray:
-        return np
-    if t.__module__.startswith("cupy"):
-        return importlib.import_module("cupy")
-    return np
+    m = _MODULES.get(t)
+    if m is None:
+        m = importlib.import_module("cupy") if t.__module__.startswith("cupy") else np
+        if isinstance(t, type):
+            _MODULES[t] = m
+    return m

@@ -90,3 +90,31 @@ def test_mixed_devices_name_the_function_and_inputs() -> None:
     # a constant (not a Variable) goes to the GPU instead
     z = hd.functions.affine(np.ones((2, 3)), hd.Variable.from_array(cp.ones((3, 4))))
     assert isinstance(z.d, cp.ndarray)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_fused_gpu_kernels_match_numpy(dtype) -> None:
+    """tanh_backward, sigmoid_backward and mul_n run one fused kernel on cupy arrays of one
+    float dtype (broadcasting too); mixed dtypes take the numpy-style path. Both match numpy."""
+    from hodiff import _cuda
+    from hodiff.grad_functions.arithmetic import mul_n
+    from hodiff.grad_functions.math import sigmoid_backward, tanh_backward
+
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((2, 4, 3)).astype(dtype)
+    c = rng.standard_normal(3).astype(dtype)
+    assert _cuda.fusable(cp.asarray(a), cp.asarray(c))
+    assert not _cuda.fusable(cp.asarray(a), cp.asarray(c.astype("float16")))
+    assert not _cuda.fusable(a, c)
+    rtol = 1e-6 if dtype == "float32" else 1e-14
+    cases = [
+        (lambda *xs: tanh_backward(*xs), (a, b), a * (1 - b * b)),
+        (lambda *xs: tanh_backward(*xs), (c, b), c * (1 - b * b)),
+        (lambda *xs: sigmoid_backward(*xs), (a, b), a * b * (1 - b)),
+        (lambda *xs: mul_n(*xs, val=-2.0), (a, b, c), -2.0 * a * b * c),
+        (lambda *xs: mul_n(*xs, val=0.5), (a, b, c.astype("float64")), 0.5 * a * b * c),
+    ]
+    for fn, xs, want in cases:
+        got = fn(*[cp.asarray(x) for x in xs]).d
+        assert isinstance(got, cp.ndarray)
+        np.testing.assert_allclose(cp.asnumpy(got), want, rtol=rtol, atol=rtol)

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from hodiff import _cuda
 from hodiff.context import array_module
 from hodiff.function import Flags, Function, Slots, float_dtype
 from hodiff.grad_functions.arithmetic import mul_n as _mul_n
@@ -54,6 +55,11 @@ class TanhBackward(_GradNode):
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         gy, y = inputs
+        if type(y) is not np.ndarray and _cuda.fusable(gy, y):  # one kernel launch on a GPU
+            outputs[0] = _cuda.kernel("tanh_backward", "T gy, T y", "T gx", "gx = gy - gy * y * y")(
+                gy, y
+            )
+            return
         # gy - gy y y: array-array kernels (faster than scalar-array ones on small arrays);
         # numpy reuses the temporary of a large product (temporary elision)
         outputs[0] = gy - gy * y * y
@@ -73,6 +79,11 @@ class SigmoidBackward(_GradNode):
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         gy, y = inputs
+        if type(y) is not np.ndarray and _cuda.fusable(gy, y):  # one kernel launch on a GPU
+            outputs[0] = _cuda.kernel(
+                "sigmoid_backward", "T gy, T y", "T gx", "gx = gy * y * (1 - y)"
+            )(gy, y)
+            return
         t = 1.0 - y
         if _fusable(t, gy):
             t *= y
