@@ -240,8 +240,9 @@ def header(result: dict[str, Any]) -> str:
                 f"{th.get('cpu_affinity')}; BLAS: {blas}; torch: {torch_threads}; "
                 f"XLA_FLAGS: `{th.get('xla_flags', '')}`)",
                 f"- timing: median of {s['repeats']} interleaved rounds after {s['warmup']} "
-                f"warm-up calls; calls shorter than {s['min_time'] * 1e3:g} ms are looped within "
-                f"a round; sizes: {s['size']}",
+                f"warm-up calls; each round of a function starts with `gc.collect()` and one "
+                f"untimed call, with the garbage collector on while timed; calls shorter than "
+                f"{s['min_time'] * 1e3:g} ms are looped within a round; sizes: {s['size']}",
             ]
         )
         + "\n"

@@ -48,7 +48,11 @@ def interleaved(
         shift = r % len(keys) if keys else 0
         for k in keys[shift:] + keys[:shift]:
             fn, number = fns[k], numbers[k]
+            # a full collection first (no garbage of another sample lands in this one), then one
+            # untimed call: a collection walks every object and leaves the caches cold, which a
+            # loop that calls fn again and again (a training loop) never sees
             gc.collect()
+            fn()
             t0 = time.perf_counter()
             for _ in range(number):
                 fn()
