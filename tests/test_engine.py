@@ -640,3 +640,67 @@ def test_static_rerun_schedule_matches_dynamic_and_releases_the_graph() -> None:
     del h, gx, gw, y
     gc.collect()
     assert ref() is None  # the schedule does not keep its root alive
+
+
+# ---------------------------------------------------------------- the call's fast paths
+def test_skipped_elementwise_setup_still_raises_its_clear_error_before_linking() -> None:
+    # float inputs of one dtype skip _Binary's setup; numpy's failure runs it to name the shapes
+    a, b = var(np.ones((2, 3))), var(np.ones((4,)))
+    with pytest.raises(ValueError, match=r"add2: shapes \(2, 3\) and \(4,\) cannot be broadcast"):
+        F.add2(a, b)
+    with pytest.raises(ValueError, match="mul_n: shapes"):
+        from hodiff.grad_functions.arithmetic import mul_n
+
+        mul_n(a, b, a)
+
+
+def test_mixed_and_integer_dtypes_still_take_the_declared_dtype() -> None:
+    f32 = hd.Variable.from_array(np.ones(3, np.float32))
+    f64 = hd.Variable.from_array(np.ones(3, np.float64))
+    i8 = hd.Variable.from_array(np.ones(3, np.int8))
+    assert (f32 + f64).dtype == np.float64
+    assert F.exp(i8).dtype == np.float64  # numpy computes float16 from int8
+    assert F.tanh(f32).dtype == np.float32
+    assert (f32 * 2).dtype == np.float32  # a Python int keeps the array's dtype (weak scalar)
+
+
+def test_a_subclass_with_its_own_forward_does_not_take_the_inherited_ufunc() -> None:
+    class Twice(F.math.Exp):  # Exp's forward is numpy's exp, run inline by the call
+        def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+            outputs[0] = 2.0 * np.exp(inputs[0])
+
+    x = var([0.0, 1.0])
+    np.testing.assert_allclose(Twice()(x).d, 2 * np.exp([0.0, 1.0]))
+    np.testing.assert_allclose(F.exp(x).d, np.exp([0.0, 1.0]))
+
+
+def test_scalar_primitives_keep_their_static_arguments() -> None:
+    y = var([1.0, 2.0]) * 3
+    assert y.parent.static_arguments == ((), {"val": 3.0})
+    rebuilt = type(y.parent)(**y.parent.static_arguments[1])
+    np.testing.assert_allclose(rebuilt(var([1.0, 2.0])).d, [3.0, 6.0])
+
+
+def test_modes_set_and_reset_in_any_order_do_not_undo_each_other() -> None:
+    from hodiff.context import _raw, _recording, _trusted
+
+    raw = _raw.set(True)
+    trusted = _trusted.set(True)
+    _raw.reset(raw)  # not the last one set
+    assert _trusted.get() and not _raw.get()
+    off = _recording.set(False)
+    _trusted.reset(trusted)
+    assert not _trusted.get() and not _recording.get()
+    _recording.reset(off)
+    assert _recording.get() and hd.get_auto_forward()
+
+
+def test_topological_order_lists_a_shared_node_once() -> None:
+    from hodiff import graph
+
+    x = var([1.0, 2.0])
+    y = F.tanh(x)
+    z = y * 2.0
+    order = graph.topological_order([z, z, y])
+    assert len(order) == len(set(order)) == 2
+    assert order[0] is y.parent
