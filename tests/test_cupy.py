@@ -118,3 +118,18 @@ def test_fused_gpu_kernels_match_numpy(dtype) -> None:
         got = fn(*[cp.asarray(x) for x in xs]).d
         assert isinstance(got, cp.ndarray)
         np.testing.assert_allclose(cp.asnumpy(got), want, rtol=rtol, atol=rtol)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("beta", [1.0, -0.5, 3.0])
+def test_fused_gpu_softplus_matches_numpy_in_the_tails(dtype, beta) -> None:
+    import hodiff.functions as F
+
+    x = np.array([-np.inf, -1e4, -90.0, -3.0, -1e-3, 0.0, 2e-3, 5.0, 80.0, 1e4, np.inf, np.nan])
+    x = x.astype(dtype)
+    want = F.softplus(x, beta=beta).d
+    got = F.softplus(cp.asarray(x), beta=beta).d
+    assert isinstance(got, cp.ndarray)
+    rtol = 1e-6 if dtype == "float32" else 1e-14
+    tiny = np.finfo(dtype).tiny  # below it, the GPU may flush to zero
+    np.testing.assert_allclose(cp.asnumpy(got), want, rtol=rtol, atol=tiny)

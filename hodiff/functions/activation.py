@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from hodiff import _cuda
 from hodiff.context import array_module
 from hodiff.function import Elementwise, Flags, Function, Slots
 from hodiff.functions import arithmetic as _arithmetic
@@ -139,6 +140,15 @@ class Softplus(Elementwise):
         # (h + |h| is NaN at z = -inf: max(h, 0) * 2 there).
         x = inputs[0]
         xp = array_module(x)
+        if xp is not np and _cuda.fusable(x):  # cupy: the same formula in one kernel launch
+            outputs[0] = _cuda.kernel(
+                "softplus",
+                "T x, float64 beta",
+                "T y",
+                "T h = x * (T)(0.5 * beta); "
+                "y = (fmax(h, (T)0) * 2 + log1p(exp(fabs(h) * -2))) / (T)beta",
+            )(x, self.beta)
+            return
         h = x * (0.5 * self.beta)
         if not _inplace_ok(h):  # a 0-d input (numpy gives a scalar)
             y = xp.maximum(h + h, 0.0) + xp.log1p(xp.exp(xp.abs(h) * -2.0))
