@@ -60,6 +60,11 @@ called, before anything is computed or linked, and must not change ``self``.
 skip it: their arguments are consistent by construction.) The default describes
 a unary elementwise function.
 
+A define-by-run call runs ``setup_impl`` before computing. A setup that only describes what
+numpy computes for float inputs (outputs of the inputs' dtype and numpy's broadcast shape) may
+be marked ``@elementwise_setup``: calls with float inputs of one dtype then skip it, and run it
+only when the forward raises (to raise its clearer error) or gives another dtype.
+
 Class attributes declare what the backward needs, so ``forward(clear_buffer=True)``
 can free the rest: ``need_inputs`` (True, False or a tuple of input indices)
 and ``need_outputs`` (bool). ``differentiable = False`` marks functions with
@@ -108,6 +113,7 @@ __all__ = [
     "GradientShapeError",
     "Slot",
     "Slots",
+    "elementwise_setup",
     "float_dtype",
 ]
 
