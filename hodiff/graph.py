@@ -46,9 +46,10 @@ __all__ = [
 
 _by_seq = attrgetter("seq")
 # accum flags of one- and two-input nodes, by "already has a gradient" (never mutated)
-_ACCUM = ([False], [True])
-_ACCUM2 = (([False, False], [False, True]), ([True, False], [True, True]))
-_PROP1 = [True]  # prop_down of a one-input step (shared: never mutated)
+# (tuples: shared by every pass, so a rule that tried to change one would raise, not leak)
+_ACCUM = ((False,), (True,))
+_ACCUM2 = ((False, False), (False, True)), ((True, False), (True, True))
+_PROP1 = (True,)  # prop_down of a one-input step
 
 
 def topological_order(roots: Sequence[Variable]) -> list[Function]:
@@ -277,12 +278,12 @@ class _Plan:
         else:
             self.steps = self._towards(order, set(wrt))
 
-    def _plain(self, order: list[Function]) -> list[tuple[Function, list[bool], Any]]:  # noqa: C901 (the planning loop, one pass over the nodes)
+    def _plain(self, order: list[Function]) -> list[tuple[Function, Sequence[bool], Any]]:  # noqa: C901 (the planning loop, one pass over the nodes)
         """Steps towards every leaf with need_grad: a node is visited when an input needs a
         gradient (a leaf with need_grad, or the output of a visited node).
         """
         relevant: set[Variable] = set()
-        steps: list[tuple[Function, list[bool], list[Variable] | None]] = []
+        steps: list[tuple[Function, Sequence[bool], list[Variable] | None]] = []
         leaf_uses = self.leaf_uses
         base_rule = Function.backward_impl
         all_leaves: dict[Variable, None] = {}
@@ -291,17 +292,19 @@ class _Plan:
                 continue
             ins = f.inputs
             leaves: list[Variable] | None = None
+            prop: Sequence[bool]
             if len(ins) == 1 and ins[0].parent is not None:  # the common case: shared flags
                 if ins[0] not in relevant:
                     continue
                 prop = _PROP1
             else:
-                prop = []  # a plain loop: a comprehension costs a frame on Python 3.11
+                flags: list[bool] = []  # a plain loop: a comprehension costs a frame (3.11)
+                prop = flags
                 for x in ins:
                     if x.parent is None:
                         all_leaves[x] = None
                         if x.need_grad:
-                            prop.append(True)
+                            flags.append(True)
                             if leaves is None:
                                 leaves = [x]
                                 leaf_uses[x] = leaf_uses.get(x, 0) + 1
@@ -309,7 +312,7 @@ class _Plan:
                                 leaves.append(x)
                                 leaf_uses[x] = leaf_uses.get(x, 0) + 1
                             continue
-                    prop.append(x in relevant)
+                    flags.append(x in relevant)
                 if leaves is None and True not in prop:
                     continue
             if type(f).backward_impl is base_rule:
@@ -330,11 +333,11 @@ class _Plan:
 
     def _towards(  # noqa: C901 (the planning loop, one pass over the nodes)
         self, order: list[Function], relevant: set[Variable]
-    ) -> list[tuple[Function, list[bool], Any]]:
+    ) -> list[tuple[Function, Sequence[bool], Any]]:
         """Steps towards the variables in ``relevant`` (a node is visited when an input is
         relevant; its outputs become relevant).
         """
-        steps: list[tuple[Function, list[bool], list[Variable] | None]] = []
+        steps: list[tuple[Function, Sequence[bool], list[Variable] | None]] = []
         used = self.used
         base_rule = Function.backward_impl
         for f in order:
@@ -342,6 +345,7 @@ class _Plan:
                 continue
             ins = f.inputs
             n = len(ins)
+            prop: Sequence[bool]
             if n == 1:  # the common cases, with the shared flag lists
                 x = ins[0]
                 if x not in relevant:
@@ -359,13 +363,14 @@ class _Plan:
                 if pb:
                     used.add(b)
             else:
-                prop = []
+                flags: list[bool] = []
+                prop = flags
                 for x in ins:
                     if x in relevant:
-                        prop.append(True)
+                        flags.append(True)
                         used.add(x)
                     else:
-                        prop.append(False)
+                        flags.append(False)
                 if True not in prop:
                     continue
             if type(f).backward_impl is base_rule:

@@ -707,3 +707,19 @@ def test_topological_order_lists_a_shared_node_once() -> None:
     order = graph.topological_order([z, z, y])
     assert len(order) == len(set(order)) == 2
     assert order[0] is y.parent
+
+
+def test_a_rule_cannot_change_the_engines_shared_flags() -> None:
+    class Meddler(hd.Function):
+        def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+            outputs[0] = inputs[0] * 2.0
+
+        def backward_impl(self, inputs, outputs, prop_down, accum) -> None:  # noqa: ANN001
+            prop_down[0] = False  # not allowed: the flags belong to the engine
+
+    x = var([1.0, 2.0])
+    with pytest.raises(TypeError):
+        Meddler()(x).backward()
+    y = F.tanh(x)  # later passes are unaffected
+    y.backward()
+    np.testing.assert_allclose(x.g, 1 - np.tanh([1.0, 2.0]) ** 2)
