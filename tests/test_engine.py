@@ -714,12 +714,12 @@ def test_a_rule_cannot_change_the_engines_shared_flags() -> None:
         def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
             outputs[0] = inputs[0] * 2.0
 
-        def backward_impl(self, inputs, outputs, prop_down, accum) -> None:  # noqa: ANN001
+        def backward_impl(self, inputs, outputs, prop_down, accum) -> None:
             prop_down[0] = False  # not allowed: the flags belong to the engine
 
     x = var([1.0, 2.0])
     with pytest.raises(TypeError):
-        Meddler()(x).backward()
+        Meddler()(x * 1.0).backward()  # a one-input step on a non-leaf: the shared flags
     y = F.tanh(x)  # later passes are unaffected
     y.backward()
     np.testing.assert_allclose(x.g, 1 - np.tanh([1.0, 2.0]) ** 2)
