@@ -45,6 +45,7 @@ __all__ = [
 ]
 
 _by_seq = attrgetter("seq")
+_ref = weakref.ref
 # accum flags of one- and two-input nodes, by "already has a gradient" (never mutated)
 # (tuples: shared by every pass, so a rule that tried to change one would raise, not leak)
 _ACCUM = ((False,), (True,))
@@ -477,10 +478,11 @@ def backward_steps(
     seed = _check_seed(root, grad, "backward")
     plan = _plain_plan(root)
     grads: dict[Variable, Any] = {root: seed}
-    # ids of arrays that may be shared (seeds, every gy handed to a rule, every array stored in
-    # a leaf): a leaf never takes one over. An aliased array is alive, so its id cannot be
-    # reused; a reused id of a dead one only costs a needless copy.
-    handed = {id(seed)}
+    # arrays that may be shared (seeds, every gy handed to a rule, every array stored in a
+    # leaf), by id, each with a weak reference that tells a live one from a dead one whose id
+    # a new array took over: a leaf never takes a shared array over (see _commit)
+    handed: dict[int, Any] = {}
+    _hand(handed, seed)
     if root.parent is None:
         if root.need_grad:
             _commit(root, seed, handed)
@@ -501,7 +503,7 @@ def _out_slots(
     wanted: set[Variable] | frozenset[Variable],
     keep: bool | None,
     root: Variable | None,
-    handed: set[int],
+    handed: dict[int, Any],
     graph_mode: bool,
 ) -> list[Slot]:
     """The output slots of a multi-output node (empty if no gradient reached it).
@@ -525,7 +527,7 @@ def _out_slots(
                 g = _zeros_like_output(f, i)
             elif keep is not None and o is not root:
                 o._grad = g if keep else FREED  # type: ignore[union-attr]
-            handed.add(id(g))
+            _hand(handed, g)
             y = ydata[i] if ydata is not None else (o._data if o is not None else None)
         slots.append(Slot(y, g, g.shape))
     return slots
@@ -536,7 +538,7 @@ def _reverse_pass(  # noqa: C901 (the engine's hot loop, kept in one frame: see 
     grads: dict[Variable, Any],
     wanted: set[Variable] | frozenset[Variable],
     graph_mode: bool,
-    handed: set[int],
+    handed: dict[int, Any],
     root: Variable | None = None,
     keep: bool | None = None,
     clear_buffer: bool = False,
@@ -582,7 +584,10 @@ def _reverse_pass(  # noqa: C901 (the engine's hot loop, kept in one frame: see 
                     else:
                         if keep is not None and o is not root:
                             o._grad = gy if keep else freed  # type: ignore[union-attr]
-                        handed.add(id(gy))
+                        try:  # the array, weakly (see backward_steps)
+                            handed[id(gy)] = _ref(gy)
+                        except TypeError:  # no weak references (a numpy scalar): itself
+                            handed[id(gy)] = gy
                         y = ydata[0] if ydata is not None else o._data  # type: ignore[union-attr]
                     y_slot.data, y_slot.grad, y_slot.shape = y, gy, o._shape  # type: ignore[union-attr]
                     out_slots = y_slots
@@ -651,7 +656,7 @@ def _final_leaves(
     leaves: list[Variable],
     leaf_uses: dict[Variable, int],
     grads: dict[Variable, Any],
-    handed: set[int],
+    handed: dict[int, Any],
 ) -> list[Variable]:
     """Counts down the leaves a step sent gradients to; commits those now final into ``.g``."""
     done = []
@@ -681,7 +686,21 @@ def _zeros_like_output(f: Function, i: int) -> Any:
     return xp.zeros(shape, dtype=dtype if dtype.kind == "f" else np.float64)
 
 
-def _commit(leaf: Variable, g: Any, handed: set[int]) -> None:
+def _hand(handed: dict[int, Any], a: Any) -> None:
+    """Records ``a`` as given elsewhere: weakly, or itself if it has no weak references."""
+    try:
+        handed[id(a)] = _ref(a)
+    except TypeError:
+        handed[id(a)] = a
+
+
+def _is_handed(handed: dict[int, Any], a: Any) -> bool:
+    """Whether ``a`` itself (not a dead array whose id it reuses) was recorded by :func:`_hand`."""
+    r = handed.get(id(a))
+    return r is not None and (r is a or (type(r) is weakref.ref and r() is a))
+
+
+def _commit(leaf: Variable, g: Any, handed: dict[int, Any]) -> None:
     """Adds ``g`` into ``leaf.g``; the first write takes ``g`` itself when nobody else holds it."""
     if g.shape != leaf._shape:
         raise GradientShapeError(
@@ -693,9 +712,9 @@ def _commit(leaf: Variable, g: Any, handed: set[int]) -> None:
         dtype = leaf._grad_dtype()
         if g.dtype != dtype:
             g = g.astype(dtype)
-        elif g.base is not None or id(g) in handed:
+        elif g.base is not None or _is_handed(handed, g):
             g = g.copy()  # a view or an array also given elsewhere: we will add into it later
-        handed.add(id(g))
+        _hand(handed, g)
         leaf._grad = g
     else:
         buf += g
@@ -719,7 +738,7 @@ def grad_graph(
         grads[o] = grads[o] + s if o in grads else s
     token = _trusted.set(True)
     try:
-        for _ in _reverse_pass(plan, grads, wanted, True, set()):
+        for _ in _reverse_pass(plan, grads, wanted, True, {}):
             pass  # a plan towards inputs has no leaves to commit: nothing is yielded
     finally:
         _trusted.reset(token)
@@ -766,7 +785,7 @@ class Pullback:
         seeds = [_check_seed(r, s, "pullback") for r, s in zip(self.roots, seeds, strict=True)]
         for r, s in zip(self.roots, seeds, strict=True):
             grads[r] = grads[r] + s if r in grads else s
-        for _ in _reverse_pass(self.plan, grads, self._wanted, False, set()):
+        for _ in _reverse_pass(self.plan, grads, self._wanted, False, {}):
             pass  # a plan towards wrt has no leaves to commit: nothing is yielded
         out: list[Any] = []
         for x in self.wrt:
