@@ -92,14 +92,28 @@ def _inputs(name: str, inputs: Any, keep: bool = False) -> tuple[list[Variable],
             x = a.unlinked(need_grad=True)
             if x._data is None:
                 x._data = a.d
-        else:
-            x = Variable.from_array(a, need_grad=True)
+        else:  # the graph outlives the call only with keep: only then is a copy needed
+            x = Variable.from_array(a, need_grad=True, copy=keep)
         if x.dtype.kind != "f":
             raise TypeError(
                 f"{name}: {_label(i, multi)} has dtype {x.dtype}; derivatives need float inputs"
             )
         xs.append(x)
     return xs, multi
+
+
+def _value(y: Variable, xs: Sequence[Variable]) -> Any:
+    """``y``'s value, copied if it is, or views, an input's array.
+
+    The inputs share the caller's arrays (no copy on the way in), and a result must not: ``f``
+    may return its input, or a reshape of it.
+    """
+    d = y.d
+    for x in xs:
+        a = x._data
+        if d is a or (d.base is not None and array_module_of(d).may_share_memory(d, a)):
+            return d.copy()
+    return d
 
 
 def _call(name: str, f: Callable[..., Any], xs: Sequence[Variable]) -> Variable:
@@ -358,7 +372,7 @@ def vjp(f: Callable[..., Variable], inputs: Any, v: Any) -> tuple[Any, Any]:
         pullback = _Pullback([y], xs)
         _evaluate([y])
         gxs = pullback([gy])
-    return y.d, _pack(gxs, multi)
+    return _value(y, xs), _pack(gxs, multi)
 
 
 def jvp(f: Callable[..., Variable], inputs: Any, v: Any) -> tuple[Any, Any]:
@@ -403,7 +417,7 @@ def jvp(f: Callable[..., Variable], inputs: Any, v: Any) -> tuple[Any, Any]:
         pullback = _Pullback(ws, [u])
         _evaluate([y, *pullback.roots])
         (jv,) = pullback(vs)
-    return y.d, jv
+    return _value(y, xs), jv
 
 
 def hvp(f: Callable[..., Variable], inputs: Any, v: Any, mode: str = "rev-rev") -> tuple[Any, Any]:
@@ -475,7 +489,7 @@ def hvp(f: Callable[..., Variable], inputs: Any, v: Any, mode: str = "rev-rev") 
         else:  # a batch of directions: one batched reverse pass
             _evaluate([y, *roots])
             hv = _batched_pass(roots, wrt, k, lambda a, b: [d[a:b] for d in vs], None, False)
-    return y.d, _pack(hv, multi)
+    return _value(y, xs), _pack(hv, multi)
 
 
 def _unit_rows(xp: Any, n: int, shape: tuple[int, ...], dtype: Any, a: int, b: int) -> Any:

@@ -352,3 +352,19 @@ def test_cupy_results_are_cupy_and_match_numpy():
         for a, b in zip(ref, got, strict=True):
             assert isinstance(b, cp.ndarray), name
             np.testing.assert_allclose(cp.asnumpy(b), a, rtol=1e-10, atol=1e-12, err_msg=name)
+
+
+def test_results_never_share_the_callers_arrays() -> None:
+    # the transforms read the caller's arrays without copying them; what they return is new
+    a, v = np.arange(6.0).reshape(2, 3), np.ones(6)
+    for f in (lambda x: x, lambda x: F.reshape(x, (6,)), lambda x: x * 2.0):
+        y, g = hd.vjp(f, a, v.reshape(f(hd.Variable.from_array(a)).shape))
+        assert not np.shares_memory(y, a)
+        assert not np.shares_memory(g, a)
+        y, jv = hd.jvp(f, a, np.ones_like(a))
+        assert not np.shares_memory(jv, a)
+        assert not np.shares_memory(y, a)
+    before = a.copy()
+    hd.hvp(lambda x: F.sum(x**3), a, np.ones_like(a))
+    hd.hessian(lambda x: F.sum(x**3), a)
+    np.testing.assert_array_equal(a, before)  # nothing wrote into the caller's array
