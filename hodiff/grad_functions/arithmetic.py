@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from hodiff import _cuda
+from hodiff.context import RAW, _mode
 from hodiff.function import (
     Flags,
     Function,
@@ -70,6 +71,25 @@ def sum_to(x: Any, shape: Sequence[int]) -> Variable:
     return SumTo(shape=shape)(x)
 
 
+def _mul_n(inputs: Sequence[Any], val: float) -> Any:
+    """The array kernel of :func:`mul_n` (numpy or cupy)."""
+    # plain products: numpy reuses the temporaries of large arrays (temporary elision)
+    n = len(inputs)
+    a = inputs[0]
+    if n == 3 and type(a) is not np.ndarray and _cuda.fusable(*inputs):  # one GPU launch
+        k = _cuda.kernel("mul3", "T a, T b, T c, float64 val", "T y", "y = a * b * c * (T)val")
+        return k(a, inputs[1], inputs[2], val)
+    if n == 3:  # the common case (a rule's ggx * gy * y)
+        y = a * inputs[1] * inputs[2]
+    elif n == 1:
+        y = a * 1.0
+    else:
+        y = a * inputs[1]
+        for x in inputs[2:]:
+            y = y * x
+    return y if val == 1.0 else y * val
+
+
 class MulN(Function):
     """``y = val * x_0 * x_1 * ... * x_{n-1}`` elementwise, with numpy broadcasting.
 
@@ -99,22 +119,7 @@ class MulN(Function):
         return [(shape, float_dtype(np.result_type(*[x.dtype for x in inputs])))]
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
-        # plain products: numpy reuses the temporaries of large arrays (temporary elision)
-        n = len(inputs)
-        a = inputs[0]
-        if n == 3 and type(a) is not np.ndarray and _cuda.fusable(*inputs):  # one GPU launch
-            k = _cuda.kernel("mul3", "T a, T b, T c, float64 val", "T y", "y = a * b * c * (T)val")
-            outputs[0] = k(a, inputs[1], inputs[2], self.val)
-            return
-        if n == 3:  # the common case (a rule's ggx * gy * y)
-            y = inputs[0] * inputs[1] * inputs[2]
-        elif n == 1:
-            y = inputs[0] * 1.0
-        else:
-            y = inputs[0] * inputs[1]
-            for x in inputs[2:]:
-                y = y * x
-        outputs[0] = y if self.val == 1.0 else y * self.val
+        outputs[0] = _mul_n(inputs, self.val)
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # d (val prod_j x_j) = val sum_i (prod_{j != i} x_j) dx_i
@@ -135,6 +140,8 @@ def mul_n(*xs: Any, val: float = 1.0) -> Variable:
     >>> mul_n(np.array([1.0, 2.0]), np.array([3.0, 4.0]), np.array(0.5), val=-2.0).d
     array([-3., -8.])
     """
+    if _mode.get() & RAW and xs:  # a plain pass: the kernel on the arrays, no node
+        return _mul_n(xs, val if type(val) is float else float(val))
     return MulN(val=val)(*xs)
 
 
