@@ -279,7 +279,7 @@ class _Plan:
         else:
             self.steps = self._towards(order, set(wrt))
 
-    def _plain(self, order: list[Function]) -> list[tuple[Function, Sequence[bool], Any]]:  # noqa: C901 (the planning loop, one pass over the nodes)
+    def _plain(self, order: list[Function]) -> list[tuple[Function, Sequence[bool], Any]]:
         """Steps towards every leaf with need_grad: a node is visited when an input needs a
         gradient (a leaf with need_grad, or the output of a visited node).
         """
@@ -319,20 +319,17 @@ class _Plan:
             if type(f).backward_impl is base_rule:
                 f.backward_impl([], [], prop, prop)  # raises NotImplementedError naming f
             refs = f._outputs
-            if len(refs) == 1:
+            if len(refs) == 1:  # inline: the common case
                 v = refs[0]()
                 if v is not None:
                     relevant.add(v)
             else:
-                for ref in refs:
-                    v = ref()
-                    if v is not None:
-                        relevant.add(v)
+                _add_alive(refs, relevant)
             steps.append((f, prop, leaves))
         self.leaves = tuple(all_leaves)
         return steps
 
-    def _towards(  # noqa: C901 (the planning loop, one pass over the nodes)
+    def _towards(
         self, order: list[Function], relevant: set[Variable]
     ) -> list[tuple[Function, Sequence[bool], Any]]:
         """Steps towards the variables in ``relevant`` (a node is visited when an input is
@@ -377,17 +374,22 @@ class _Plan:
             if type(f).backward_impl is base_rule:
                 f.backward_impl([], [], prop, prop)  # raises NotImplementedError naming f
             refs = f._outputs
-            if len(refs) == 1:
+            if len(refs) == 1:  # inline: the common case
                 v = refs[0]()
                 if v is not None:
                     relevant.add(v)
             else:
-                for ref in refs:
-                    v = ref()
-                    if v is not None:
-                        relevant.add(v)
+                _add_alive(refs, relevant)
             steps.append((f, prop, None))
         return steps
+
+
+def _add_alive(refs: Sequence[weakref.ref[Variable]], into: set[Variable]) -> None:
+    """Adds the outputs still alive (of a multi-output node) to ``into``."""
+    for ref in refs:
+        v = ref()
+        if v is not None:
+            into.add(v)
 
 
 def _in_slots(

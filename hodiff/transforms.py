@@ -150,6 +150,18 @@ def _n_directions(v: Any, like: Sequence[Variable], multi: bool) -> int | None:
     return ks.pop() if len(ks) == 1 else None
 
 
+def _direction_items(name: str, v: Any, like: Sequence[Variable], multi: bool) -> list[Any]:
+    """``v`` as a list with one direction per Variable of ``like``."""
+    if not multi:
+        return [v]
+    if not isinstance(v, tuple | list) or len(v) != len(like):
+        got = f"{len(v)} arrays" if isinstance(v, tuple | list) else type(v).__name__
+        raise ValueError(
+            f"{name}: v must be a tuple of {len(like)} arrays (one per input), got {got}"
+        )
+    return list(v)
+
+
 def _directions(
     name: str,
     v: Any,
@@ -161,15 +173,7 @@ def _directions(
     """``v`` as one array per Variable of ``like`` (same shape, gradient dtype; with ``batch``
     one more leading axis of that size).
     """
-    if multi:
-        if not isinstance(v, tuple | list) or len(v) != len(like):
-            got = f"{len(v)} arrays" if isinstance(v, tuple | list) else type(v).__name__
-            raise ValueError(
-                f"{name}: v must be a tuple of {len(like)} arrays (one per input), got {got}"
-            )
-        items = list(v)
-    else:
-        items = [v]
+    items = _direction_items(name, v, like, multi)
     xp = _xp(like)
     out = []
     for i, (a, x) in enumerate(zip(items, like, strict=True)):
@@ -245,15 +249,7 @@ def _vdirections(
     Arrays become constant Variables; Variables are used as they are (so that the result
     stays differentiable in ``v``), cast to the gradient dtype of ``like`` when needed.
     """
-    if multi:
-        if not isinstance(v, tuple | list) or len(v) != len(like):
-            got = f"{len(v)} arrays" if isinstance(v, tuple | list) else type(v).__name__
-            raise ValueError(
-                f"{name}: v must be a tuple of {len(like)} arrays (one per input), got {got}"
-            )
-        items = list(v)
-    else:
-        items = [v]
+    items = _direction_items(name, v, like, multi)
     xp = array_module_of(*like)
     out = []
     for i, (a, x) in enumerate(zip(items, like, strict=True)):
