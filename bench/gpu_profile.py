@@ -1,8 +1,7 @@
 """Where a GPU call spends its time: one benchmark task on cupy under cProfile.
 
-Prints the functions with the most time of their own (Python and the cupy calls they
-make; with a GPU most of it is kernel launches and their Python) and the number of
-cupy kernel launches of one call (cupy's profiler of launched kernels, when present).
+Prints the functions with the most time of their own: Python, and the cupy calls they make
+(with a GPU, most of a small workload's time is kernel launches and the Python around them).
 
     python -m bench.gpu_profile W1 float32 [--calls 20] [--top 25]
 """
