@@ -133,3 +133,15 @@ def test_fused_gpu_softplus_matches_numpy_in_the_tails(dtype, beta) -> None:
     rtol = 1e-6 if dtype == "float32" else 1e-14
     tiny = np.finfo(dtype).tiny  # below it, the GPU may flush to zero
     np.testing.assert_allclose(cp.asnumpy(got), want, rtol=rtol, atol=tiny)
+
+
+def test_labels_out_of_range_raise_on_the_gpu() -> None:
+    import hodiff.functions as F
+
+    x = cp.asarray(np.random.default_rng(1).standard_normal((4, 3)))
+    ok = F.softmax_cross_entropy(x, cp.asarray([[0], [2], [1], [2]]))
+    want = F.softmax_cross_entropy(cp.asnumpy(x), np.array([[0], [2], [1], [2]])).d
+    np.testing.assert_allclose(cp.asnumpy(ok.d), want, rtol=1e-12)
+    for bad in ([[0], [3], [1], [2]], [[0], [-1], [1], [2]]):
+        with pytest.raises(ValueError, match=r"must lie in \[0, 3\)"):
+            F.softmax_cross_entropy(x, cp.asarray(bad))
