@@ -48,9 +48,9 @@ def labels_in_range(name: str, xp: Any, t: Any, axis: int, x_shape: tuple[int, .
     n = x_shape[axis]
     t = xp.asarray(t).reshape((*x_shape[:axis], 1, *x_shape[axis + 1 :]))
     if t.size:
-        if xp is not np:  # a GPU: one reduction and one wait for the device, not two of each
-            if not bool(((t < 0) | (t >= n)).any()):
-                return t
+        # a GPU: one reduction and one wait for the device, not two of each
+        if xp is not np and not bool(((t < 0) | (t >= n)).any()):
+            return t
         lo, hi = int(t.min()), int(t.max())
         if lo < 0 or hi >= n:
             raise ValueError(
