@@ -111,8 +111,12 @@ def _value(y: Variable, xs: Sequence[Variable]) -> Any:
     d = y.d
     for x in xs:
         a = x._data
-        if d is a or (d.base is not None and array_module_of(d).may_share_memory(d, a)):
+        if d is a:
             return d.copy()
+        if d.base is not None:  # a view: of an input? (cupy without the check: copy anyway)
+            may_share = getattr(array_module_of(d), "may_share_memory", None)
+            if may_share is None or may_share(d, a):
+                return d.copy()
     return d
 
 
