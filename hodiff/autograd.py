@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from hodiff import graph
+from hodiff import deferred, graph
 from hodiff.context import get_auto_forward, is_recording
 from hodiff.function import GradientShapeError, array_module_of
 from hodiff.variable import Variable, is_scalar
@@ -49,6 +49,22 @@ def _seed(i: int, y: Variable, g: Any) -> Variable:
             f"grad: grad_outputs[{i}] has shape {g.shape} but outputs[{i}] has shape {y.shape}"
         )
     return g
+
+
+def _deferrable(
+    outs: list[Variable], ins: list[Variable], seeds: list[Variable], plan: graph._Plan
+) -> bool:
+    """Whether to defer recording: in a dynamic graph of plain Variables with values (not
+    inside hd.vmap) that holds a gradient hd.grad recorded, so that the results are
+    derivatives of order two or more, seldom differentiated again (see hodiff/deferred.py).
+    """
+    if not get_auto_forward() or not deferred.is_enabled() or not deferred.holds_gradient(plan):
+        return False
+    for group in (outs, ins, seeds):
+        for v in group:
+            if type(v) is not Variable or v._data is None:
+                return False
+    return True
 
 
 def _why_unused(outs: list[Variable], ins: list[Variable]) -> str:
@@ -117,7 +133,11 @@ def grad(
         )
     if get_auto_forward():  # a static graph's .forward() recomputes freed values
         graph.check_values(plan, "grad")
-    results = graph.grad_graph(outs, ins, seeds, plan)
+    if _deferrable(outs, ins, seeds, plan):  # a gradient of a gradient: recorded when used
+        values = graph.grad_values(outs, ins, [s._data for s in seeds], plan)
+        results = deferred.defer(outs, ins, seeds, plan, values)
+    else:
+        results = graph.grad_graph(outs, ins, seeds, plan)
     out = []
     for i, (x, g) in enumerate(zip(ins, results, strict=True)):
         if g is not None and g._shape != x._shape:

@@ -119,11 +119,23 @@ __all__ = [
 
 #: every primitive defined in the hodiff package, in definition order
 REGISTRY: dict[type[Function], str] = {}
-_seq = itertools.count()
+_seq = itertools.count()  # node numbers: a node is numbered after the nodes its inputs come from
 _ref = weakref.ref
 _new_variable = object.__new__
 #: set by hodiff.vmap: called with (function, inputs) when an input has no value
 _BATCH_HOOK: Any = None
+
+
+def reserve_seq(n: int) -> int:
+    """Reserves ``n`` node numbers after the next one; returns that next one (``start``).
+
+    Nodes made later are numbered after ``start + n``; :mod:`hodiff.deferred` numbers the
+    nodes it records later into the gap.
+    """
+    global _seq
+    start = next(_seq)
+    _seq = itertools.count(start + n + 1)
+    return start
 
 
 def _snake(name: str) -> str:
@@ -191,6 +203,8 @@ class Function:
     # does not read ``__dict__``, which Python would then build for every instance)
     inputs: Sequence[Variable]
     seq: int = -1
+    #: set on a node that made a gradient hd.grad returned (hodiff/deferred.py)
+    _of_grad: bool = False
     _outputs: list[weakref.ref[Variable]]
     _ydata: list[Any] | None
     _out_meta: list[tuple[tuple[int, ...], Any]]

@@ -21,13 +21,13 @@ from typing import Any
 
 import numpy as np
 
+from hodiff import function as _function
 from hodiff.context import _raw, _trusted, array_module, get_default_context
 from hodiff.function import (
     Function,
     GradientShapeError,
     Slot,
     _as_declared,
-    _seq,
     array_module_of,
     as_array,
 )
@@ -39,6 +39,7 @@ __all__ = [
     "backward_steps",
     "forward",
     "grad_graph",
+    "grad_values",
     "plan",
     "topological_order",
     "unused_inputs",
@@ -80,7 +81,7 @@ _last_free = [-1]
 
 def _freed() -> None:
     _frees[0] += 1
-    _last_free[0] = next(_seq)
+    _last_free[0] = next(_function._seq)
 
 
 def check_values(plan: _Plan, where: str) -> None:
@@ -744,7 +745,34 @@ def grad_graph(
             pass  # a plan towards inputs has no leaves to commit: nothing is yielded
     finally:
         _trusted.reset(token)
-    return [grads.get(x) for x in inputs]
+    results = [grads.get(x) for x in inputs]
+    for r in results:  # a gradient of this graph is a gradient of a gradient (deferred.py)
+        if r is not None and r.parent is not None:
+            r.parent._of_grad = True
+    return results
+
+
+def grad_values(
+    outputs: Sequence[Variable], inputs: Sequence[Variable], seeds: Sequence[Any], plan: _Plan
+) -> list[Any]:
+    """Plain (array) reverse pass: what :func:`grad_graph` computes, as arrays, recording
+    nothing (None for an input no output depends on). A result shares memory with no seed,
+    no other result and no array it is a view of.
+    """
+    grads: dict[Variable, Any] = {}
+    for o, s in zip(outputs, seeds, strict=True):
+        grads[o] = grads[o] + s if o in grads else s
+    for _ in _reverse_pass(plan, grads, set(inputs), False, {}):
+        pass  # a plan towards inputs has no leaves to commit: nothing is yielded
+    out: list[Any] = []
+    for x in inputs:
+        g = grads.get(x)
+        if g is not None and (
+            g.base is not None or any(g is s for s in seeds) or any(g is o for o in out)
+        ):
+            g = g.copy()
+        out.append(g)
+    return out
 
 
 def plan(outputs: Sequence[Variable], inputs: Sequence[Variable]) -> _Plan:
