@@ -61,6 +61,7 @@ TOOLKIT_MODULES: tuple[str, ...] = (
     "hodiff.scipy",
     "hodiff.testing",
     "hodiff.distributed",
+    "hodiff.deferred",
 )
 
 API_DIR = "api"

@@ -94,6 +94,13 @@ def grad(
     written into ``.g``. In a static graph (``auto_forward(False)``) the results
     are computed by calling ``.forward()`` on them.
 
+    A derivative of order two or more (the outputs' graph holds a gradient that
+    ``hd.grad`` returned; dynamic graphs outside ``hd.vmap``) is computed at once
+    by the plain array pass, and its graph is recorded the first time something
+    differentiates or walks it: the result's parent is a ``DeferredGrad`` node
+    until then. Values and derivatives are the same as when recorded at once
+    (see docs/engine.md and :func:`hodiff.deferred.record_at_once`).
+
     Args:
         outputs: a Variable or a list of them.
         inputs: a Variable or a list of them (leaves or intermediate variables).

@@ -47,7 +47,7 @@ __all__ = [
 
 Axes = Sequence[int | None]
 
-_LINK_ATTRS = frozenset(("inputs", "seq", "_outputs", "_ydata", "_out_meta"))
+_LINK_ATTRS = frozenset(("inputs", "seq", "_outputs", "_ydata", "_out_meta", "_of_grad"))
 _new = object.__new__
 
 

@@ -126,6 +126,15 @@ _new_variable = object.__new__
 _BATCH_HOOK: Any = None
 
 
+def _renew(f: Function) -> Function:
+    """A copy of a node whose instance is called again (static arguments kept, not the mark
+    of a gradient's node, which belongs to that node only).
+    """
+    node = copy.copy(f)
+    node.__dict__.pop("_of_grad", None)
+    return node
+
+
 def reserve_seq(n: int) -> int:
     """Reserves ``n`` node numbers after the next one; returns that next one (``start``).
 
@@ -365,7 +374,7 @@ class Function:
             v._grad = None
             v.need_grad = need
             if recording:
-                node = self if self.seq < 0 else copy.copy(self)  # reused instance
+                node = self if self.seq < 0 else _renew(self)  # reused instance
                 node.inputs = inputs
                 node.seq = next(_seq)
                 if self.need_outputs:  # the forward's list of outputs is kept: one list fewer
@@ -386,7 +395,7 @@ class Function:
             v.need_grad = need
             outputs.append(v)
         if recording:
-            node = self if self.seq < 0 else copy.copy(self)  # reused instance
+            node = self if self.seq < 0 else _renew(self)  # reused instance
             node.inputs = inputs
             node.seq = next(_seq)
             refs = []

@@ -262,3 +262,17 @@ def test_a_dead_result_is_not_turned() -> None:
         (ex,) = _second(x, w, [x])
         (et,) = hd.grad(F.sum(ex), w)
     np.testing.assert_allclose(t.d, et.d, rtol=1e-12)
+
+
+def test_a_reused_instance_does_not_carry_the_mark_of_a_gradient() -> None:
+    from hodiff.functions.math import Tanh
+
+    fn = Tanh()
+    x = _leaf(X0)
+    y = fn(x)
+    y.parent._of_grad = True  # as if this node had made a gradient hd.grad returned
+    z = fn(x)  # the same instance called again: a copy, without the mark
+    assert z.parent is not y.parent
+    assert not z.parent._of_grad
+    (g,) = hd.grad(F.sum(z), x)  # a first derivative: recorded at once
+    assert not isinstance(g.parent, DeferredGrad)
