@@ -58,7 +58,9 @@ def _deferrable(
     inside hd.vmap) that holds a gradient hd.grad recorded, so that the results are
     derivatives of order two or more, seldom differentiated again (see hodiff/deferred.py).
     """
-    if not get_auto_forward() or not deferred.is_enabled() or not deferred.holds_gradient(plan):
+    if not (get_auto_forward() and is_recording() and deferred.is_enabled()):
+        return False  # a static graph, hd.no_grad() (nothing to record) or record_at_once()
+    if not deferred.holds_gradient(plan):
         return False
     for group in (outs, ins, seeds):
         for v in group:

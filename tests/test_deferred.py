@@ -276,3 +276,14 @@ def test_a_reused_instance_does_not_carry_the_mark_of_a_gradient() -> None:
     assert not z.parent._of_grad
     (g,) = hd.grad(F.sum(z), x)  # a first derivative: recorded at once
     assert not isinstance(g.parent, DeferredGrad)
+
+
+def test_under_no_grad_nothing_is_deferred_nor_recorded() -> None:
+    x = _leaf(X0)
+    (g,) = hd.grad(F.sum(F.sin(x)), x)
+    s = F.sum(g)
+    with hd.no_grad():
+        (h,) = hd.grad(s, x)
+    assert not isinstance(h.parent, DeferredGrad)
+    assert not h.need_grad
+    np.testing.assert_allclose(h.d, -np.sin(X0), rtol=1e-14)
