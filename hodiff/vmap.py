@@ -86,6 +86,22 @@ class BatchedVariable(Variable):
 
     grad = g
 
+    def __bool__(self) -> bool:
+        raise TypeError(
+            f"hd.vmap: the truth value of a batched variable (per-example shape {self._shape}, "
+            f"batch {self._value.shape[0]}) is not defined inside the mapped function: Python "
+            "control flow (if, while, and, or) cannot depend on the example's values there; "
+            "select with F.where, or loop over the examples"
+        )
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        raise TypeError(
+            f"hd.vmap: a batched variable (per-example shape {self._shape}, batch "
+            f"{self._value.shape[0]}, dtype {self._dtype}) cannot become an array inside the "
+            "mapped function (it has no per-example value): the numpy/scipy-based tools run "
+            "outside hd.vmap, on what the vmap returns"
+        )
+
     @property
     def value(self) -> Variable:
         """The batched Variable (batch axis 0)."""
