@@ -19,6 +19,7 @@ import numpy as np
 from hodiff.autograd import grad
 from hodiff.context import array_module, auto_forward
 from hodiff.variable import Variable
+from hodiff.vmap import refuse_batched
 
 __all__ = ["GradcheckError", "GradcheckReport", "gradcheck", "gradgradcheck"]
 
@@ -118,6 +119,23 @@ def directional(
     return s, vs
 
 
+#: why a batched variable (inside ``hd.vmap``) is refused
+NOT_PER_EXAMPLE = (
+    "a derivative check compares values with finite differences and returns a report, "
+    "which has no per-example form inside vmap"
+)
+
+
+def refuse_batched_output(name: str, y: Any) -> None:
+    """``f``'s output must not be batched: ``f`` closes over a batched variable of an hd.vmap."""
+    refuse_batched(
+        name,
+        "f(*inputs)",
+        y,
+        "f closes over a batched variable of the enclosing hd.vmap; " + NOT_PER_EXAMPLE,
+    )
+
+
 def gradcheck(
     f: Callable[..., Variable],
     inputs: Any,
@@ -157,6 +175,7 @@ def gradcheck(
     """
     if order < 1:
         raise ValueError(f"gradcheck: order must be >= 1, got {order}")
+    refuse_batched("gradcheck", "inputs", inputs, NOT_PER_EXAMPLE)
     eps = 1e-6 if eps is None else eps
     atol = 1e-6 if atol is None else atol
     rtol = 1e-5 if rtol is None else rtol
@@ -189,6 +208,7 @@ def gradcheck(
         y0 = f(*[Variable.from_array(a) for a in xs])
         if not isinstance(y0, Variable):
             raise TypeError(f"gradcheck: f must return a Variable, got {type(y0).__name__}")
+        refuse_batched_output("gradcheck", y0)
         if y0.size == 0:
             raise ValueError(
                 f"gradcheck: f returned an empty output (shape {y0.shape}): nothing would be "

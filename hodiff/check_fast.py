@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from hodiff.autograd import grad
-from hodiff.check import GradcheckReport, directional
+from hodiff.check import GradcheckReport, directional, refuse_batched_output
 from hodiff.context import array_module, auto_forward
 from hodiff.variable import Variable
 
@@ -53,6 +53,7 @@ def fast_gradcheck(
         y0 = f(*[Variable.from_array(a) for a in xs])
         if not isinstance(y0, Variable):
             raise TypeError(f"gradcheck: f must return a Variable, got {type(y0).__name__}")
+        refuse_batched_output("gradcheck", y0)
         xp = array_module(y0.d)
         u = xp.asarray(rng.standard_normal(y0.shape))
         directions = [

@@ -44,10 +44,18 @@ from hodiff.context import array_module
 from hodiff.graph import Pullback
 from hodiff.transforms import _evaluate, _graph_mode
 from hodiff.variable import Variable
+from hodiff.vmap import refuse_batched
 
 __all__ = ["Estimate", "density", "eigenvalues", "plot_density", "trace"]
 
 WHICH = ("LA", "SA", "LM")
+
+#: why a batched variable (inside ``hd.vmap``) is refused
+_NOT_PER_EXAMPLE = (
+    "curvature is computed on arrays, by iterations that read values and stop on them, and "
+    "returned as arrays, so it has no per-example form inside vmap (per example, use "
+    "hd.vmap of hd.hessian or hd.hvp: docs/vmap.md)"
+)
 
 
 # ---------------------------------------------------------------- the Hessian operator
@@ -87,6 +95,9 @@ class _Hessian:
 
     def __init__(self, name: str, loss: Any, params: Any, data: Iterable[Any] | None) -> None:
         self.name = name
+        if data is None:
+            refuse_batched(name, "loss", loss, _NOT_PER_EXAMPLE)
+        refuse_batched(name, "params", params, _NOT_PER_EXAMPLE)
         self.keys, self.params, self.kind = _param_list(name, params)
         self.pullbacks: list[Pullback] = []
         if data is None:
@@ -115,6 +126,7 @@ class _Hessian:
                         f"{name}: loss(batch) must return a hodiff.Variable, got "
                         f"{type(value).__name__} for batch {i}"
                     )
+                refuse_batched(name, f"loss(batch {i})", value, _NOT_PER_EXAMPLE)
                 self._record(value, f"loss(batch {i})")
             if not self.pullbacks:
                 raise ValueError(f"{name}: data has no batches")
@@ -521,6 +533,7 @@ def density(
     if sigma is not None and not sigma > 0:
         raise ValueError(f"{name}: sigma must be positive, got {sigma!r}")
     if grid is not None:
+        refuse_batched(name, "grid", grid, _NOT_PER_EXAMPLE)
         grid = np.array(_host(grid), dtype=np.float64)  # a copy: the caller keeps theirs
         if grid.ndim != 1 or grid.size < 2 or np.any(np.diff(grid) <= 0):
             raise ValueError(
@@ -594,6 +607,11 @@ def plot_density(
     Returns:
         ``path`` as a string.
     """
+    refuse_batched("curvature.plot_density", "grid", grid, "a picture has no per-example form")
+    refuse_batched("curvature.plot_density", "values", values, "a picture has no per-example form")
+    refuse_batched(
+        "curvature.plot_density", "eigenvalues", eigenvalues, "a picture has no per-example form"
+    )
     try:
         import matplotlib
 

@@ -33,12 +33,20 @@ from hodiff.autograd import grad
 from hodiff.context import array_module
 from hodiff.transforms import _call, _evaluate, _graph_mode, _Pullback, _scalar
 from hodiff.variable import Variable
+from hodiff.vmap import refuse_batched
 
 __all__ = ["HessianOperator", "Objective", "minimize"]
 
 #: methods of scipy.optimize.minimize that take ``hessp`` / a dense ``hess``
 HESSP_METHODS = ("newton-cg", "trust-ncg", "trust-krylov", "trust-constr")
 HESS_METHODS = ("dogleg", "trust-exact")
+
+
+#: why a batched variable (inside ``hd.vmap``) is refused
+_NOT_PER_EXAMPLE = (
+    "scipy works on numpy arrays and its iterations read values and stop on them, so there "
+    "is no per-example form inside vmap"
+)
 
 
 def _numpy(a: Any) -> np.ndarray:
@@ -49,12 +57,23 @@ class _Point:
     """The graph of ``f`` at one point: value now, gradient and Hessian products on demand."""
 
     def __init__(
-        self, f: Callable[..., Variable], x: np.ndarray, shape: tuple[int, ...], dtype: Any
+        self,
+        f: Callable[..., Variable],
+        x: np.ndarray,
+        shape: tuple[int, ...],
+        dtype: Any,
+        name: str = "Objective",
     ) -> None:
         self.x = x.copy()
         with _graph_mode():
             self.leaf = Variable.from_array(self.x.reshape(shape).astype(dtype), need_grad=True)
             self.y = _call("Objective", f, [self.leaf])
+            refuse_batched(
+                name,
+                "f(x)",
+                self.y,
+                "f closes over a batched variable of the enclosing hd.vmap; " + _NOT_PER_EXAMPLE,
+            )
             _scalar("Objective", self.y)
             _evaluate([self.y])
         self.value = float(_numpy(self.y.d).reshape(()))
@@ -121,8 +140,10 @@ class Objective:
         self.n_grad = 0
         self.n_hessp = 0
         self._point: _Point | None = None
+        self._name = "Objective"  # in the messages of what only the first call can detect
 
     def _at(self, x: Any) -> _Point:
+        refuse_batched(self._name, "x", x, _NOT_PER_EXAMPLE)
         x = np.asarray(x, dtype=np.float64)
         if x.ndim != 1:
             raise ValueError(f"Objective: x must be a flat vector, got shape {x.shape}")
@@ -131,7 +152,7 @@ class Objective:
             raise ValueError(f"Objective: x of shape {x.shape} does not fit shape {shape}")
         point = self._point
         if point is None or point.x.shape != x.shape or not np.array_equal(point.x, x):
-            point = self._point = _Point(self.f, x, shape, self.dtype)
+            point = self._point = _Point(self.f, x, shape, self.dtype, self._name)
             self.n_forward += 1
         return point
 
@@ -152,6 +173,7 @@ class Objective:
 
     def hessp(self, x: Any, p: Any) -> np.ndarray:
         """The Hessian of ``f`` at ``x`` times ``p``, flat."""
+        refuse_batched("Objective.hessp", "p", p, _NOT_PER_EXAMPLE)
         p = np.asarray(p, dtype=np.float64)
         point = self._at(x)
         if p.shape != point.x.shape:
@@ -201,8 +223,11 @@ def minimize(f: Callable[..., Variable], x0: Any, method: str = "trust-ncg", **k
     True
 
     """
+    name = "hodiff.scipy.minimize"
+    refuse_batched(name, "x0", x0, _NOT_PER_EXAMPLE)
     x0 = np.asarray(x0, dtype=np.float64)
     obj = Objective(f, shape=x0.shape)
+    obj._name = name
     fns = obj.kwargs(method)
     res = scipy.optimize.minimize(fns.pop("fun"), x0.reshape(-1), method=method, **fns, **kwargs)
     res.x = res.x.reshape(x0.shape)
@@ -242,6 +267,8 @@ class HessianOperator(scipy.sparse.linalg.LinearOperator):
             raise TypeError(
                 f"HessianOperator: loss must be a hodiff.Variable, got {type(loss).__name__}"
             )
+        refuse_batched("HessianOperator", "loss", loss, _NOT_PER_EXAMPLE)
+        refuse_batched("HessianOperator", "params", params, _NOT_PER_EXAMPLE)
         ps = [params] if isinstance(params, Variable) else list(params)
         for i, p in enumerate(ps):
             if not isinstance(p, Variable):

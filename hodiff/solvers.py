@@ -54,6 +54,7 @@ import numpy as np
 
 from hodiff.context import array_module
 from hodiff.variable import Variable
+from hodiff.vmap import refuse_batched, refuse_inside_vmap
 
 __all__ = ["Adagrad", "Adam", "AdamW", "Momentum", "Nesterov", "RMSprop", "Sgd", "Solver"]
 
@@ -65,6 +66,16 @@ def _positive(name: str, arg: str, value: Any, strict: bool = False) -> float:
     if not (v > 0 if strict else v >= 0) or not math.isfinite(v):
         raise ValueError(f"{name}: {arg} must be {'> 0' if strict else '>= 0'}, got {value}")
     return v
+
+
+def _in_place(name: str) -> None:
+    """Refuses a step or a gradient change inside ``hd.vmap`` (it would run once per batch)."""
+    refuse_inside_vmap(
+        name,
+        "it changes the parameters' values or gradients in place, outside the mapped function, "
+        "which runs once for the whole batch: it would run once where a loop over the examples "
+        "runs it once per example (per-example gradients: hd.grad inside vmap, docs/vmap.md)",
+    )
 
 
 def _unit(name: str, arg: str, value: Any) -> float:
@@ -108,6 +119,13 @@ class Solver:
         for k, p in items:
             if not isinstance(p, Variable):
                 raise TypeError(f"{where}: {k!r} must be a hodiff.Variable, got {type(p).__name__}")
+            refuse_batched(
+                where,
+                f"params[{k!r}]",
+                p,
+                "a solver updates a parameter's array in place from its .g, and a batched "
+                "variable has neither",
+            )
             if p.dtype.kind != "f":
                 raise TypeError(f"{where}: {k!r} must be a float parameter, got dtype {p.dtype}")
         if reset:
@@ -151,7 +169,12 @@ class Solver:
 
     # ------------------------------------------------------------ update
     def update(self) -> None:
-        """One step of the rule on every parameter with a gradient, in place."""
+        """One step of the rule on every parameter with a gradient, in place.
+
+        Raises:
+            RuntimeError: called inside ``hd.vmap`` (one step for the whole batch).
+        """
+        _in_place(f"{type(self).__name__}.update")
         for k, p, g in self._grads():
             w = p.d
             st = self._state_of(k, w)
@@ -163,8 +186,13 @@ class Solver:
 
     # ------------------------------------------------------------ gradients
     def weight_decay(self, rate: float) -> None:
-        """Adds ``rate * w`` to each gradient (L2 regularisation, torch's ``weight_decay``)."""
+        """Adds ``rate * w`` to each gradient (L2 regularisation, torch's ``weight_decay``).
+
+        Raises:
+            RuntimeError: called inside ``hd.vmap``.
+        """
         rate = _positive(f"{type(self).__name__}.weight_decay", "rate", rate)
+        _in_place(f"{type(self).__name__}.weight_decay")
         if rate == 0:
             return
         for k, p, g in self._grads():
@@ -181,8 +209,13 @@ class Solver:
 
         Returns:
             The global norm ``n`` before clipping (a float).
+
+        Raises:
+            RuntimeError: called inside ``hd.vmap`` (clip per-example gradients from
+                ``hd.grad`` with hodiff functions there, docs/vmap.md).
         """
         max_norm = _positive(f"{type(self).__name__}.clip_grad_by_norm", "max_norm", max_norm)
+        _in_place(f"{type(self).__name__}.clip_grad_by_norm")
         grads = self._grads()
         if not grads:
             return 0.0

@@ -40,12 +40,13 @@ from hodiff.batching import loop, renew
 from hodiff.context import _recording, _trusted, array_module
 from hodiff.variable import Variable
 
-__all__ = ["BatchedVariable", "vmap"]
+__all__ = ["BatchedVariable", "find_batched", "refuse_batched", "refuse_inside_vmap", "vmap"]
 
 _levels = itertools.count(1)
 _ref = weakref.ref
 _new_batched = object.__new__
 _active: set[int] = set()
+_sizes: dict[int, int] = {}  # batch size of every running vmap, by level
 
 
 class BatchedVariable(Variable):
@@ -84,6 +85,22 @@ class BatchedVariable(Variable):
         raise TypeError("hd.vmap: a batched variable has no .g; use hd.grad inside vmap")
 
     grad = g
+
+    def __bool__(self) -> bool:
+        raise TypeError(
+            f"hd.vmap: the truth value of a batched variable (per-example shape {self._shape}, "
+            f"batch {self._value.shape[0]}) is not defined inside the mapped function: Python "
+            "control flow (if, while, and, or) cannot depend on the example's values there; "
+            "select with F.where, or loop over the examples"
+        )
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        raise TypeError(
+            f"hd.vmap: a batched variable (per-example shape {self._shape}, batch "
+            f"{self._value.shape[0]}, dtype {self._dtype}) cannot become an array inside the "
+            "mapped function (it has no per-example value): the numpy/scipy-based tools run "
+            "outside hd.vmap, on what the vmap returns"
+        )
 
     @property
     def value(self) -> Variable:
@@ -363,10 +380,12 @@ def vmap(f: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0) -> Callable
         if size is None:
             raise ValueError("vmap: in_axes maps no argument (all None)")
         _active.add(level)
+        _sizes[level] = size
         try:
             out = f(*targs)
         finally:
             _active.discard(level)
+            _sizes.pop(level, None)
         multi = isinstance(out, tuple | list)
         outs = list(out) if multi else [out]
         oaxes = _axes("out_axes", out_axes, len(outs), "outputs")
@@ -422,3 +441,59 @@ def _unwrap(o: Any, ax: int | None, level: int, size: int, k: str) -> Variable:
     if not -v.ndim <= ax < v.ndim:
         raise ValueError(f"vmap: out_axes[{k}] = {ax} is out of range for {v.ndim} dimensions")
     return _move_from_front(v, ax % v.ndim)
+
+
+# ---------------------------------------------------------------- tools that do not run per example
+def find_batched(x: Any, label: str) -> tuple[str, BatchedVariable] | None:
+    """The first batched variable in ``x`` (a Variable, or a tuple/list/dict of them, nested)
+    and its label (``label``, ``label[1]``, ``label['w']``), or None.
+    """
+    if type(x) is BatchedVariable:
+        return label, x
+    if isinstance(x, dict):
+        items: Any = ((f"{label}[{k!r}]", v) for k, v in x.items())
+    elif isinstance(x, tuple | list):
+        items = ((f"{label}[{i}]", v) for i, v in enumerate(x))
+    else:
+        return None
+    for sub, v in items:
+        found = find_batched(v, sub)
+        if found is not None:
+            return found
+    return None
+
+
+def refuse_batched(name: str, label: str, x: Any, why: str) -> None:
+    """Raises a TypeError when ``x`` holds a batched variable (see :func:`find_batched`).
+
+    For the tools that read values and return arrays (``hodiff.curvature``,
+    ``hodiff.solvers``, ``hodiff.scipy``, ``hd.gradcheck``): they have no per-example
+    form inside ``hd.vmap``. The message names the function ``name``, the argument
+    (``label`` with its index or key), its per-example shape, the batch size and dtype,
+    and ``why``; nothing has been linked or touched when it is raised at entry.
+    """
+    found = find_batched(x, label)
+    if found is None:
+        return
+    arg, b = found
+    where = "inside hd.vmap" if b._level in _active else "of an hd.vmap that has returned"
+    raise TypeError(
+        f"{name}: {arg} is a batched Variable {where} (per-example shape {b.shape}, batch "
+        f"{b._value.shape[0]}, dtype {b.dtype}); {why}. Call {name} outside hd.vmap, on what "
+        "the vmap returns, or loop over the examples"
+    )
+
+
+def refuse_inside_vmap(name: str, why: str) -> None:
+    """Raises a RuntimeError when called while an ``hd.vmap`` runs its mapped function.
+
+    For operations that change state outside the mapped function in place (a solver
+    step): the mapped function runs once for the whole batch, so the operation would
+    run once where a loop over the examples runs it once per example.
+    """
+    if not _active:
+        return
+    batch = " x ".join(str(_sizes[lv]) for lv in sorted(_active, reverse=True) if lv in _sizes)
+    raise RuntimeError(
+        f"{name}: called inside hd.vmap (batch {batch}); {why}. Call it outside hd.vmap"
+    )

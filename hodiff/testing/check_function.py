@@ -46,12 +46,19 @@ import numpy as np
 import hodiff.functions as F
 from hodiff import graph
 from hodiff.autograd import grad
-from hodiff.check import GradcheckError, GradcheckReport, gradcheck
+from hodiff.check import (
+    NOT_PER_EXAMPLE,
+    GradcheckError,
+    GradcheckReport,
+    gradcheck,
+    refuse_batched_output,
+)
 from hodiff.context import Context, array_module, auto_forward, context_scope, get_default_context
 from hodiff.deferred import record_at_once
 from hodiff.function import REGISTRY, Function
 from hodiff.testing.harness import outputs_of, run_backward_impl
 from hodiff.variable import Variable
+from hodiff.vmap import refuse_batched
 
 __all__ = ["PROPERTIES", "CheckRow", "FunctionCheckReport", "check_function"]
 
@@ -175,6 +182,7 @@ class _Subject:
                 f"check_function: f must be a Function instance or a callable, "
                 f"got {type(f).__name__}"
             )
+        refuse_batched("check_function", "inputs", inputs, NOT_PER_EXAMPLE)
         self.f = f
         self.primitive = type(f) if isinstance(f, Function) else None
         raw = list(inputs) if isinstance(inputs, tuple | list) else [inputs]
@@ -189,6 +197,7 @@ class _Subject:
             raise TypeError("check_function: no float input to differentiate")
         with auto_forward(True):
             ys = outputs_of(self.call(self.variables(self.xs)))
+        refuse_batched_output("check_function", ys)
         self.float_out = [j for j, y in enumerate(ys) if y.dtype.kind == "f"]
         if not self.float_out:
             raise TypeError("check_function: f has no float output to differentiate")
