@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -51,12 +52,23 @@ def _seed(i: int, y: Variable, g: Any) -> Variable:
     return g
 
 
+def _site() -> Any:
+    """hd.grad's call site: the caller's code object and instruction."""
+    f = sys._getframe(2)
+    return (f.f_code, f.f_lasti)
+
+
 def _deferrable(
-    outs: list[Variable], ins: list[Variable], seeds: list[Variable], plan: graph._Plan
+    outs: list[Variable],
+    ins: list[Variable],
+    seeds: list[Variable],
+    plan: graph._Plan,
+    site: Any,
 ) -> bool:
     """Whether to defer recording: in a dynamic graph of plain Variables with values (not
     inside hd.vmap) that holds a gradient hd.grad recorded, so that the results are
-    derivatives of order two or more, seldom differentiated again (see hodiff/deferred.py).
+    derivatives of order two or more, seldom differentiated again, unless those of this call
+    site were lately (see hodiff/deferred.py).
     """
     if not (get_auto_forward() and is_recording() and deferred.is_enabled()):
         return False  # a static graph, hd.no_grad() (nothing to record) or record_at_once()
@@ -66,7 +78,7 @@ def _deferrable(
         for v in group:
             if type(v) is not Variable or v._data is None:
                 return False
-    return True
+    return deferred.should_defer(site)
 
 
 def _why_unused(outs: list[Variable], ins: list[Variable]) -> str:
@@ -100,8 +112,9 @@ def grad(
     ``hd.grad`` returned; dynamic graphs outside ``hd.vmap``) is computed at once
     by the plain array pass, and its graph is recorded the first time something
     differentiates or walks it: the result's parent is a ``DeferredGrad`` node
-    until then. Values and derivatives are the same as when recorded at once
-    (see docs/engine.md and :func:`hodiff.deferred.record_at_once`).
+    until then. A call site whose deferred results were differentiated again
+    records at once for a while. Values and derivatives are the same as when
+    recorded at once (see docs/engine.md and :func:`hodiff.deferred.record_at_once`).
 
     Args:
         outputs: a Variable or a list of them.
@@ -142,9 +155,10 @@ def grad(
         )
     if get_auto_forward():  # a static graph's .forward() recomputes freed values
         graph.check_values(plan, "grad")
-    if _deferrable(outs, ins, seeds, plan):  # a gradient of a gradient: recorded when used
+    site = _site()
+    if _deferrable(outs, ins, seeds, plan, site):  # a gradient of a gradient: recorded when used
         values = graph.grad_values(outs, ins, [s._data for s in seeds], plan)
-        results = deferred.defer(outs, ins, seeds, plan, values)
+        results = deferred.defer(outs, ins, seeds, plan, values, site)
     else:
         results = graph.grad_graph(outs, ins, seeds, plan)
     out = []

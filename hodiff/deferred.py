@@ -15,8 +15,11 @@ have made, with one identity node per result; no walker sees a deferred node.
 
 What this costs and saves: a result that is never differentiated again costs
 the plain pass instead of the recording one (about 2.2x cheaper on the W4
-chain); one that is differentiated again costs both passes. The values are
-those of the plain pass; the recorded ones agree with them up to rounding.
+chain); one that is differentiated again costs both passes. So the choice is
+made per call site of ``hd.grad`` (:func:`should_defer`): a site whose deferred
+results get differentiated records at once for its next :data:`CREDIT` calls,
+then defers once more. The values are those of the plain pass; the recorded
+ones agree with them up to rounding.
 
 The recording reads the graph's values when it happens. A value freed in
 between (``clear_buffer=True``) raises the engine's usual error there; a value
@@ -37,7 +40,7 @@ from hodiff.context import TRUSTED, _mode
 from hodiff.function import Function
 from hodiff.variable import Variable
 
-__all__ = ["DeferredGrad", "holds_gradient", "is_enabled", "record_at_once"]
+__all__ = ["CREDIT", "DeferredGrad", "holds_gradient", "is_enabled", "record_at_once", "should_defer"]
 
 #: sequence numbers reserved per deferred gradient for the nodes of its recording, which
 #: come after the graph it differentiates and before the deferred nodes (their consumers)
@@ -85,7 +88,7 @@ def holds_gradient(plan: graph._Plan) -> bool:
 class _Recipe:
     """What recording the gradient needs, shared by the deferred nodes of one ``hd.grad``."""
 
-    __slots__ = ("base", "ins", "nodes", "outs", "plan", "results", "seeds")
+    __slots__ = ("base", "ins", "nodes", "outs", "plan", "results", "seeds", "site")
 
     def __init__(
         self,
@@ -94,8 +97,10 @@ class _Recipe:
         seeds: list[Variable],
         plan: graph._Plan,
         base: int,
+        site: Any,
     ) -> None:
         self.outs, self.ins, self.seeds, self.plan, self.base = outs, ins, seeds, plan, base
+        self.site = site
         self.nodes: list[weakref.ref[Function]] = []
         self.results: list[Variable | None] | None = None
 
@@ -105,6 +110,7 @@ class _Recipe:
             return self.results
         plan = self.plan
         graph.check_values(plan, "grad (recording a gradient deferred by hd.grad)")
+        _walked(self.site)
         start = next(_function._seq)
         token = _mode.set(TRUSTED)  # recorded and computed, whatever the caller's mode
         try:
@@ -193,19 +199,48 @@ class DeferredGrad(Function, register=False):
         raise RuntimeError("deferred_grad: runs only after its gradient is recorded")
 
 
+# Per call site of hd.grad (code object and instruction): how many more calls record at once
+# because a result deferred there was differentiated again (see should_defer).
+_sites: dict[Any, int] = {}
+#: calls of a site that record at once after one of its deferred results was walked
+CREDIT = 16
+_MAX_SITES = 4096
+
+
+def should_defer(site: Any) -> bool:
+    """Whether ``hd.grad`` called from ``site`` defers: a site whose deferred results were
+    differentiated again records at once for its next :data:`CREDIT` calls, then defers once
+    more to see whether its results still are (a speculation that stops paying is undone).
+    """
+    credit = _sites.get(site)
+    if credit:
+        _sites[site] = credit - 1
+        return False
+    return True
+
+
+def _walked(site: Any) -> None:
+    if site is not None:
+        if len(_sites) >= _MAX_SITES:
+            _sites.clear()
+        _sites[site] = CREDIT
+
+
 def defer(
     outs: list[Variable],
     ins: list[Variable],
     seeds: list[Variable],
     plan: graph._Plan,
     values: list[Any],
+    site: Any = None,
 ) -> list[Variable | None]:
     """The results of ``hd.grad``: ``values[i]`` (an array, or None for an unused input) as the
-    output of a deferred node that records the gradient when first walked.
+    output of a deferred node that records the gradient when first walked (and makes
+    ``site`` record at once for a while, see :func:`should_defer`).
     """
     n = len(ins)
     base = _function.reserve_seq(GAP + n)
-    recipe = _Recipe(outs, ins, seeds, plan, base)
+    recipe = _Recipe(outs, ins, seeds, plan, base, site)
     out: list[Variable | None] = []
     for i, a in enumerate(values):
         if a is None:

@@ -13,9 +13,15 @@ import pytest
 
 import hodiff as hd
 import hodiff.functions as F
-from hodiff import graph
+from hodiff import deferred, graph
 from hodiff.deferred import DeferredGrad, is_enabled, record_at_once
 from hodiff.functions.arithmetic import Identity
+
+
+@pytest.fixture(autouse=True)
+def _fresh_sites() -> None:
+    """Each test starts with no call site whose deferred results were walked."""
+    deferred._sites.clear()
 
 
 def _leaf(a: object) -> hd.Variable:
@@ -287,3 +293,36 @@ def test_under_no_grad_nothing_is_deferred_nor_recorded() -> None:
     assert not isinstance(h.parent, DeferredGrad)
     assert not h.need_grad
     np.testing.assert_allclose(h.d, -np.sin(X0), rtol=1e-14)
+
+
+def _d3_tanh_squared(a: np.ndarray) -> np.ndarray:
+    """d^3/dx^3 tanh(x)^2 by hand: with t = tanh x, s = 1 - t^2 (dt = s, ds = -2ts),
+    f' = 2ts, f'' = 2s^2 - 4t^2 s, f''' = -8ts^2 - 8ts^2 + 8t^3 s = 8ts(t^2 - 2s)."""
+    t = np.tanh(a)
+    s = 1 - t**2
+    return 8 * t * s * (t**2 - 2 * s)
+
+
+def test_a_call_site_whose_results_are_walked_records_at_once_for_a_while() -> None:
+    x = _leaf(X0)
+    kinds = []
+    for _ in range(deferred.CREDIT + 3):
+        (g1,) = hd.grad(F.sum(F.tanh(x) ** 2), x)
+        (g2,) = hd.grad(F.sum(g1), x)  # one call site
+        kinds.append(isinstance(g2.parent, DeferredGrad))
+        F.sum(g2).backward()  # walks (and records) g2 each time
+    # deferred once, then recorded at once for CREDIT calls, then deferred again (a probe)
+    assert kinds == [True] + [False] * deferred.CREDIT + [True, False]
+    np.testing.assert_allclose(x.g, (deferred.CREDIT + 3) * _d3_tanh_squared(X0), rtol=1e-12)
+
+
+def test_a_call_site_whose_results_are_not_walked_keeps_deferring() -> None:
+    x = _leaf(X0)
+    (g1,) = hd.grad(F.sum(F.tanh(x) ** 2), x)
+    for _ in range(deferred.CREDIT + 3):
+        (g2,) = hd.grad(F.sum(g1), x)
+        assert isinstance(g2.parent, DeferredGrad)
+    other = [hd.grad(F.sum(g1), x)[0] for _ in range(2)]  # another site, walked
+    F.sum(other[0]).backward()
+    (g2,) = hd.grad(F.sum(g1), x)  # the first site is not affected by the other's walk
+    assert isinstance(g2.parent, DeferredGrad)
