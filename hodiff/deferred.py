@@ -40,7 +40,14 @@ from hodiff.context import TRUSTED, _mode
 from hodiff.function import Function
 from hodiff.variable import Variable
 
-__all__ = ["CREDIT", "DeferredGrad", "holds_gradient", "is_enabled", "record_at_once", "should_defer"]
+__all__ = [
+    "CREDIT",
+    "DeferredGrad",
+    "holds_gradient",
+    "is_enabled",
+    "record_at_once",
+    "should_defer",
+]
 
 #: sequence numbers reserved per deferred gradient for the nodes of its recording, which
 #: come after the graph it differentiates and before the deferred nodes (their consumers)

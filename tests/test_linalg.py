@@ -261,3 +261,40 @@ def test_batch_matmul_reads_broadcast_operands_and_outer_products() -> None:
     np.testing.assert_array_equal(y.d, np.outer(np.arange(3), np.arange(4)))
     rev = RNG.standard_normal((4, 6))[:, ::-2]  # negative strides: copied, then BLAS
     np.testing.assert_allclose(F.batch_matmul(h.astype(np.float64), rev).d, h @ rev)
+
+
+def test_outer_products_by_einsum_equal_the_broadcast_multiply_bitwise() -> None:
+    from hodiff.functions.linalg import _outer
+
+    class Sub(np.ndarray):  # not a plain ndarray: the multiply path (other array modules)
+        pass
+
+    cases = [
+        (RNG.standard_normal((7, 1)), RNG.standard_normal((1, 5))),  # one matrix
+        (RNG.standard_normal((3, 6, 1)), RNG.standard_normal((3, 1, 4))),  # a batch
+        (RNG.standard_normal((2, 1, 6, 1)), RNG.standard_normal((5, 1, 4))),  # broadcast
+        (RNG.standard_normal((4, 1)).astype(np.float32), RNG.standard_normal((1, 3))),  # mixed
+        (RNG.standard_normal((1, 6)).T, RNG.standard_normal((5, 1)).T),  # transposed views
+    ]
+    for a, b in cases:
+        want = a * b
+        got = _outer(a, b)
+        assert got.dtype == want.dtype
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+        sub = _outer(a.view(Sub), b.view(Sub))
+        assert isinstance(sub, Sub)
+        np.testing.assert_array_equal(sub, want)
+
+
+def test_per_example_outer_products_inside_vmap_match_a_loop() -> None:
+    # hd.vmap of batch_matmul with inner size 1 (per-example weight gradients), both operands
+    # batched or one shared, against numpy per example
+    xs, gs = RNG.standard_normal((6, 4, 1)), RNG.standard_normal((6, 1, 3))
+    both = hd.vmap(F.batch_matmul)(xs, gs).d
+    np.testing.assert_array_equal(both, np.stack([x @ g for x, g in zip(xs, gs, strict=True)]))
+    g0 = gs[0]
+    shared = hd.vmap(lambda x: F.batch_matmul(x, g0))(xs).d
+    np.testing.assert_array_equal(shared, np.stack([x @ g0 for x in xs]))
+    ta = hd.vmap(lambda x, g: F.batch_matmul(x, g, transpose_a=True))(np.swapaxes(xs, 1, 2), gs).d
+    np.testing.assert_array_equal(ta, both)

