@@ -13,7 +13,7 @@ import hodiff as hd
 import hodiff.functions as F
 from hodiff.context import _raw
 from hodiff.functions import math as hmath
-from hodiff.grad_functions.math import sigmoid_backward, tanh_backward
+from hodiff.grad_functions.math import sigmoid_backward, softplus_backward, tanh_backward
 
 BIG = 1e4
 STABLE = {
@@ -166,6 +166,7 @@ def test_fused_backward_nodes_leave_inputs_alone_and_promote() -> None:
     for fn, ref in (
         (tanh_backward, gy * (1 - y.astype(np.float64) ** 2)),
         (sigmoid_backward, gy * y.astype(np.float64) * (1 - y.astype(np.float64))),
+        (softplus_backward, gy / (1 + np.exp(-y.astype(np.float64)))),
     ):
         out = fn(gy, y)
         assert out.dtype == np.float64
@@ -277,3 +278,33 @@ def test_sigmoid_and_softplus_of_bool_and_int_arrays_are_float64(x: np.ndarray) 
         y = fn(x)
         assert y.dtype == np.float64
         np.testing.assert_allclose(y.d, ref, rtol=1e-15)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("beta", [1.0, -2.5])
+def test_softplus_backward_kernel_is_accurate_in_both_paths(dtype: type, beta: float) -> None:
+    # gy * sigmoid(beta x) against a float64 reference on the defining branches, through the
+    # in-place path (gy and x of one shape and dtype) and the promoting one (a 0-d gy)
+    x = np.concatenate([np.linspace(-80.0, 30.0, 221), [-1e-30, 0.0, 1e-30, 1e4, -1e4]]).astype(
+        dtype
+    )
+    gy = np.linspace(-3.0, 2.0, x.size).astype(dtype)
+    x0, gy0 = x.copy(), gy.copy()
+    z = beta * x.astype(np.float64)
+    e = np.exp(-np.abs(z))
+    sig = np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+    tol = 6 * np.finfo(dtype).eps
+    with np.errstate(all="raise"):  # e^(-beta x) overflows silently to the limit 0
+        for g in (gy, gy[3]):
+            got = softplus_backward(g, x, beta=beta).d  # a node
+            token = _raw.set(True)  # as the plain pass calls it: the kernel on arrays
+            try:
+                raw = softplus_backward(g, x, beta=beta)
+            finally:
+                _raw.reset(token)
+            for out in (got, raw):
+                assert out.dtype == dtype
+                assert out.shape == x.shape
+                np.testing.assert_allclose(out, g.astype(np.float64) * sig, rtol=tol, atol=0)
+    np.testing.assert_array_equal(x, x0)
+    np.testing.assert_array_equal(gy, gy0)

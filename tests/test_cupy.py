@@ -94,11 +94,12 @@ def test_mixed_devices_name_the_function_and_inputs() -> None:
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_fused_gpu_kernels_match_numpy(dtype) -> None:
-    """tanh_backward, sigmoid_backward and mul_n run one fused kernel on cupy arrays of one
-    float dtype (broadcasting too); mixed dtypes take the numpy-style path. Both match numpy."""
+    """tanh_backward, sigmoid_backward, softplus_backward and mul_n run one fused kernel on cupy
+    arrays of one float dtype (broadcasting too); mixed dtypes take the numpy-style path. Both
+    match numpy."""
     from hodiff import _cuda
     from hodiff.grad_functions.arithmetic import mul_n
-    from hodiff.grad_functions.math import sigmoid_backward, tanh_backward
+    from hodiff.grad_functions.math import sigmoid_backward, softplus_backward, tanh_backward
 
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((2, 4, 3)).astype(dtype)
@@ -111,6 +112,9 @@ def test_fused_gpu_kernels_match_numpy(dtype) -> None:
         (lambda *xs: tanh_backward(*xs), (a, b), a * (1 - b * b)),
         (lambda *xs: tanh_backward(*xs), (c, b), c * (1 - b * b)),
         (lambda *xs: sigmoid_backward(*xs), (a, b), a * b * (1 - b)),
+        (lambda *xs: softplus_backward(*xs), (a, b), a / (1 + np.exp(-b))),
+        (lambda *xs: softplus_backward(*xs, beta=-2.5), (c, b), c / (1 + np.exp(2.5 * b))),
+        (lambda *xs: softplus_backward(*xs), (a, b.astype("float64")), a / (1 + np.exp(-b))),
         (lambda *xs: mul_n(*xs, val=-2.0), (a, b, c), -2.0 * a * b * c),
         (lambda *xs: mul_n(*xs, val=0.5), (a, b, c.astype("float64")), 0.5 * a * b * c),
     ]

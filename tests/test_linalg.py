@@ -298,3 +298,44 @@ def test_per_example_outer_products_inside_vmap_match_a_loop() -> None:
     np.testing.assert_array_equal(shared, np.stack([x @ g0 for x in xs]))
     ta = hd.vmap(lambda x, g: F.batch_matmul(x, g, transpose_a=True))(np.swapaxes(xs, 1, 2), gs).d
     np.testing.assert_array_equal(ta, both)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "shape",
+    [(3, 5), (80, 1), (80, 6), (300, 7)],  # few rows or one column: numpy's sum; else a GEMV
+)
+def test_affine_plain_backward_kernels_match_the_recorded_rule(dtype: type, shape) -> None:
+    # the plain pass runs the products and the bias sum on the arrays, without nodes: same
+    # values as the recorded rule and as float64 formulas, dtype kept, accumulation included
+    n, m = shape
+    rng = np.random.default_rng(1)
+    x0, w0, b0 = (rng.standard_normal(s).astype(dtype) for s in ((n, 4), (4, m), (m,)))
+    gy = rng.standard_normal((n, m)).astype(dtype)
+    x, w, b = (hd.Variable.from_array(a, need_grad=True) for a in (x0, w0, b0))
+    y = F.affine(x, w, b)
+    y.backward(gy)
+    y = F.affine(x, w, b)  # a second pass adds into .g
+    y.backward(gy)
+    xr, wr, br = (hd.Variable.from_array(a, need_grad=True) for a in (x0, w0, b0))
+    rec = hd.grad([F.affine(xr, wr, br)], [xr, wr, br], grad_outputs=[gy])
+    g64 = gy.astype(np.float64)
+    refs = (g64 @ w0.T.astype(np.float64), x0.T.astype(np.float64) @ g64, g64.sum(0))
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for plain, recorded, ref in zip((x.g, w.g, b.g), rec, refs, strict=True):
+        assert plain.dtype == dtype
+        assert recorded.dtype == dtype
+        np.testing.assert_allclose(plain, 2 * ref, rtol=tol, atol=tol * np.abs(ref).max())
+        np.testing.assert_allclose(recorded.d, ref, rtol=tol, atol=tol * np.abs(ref).max())
+
+
+def test_bias_sum_of_a_broadcast_or_transposed_gradient() -> None:
+    # a gradient that is no C-contiguous array (broadcast by mean's backward, or a transposed
+    # view) takes numpy's sum: the GEMV is only for contiguous rows
+    from hodiff.functions.linalg import _sum_rows
+
+    g = RNG.standard_normal((6, 100))
+    for a in (np.broadcast_to(g[:, 0], (100, 6)), g.T, g[:, ::2].T):
+        np.testing.assert_allclose(_sum_rows(a), np.asarray(a).sum(0), rtol=1e-13)
+    t = RNG.standard_normal((100, 6)).astype(np.float32)
+    assert _sum_rows(t).dtype == np.float32

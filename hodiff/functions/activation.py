@@ -171,8 +171,11 @@ class Softplus(Elementwise):
             y /= self.beta
         outputs[0] = y
 
-    def dydx(self, x: Any, y: Any) -> Any:
-        return sigmoid(x * self.beta if self.beta != 1.0 else x)  # d softplus = sigmoid(beta x)
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # d softplus = sigmoid(beta x) dx, as one fused node (gy / (1 + e^(-beta x)))
+        if prop_down[0]:
+            gx = _gm.softplus_backward(outputs[0].grad, inputs[0].data, beta=self.beta)
+            inputs[0].store(gx, accum[0])
 
 
 class ReLU(Elementwise):

@@ -5,7 +5,7 @@ import math
 import numpy as np
 
 import hodiff.functions as F
-from hodiff.grad_functions.math import sigmoid_backward, tanh_backward
+from hodiff.grad_functions.math import sigmoid_backward, softplus_backward, tanh_backward
 from hodiff.testing.spec import Spec, positive
 
 _erf = np.vectorize(math.erf)
@@ -39,4 +39,14 @@ SPECS = [
     Spec(tanh_backward, ((3,), (2, 3)), lambda gy, y: gy * (1 - y**2), id="broadcast"),
     Spec(sigmoid_backward, ((2, 3), (2, 3)), lambda gy, y: gy * y * (1 - y)),
     Spec(sigmoid_backward, ((), ()), lambda gy, y: gy * y * (1 - y), id="0d"),
+    Spec(softplus_backward, ((2, 3), (2, 3)), lambda gy, x: gy / (1 + np.exp(-x))),
+    Spec(
+        softplus_backward,
+        ((2, 3), (2, 3)),
+        lambda gy, x, beta: gy / (1 + np.exp(-beta * x)),
+        kwargs={"beta": -1.5},
+        id="beta",
+    ),
+    Spec(softplus_backward, ((3,), (2, 3)), lambda gy, x: gy / (1 + np.exp(-x)), id="broadcast"),
+    Spec(softplus_backward, ((), ()), lambda gy, x: gy / (1 + np.exp(-x)), id="0d"),
 ]
