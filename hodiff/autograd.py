@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from hodiff import deferred, graph
-from hodiff.context import get_auto_forward, is_recording
+from hodiff.context import NO_GRAD, STATIC, _mode, get_auto_forward, is_recording
 from hodiff.function import GradientShapeError, array_module_of
 from hodiff.variable import Variable, is_scalar
 
@@ -52,33 +52,29 @@ def _seed(i: int, y: Variable, g: Any) -> Variable:
     return g
 
 
-def _site() -> Any:
-    """hd.grad's call site: the caller's code object and instruction."""
-    f = sys._getframe(2)
-    return (f.f_code, f.f_lasti)
-
-
-def _deferrable(
-    outs: list[Variable],
-    ins: list[Variable],
-    seeds: list[Variable],
-    plan: graph._Plan,
-    site: Any,
-) -> bool:
-    """Whether to defer recording: in a dynamic graph of plain Variables with values (not
-    inside hd.vmap) that holds a gradient hd.grad recorded, so that the results are
-    derivatives of order two or more, seldom differentiated again, unless those of this call
-    site were lately (see hodiff/deferred.py).
+def _deferral_site(
+    outs: list[Variable], ins: list[Variable], seeds: list[Variable], plan: graph._Plan
+) -> Any:
+    """hd.grad's call site (the caller's code object and instruction) when this call defers
+    recording, else None. It defers in a dynamic graph of plain Variables with values (not
+    inside hd.vmap, not in hd.no_grad() or record_at_once()) that holds a gradient hd.grad
+    recorded, so that the results are derivatives of order two or more, seldom
+    differentiated again, unless those of this call site were lately (hodiff/deferred.py).
     """
-    if not (get_auto_forward() and is_recording() and deferred.is_enabled()):
-        return False  # a static graph, hd.no_grad() (nothing to record) or record_at_once()
-    if not deferred.holds_gradient(plan):
-        return False
+    if _mode.get() & (STATIC | NO_GRAD) or not deferred._enabled.get():
+        return None
+    for f, _, _ in plan.steps:  # a plain loop: the first order (no gradient inside) reads all
+        if f._of_grad:
+            break
+    else:
+        return None
     for group in (outs, ins, seeds):
         for v in group:
             if type(v) is not Variable or v._data is None:
-                return False
-    return deferred.should_defer(site)
+                return None
+    frame = sys._getframe(2)
+    site = (frame.f_code, frame.f_lasti)
+    return site if deferred.should_defer(site) else None
 
 
 def _why_unused(outs: list[Variable], ins: list[Variable]) -> str:
@@ -155,8 +151,8 @@ def grad(
         )
     if get_auto_forward():  # a static graph's .forward() recomputes freed values
         graph.check_values(plan, "grad")
-    site = _site()
-    if _deferrable(outs, ins, seeds, plan, site):  # a gradient of a gradient: recorded when used
+    site = _deferral_site(outs, ins, seeds, plan)
+    if site is not None:  # a gradient of a gradient: recorded when first used
         values = graph.grad_values(outs, ins, [s._data for s in seeds], plan)
         results = deferred.defer(outs, ins, seeds, plan, values, site)
     else:

@@ -18,7 +18,8 @@ the plain pass instead of the recording one (about 2.2x cheaper on the W4
 chain); one that is differentiated again costs both passes. So the choice is
 made per call site of ``hd.grad`` (:func:`should_defer`): a site whose deferred
 results get differentiated records at once for its next :data:`CREDIT` calls,
-then defers once more. The values are those of the plain pass; the recorded
+then defers once more (and records at once for twice as many calls if that result is
+differentiated too). The values are those of the plain pass; the recorded
 ones agree with them up to rounding.
 
 The recording reads the graph's values when it happens. A value freed in
@@ -42,8 +43,8 @@ from hodiff.variable import Variable
 
 __all__ = [
     "CREDIT",
+    "MAX_CREDIT",
     "DeferredGrad",
-    "holds_gradient",
     "is_enabled",
     "record_at_once",
     "should_defer",
@@ -85,11 +86,6 @@ def record_at_once() -> Iterator[None]:
 def is_enabled() -> bool:
     """Whether ``hd.grad`` defers recording here (it does, outside :func:`record_at_once`)."""
     return _enabled.get()
-
-
-def holds_gradient(plan: graph._Plan) -> bool:
-    """Whether a node of the plan made a gradient that ``hd.grad`` recorded (or deferred)."""
-    return any(f._of_grad for f, _, _ in plan.steps)
 
 
 class _Recipe:
@@ -206,31 +202,52 @@ class DeferredGrad(Function, register=False):
         raise RuntimeError("deferred_grad: runs only after its gradient is recorded")
 
 
-# Per call site of hd.grad (code object and instruction): how many more calls record at once
-# because a result deferred there was differentiated again (see should_defer).
-_sites: dict[Any, int] = {}
-#: calls of a site that record at once after one of its deferred results was walked
+# Per call site of hd.grad (code object and instruction): [calls left that record at once,
+# deferred results of the site walked in a row, whether its last deferral is still unwalked]
+_sites: dict[Any, list[Any]] = {}
+#: calls of a site that record at once after one of its deferred results was walked; doubled
+#: for each further walked deferral in a row, up to :data:`MAX_CREDIT`
 CREDIT = 16
+MAX_CREDIT = 256
 _MAX_SITES = 4096
 
 
 def should_defer(site: Any) -> bool:
-    """Whether ``hd.grad`` called from ``site`` defers: a site whose deferred results were
-    differentiated again records at once for its next :data:`CREDIT` calls, then defers once
-    more to see whether its results still are (a speculation that stops paying is undone).
+    """Whether ``hd.grad`` called from ``site`` defers.
+
+    A site whose deferred results are differentiated again records at once for its next
+    :data:`CREDIT` calls, then defers once more to see whether its results still are (a
+    speculation that stops paying is undone); each further walked deferral in a row doubles
+    the calls recorded at once (at most :data:`MAX_CREDIT`), and one that is not walked by the
+    site's next call starts the count again. A loop that differentiates every result pays the
+    plain pass once in 257 calls, one that never does never records.
     """
-    credit = _sites.get(site)
-    if credit:
-        _sites[site] = credit - 1
+    state = _sites.get(site)
+    if state is None:
+        return True
+    if state[0]:
+        state[0] -= 1
         return False
+    if state[2]:  # the last deferral was not walked (yet): the speculation starts again
+        state[1] = 0
+    state[2] = True
     return True
 
 
-def _walked(site: Any) -> None:
-    if site is not None:
+def _deferred_at(site: Any) -> None:
+    """Notes a deferral at ``site`` (its first: the site's state is made)."""
+    if site is not None and site not in _sites:
         if len(_sites) >= _MAX_SITES:
             _sites.clear()
-        _sites[site] = CREDIT
+        _sites[site] = [0, 0, True]
+
+
+def _walked(site: Any) -> None:
+    state = _sites.get(site)
+    if state is not None:
+        state[1] += 1
+        state[0] = min(CREDIT << (state[1] - 1), MAX_CREDIT)
+        state[2] = False
 
 
 def defer(
@@ -247,6 +264,7 @@ def defer(
     """
     n = len(ins)
     base = _function.reserve_seq(GAP + n)
+    _deferred_at(site)
     recipe = _Recipe(outs, ins, seeds, plan, base, site)
     out: list[Variable | None] = []
     for i, a in enumerate(values):

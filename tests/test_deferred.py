@@ -326,3 +326,37 @@ def test_a_call_site_whose_results_are_not_walked_keeps_deferring() -> None:
     F.sum(other[0]).backward()
     (g2,) = hd.grad(F.sum(g1), x)  # the first site is not affected by the other's walk
     assert isinstance(g2.parent, DeferredGrad)
+
+
+def test_walked_deferrals_in_a_row_double_the_calls_recorded_at_once() -> None:
+    x = _leaf(X0)
+    (g1,) = hd.grad(F.sum(F.tanh(x) ** 2), x)
+    s = F.sum(g1)
+
+    def call(walk: bool) -> bool:
+        (g2,) = hd.grad(s, x)  # one call site
+        deferred_here = isinstance(g2.parent, DeferredGrad)
+        if walk:
+            hd.grad(F.sum(g2), x)
+        return deferred_here
+
+    kinds = [call(walk=True) for _ in range(1 + 16 + 1 + 32 + 1 + 64 + 1)]
+    probes = [i for i, k in enumerate(kinds) if k]
+    assert probes == [0, 17, 50, 115]  # gaps of 16, 32, 64 calls recorded at once
+    gaps = []
+    for _ in range(8):  # the gap grows to MAX_CREDIT and stays there
+        n = 0
+        while not call(walk=True):
+            n += 1
+        gaps.append(n)
+    assert gaps[0] == 128
+    assert gaps[1:] == [deferred.MAX_CREDIT] * 7
+    # a deferral not walked by the next call starts again from CREDIT
+    n = 0
+    while not call(walk=False):
+        n += 1
+    assert n == deferred.MAX_CREDIT
+    assert call(walk=True)  # the unwalked probe was followed by a deferral, now walked
+    assert [call(walk=True) for _ in range(deferred.CREDIT + 1)] == [False] * deferred.CREDIT + [
+        True
+    ]
