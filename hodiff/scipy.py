@@ -289,6 +289,19 @@ class HessianOperator(scipy.sparse.linalg.LinearOperator):
         dtype = np.result_type(*(p._grad_dtype() for p in ps))
         super().__init__(dtype=dtype, shape=(n, n))
 
+    # scipy turns its argument into an array before _matvec: a batched one is refused first
+    def dot(self, x: Any) -> Any:
+        refuse_batched("HessianOperator", "v", x, _NOT_PER_EXAMPLE)
+        return super().dot(x)
+
+    def matvec(self, x: Any) -> Any:
+        refuse_batched("HessianOperator", "v", x, _NOT_PER_EXAMPLE)
+        return super().matvec(x)
+
+    def rmatvec(self, x: Any) -> Any:
+        refuse_batched("HessianOperator", "v", x, _NOT_PER_EXAMPLE)
+        return super().rmatvec(x)
+
     def _matvec(self, v: Any) -> np.ndarray:
         v = np.asarray(v).reshape(-1)
         pieces = []

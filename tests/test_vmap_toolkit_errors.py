@@ -245,8 +245,9 @@ def test_scipy_bridge_refuses_batched(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("scipy")
     import hodiff.scipy as HS
 
-    spy = _Spy(monkeypatch, HS)
     w = _w()
+    operator = HS.HessianOperator(F.sum(w**3), [w])
+    spy = _Spy(monkeypatch, HS)
     cases = [
         (lambda x: HS.HessianOperator(_loss(x, w), [w]), "HessianOperator: loss", "()"),
         (
@@ -271,6 +272,9 @@ def test_scipy_bridge_refuses_batched(monkeypatch: pytest.MonkeyPatch) -> None:
             "Objective.hessp: p",
             "(3,)",
         ),
+        (lambda x: operator @ x, "HessianOperator: v", "(3,)"),  # built outside vmap
+        (lambda x: operator.matvec(x), "HessianOperator: v", "(3,)"),
+        (lambda x: operator.rmatvec(x), "HessianOperator: v", "(3,)"),
     ]
     for body, where, shape in cases:
         with pytest.raises(TypeError) as err:
