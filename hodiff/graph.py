@@ -804,26 +804,16 @@ class Pullback:
         self.wrt = list(wrt)
         self.plan = _Plan(self.roots, self.wrt)
         self._checked = -1  # the value of _frees when the plan's values were last checked
-        self._wanted = set(self.wrt)
 
     def __call__(self, seeds: Sequence[Any]) -> list[Any]:
         """One reverse pass; a seed of None means ones."""
         if self._checked != _frees[0]:
             check_values(self.plan, "pullback")
             self._checked = _frees[0]
-        grads: dict[Variable, Any] = {}
         seeds = [_check_seed(r, s, "pullback") for r, s in zip(self.roots, seeds, strict=True)]
-        for r, s in zip(self.roots, seeds, strict=True):
-            grads[r] = grads[r] + s if r in grads else s
-        for _ in _reverse_pass(self.plan, grads, self._wanted, False, {}):
-            pass  # a plan towards wrt has no leaves to commit: nothing is yielded
-        out: list[Any] = []
-        for x in self.wrt:
-            g = grads.get(x)
+        out = grad_values(self.roots, self.wrt, seeds, self.plan)
+        for i, (x, g) in enumerate(zip(self.wrt, out, strict=True)):
             if g is None:
                 xp = array_module(x._data) if x._data is not None else get_default_context().xp
-                g = xp.zeros(x.shape, dtype=x._grad_dtype())
-            elif g.base is not None or any(g is s for s in seeds) or any(g is o for o in out):
-                g = g.copy()
-            out.append(g)
+                out[i] = xp.zeros(x.shape, dtype=x._grad_dtype())
         return out
