@@ -67,14 +67,25 @@ class _Reduce(Function, register=False):
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         x = inputs[0]
-        axes = normalize_axes(self.name, self.axis, x.ndim)
-        shape = kept_shape(x.shape, axes)
-        if not self.keepdims:
+        axes = self._axes(x.ndim)
+        if len(axes) == x.ndim:  # every axis (axis=None, the common case)
+            shape: tuple[int, ...] = (1,) * x.ndim if self.keepdims else ()
+        elif self.keepdims:
+            shape = kept_shape(x.shape, axes)
+        else:
             shape = tuple(s for i, s in enumerate(x.shape) if i not in axes)
         return [(shape, float_dtype(x.dtype))]
 
     def _axes(self, ndim: int) -> tuple[int, ...]:
-        return normalize_axes(self.name, self.axis, ndim)
+        """``axis`` normalized for an input of ``ndim`` dims (kept for the node's next call:
+        setup, forward and backward all ask, with the same ``axis`` and ``ndim``).
+        """
+        cached = getattr(self, "_axes_of", None)
+        if cached is not None and cached[0] is self.axis and cached[1] == ndim:
+            return cached[2]  # type: ignore[no-any-return]
+        axes = normalize_axes(self.name, self.axis, ndim)
+        self._axes_of = (self.axis, ndim, axes)
+        return axes
 
     def expand(self, gy: Any, shape: tuple[int, ...]) -> Any:
         """``gy`` (a reduced gradient or output) broadcast back to the input ``shape``."""
@@ -89,7 +100,12 @@ class Sum(_Reduce):
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         x = inputs[0]
         axes = self._axes(x.ndim)
-        outputs[0] = x.sum(axis=axes, keepdims=self.keepdims, dtype=float_dtype(x.dtype))
+        if type(x) is np.ndarray:  # the ufunc itself: ndarray.sum goes through a Python frame
+            outputs[0] = np.add.reduce(  # type: ignore[call-overload]
+                x, axis=axes, keepdims=self.keepdims, dtype=float_dtype(x.dtype)
+            )
+        else:
+            outputs[0] = x.sum(axis=axes, keepdims=self.keepdims, dtype=float_dtype(x.dtype))
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # every summed element gets gy
@@ -290,8 +306,13 @@ def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
     array([1.5, 2.5, 3.5])
     """
     shape = _array.shape_of(x)
-    n = math.prod(shape[a] for a in normalize_axes("mean", axis, len(shape)))
-    return sum(x, axis, keepdims) * (1.0 / n if n else math.nan)
+    node = Sum(axis=axis, keepdims=keepdims)
+    try:
+        axes = node._axes(len(shape))  # normalized once: the node's setup reuses them
+    except (TypeError, ValueError) as e:
+        raise type(e)(str(e).replace("sum:", "mean:", 1)) from None
+    n = math.prod(shape[a] for a in axes)
+    return node(x) * (1.0 / n if n else math.nan)
 
 
 def max(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
