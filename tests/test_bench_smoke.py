@@ -144,3 +144,16 @@ def test_solver_step_benchmark_runs(capsys):
     assert {"W1", "Adam", "AdamW", "Momentum", "Sgd"} <= set(times)
     assert all(t > 0 for t in times.values())
     assert "% of W1" in capsys.readouterr().out
+
+
+def test_page_fault_benchmark_runs(capsys):
+    from bench import faults
+
+    results = faults.main(["--workloads", "chain", "--size", "tiny", "--steps", "3"])
+    assert set(results) == {"W4|float64", "W4b|float64", "W4s|float64"}
+    for t1, f1, t0, f0 in results.values():
+        assert t1 > 0
+        assert t0 > 0
+        assert f1 >= 0
+        assert f0 >= 0
+    assert "faults/step" in capsys.readouterr().out
