@@ -47,7 +47,9 @@ __all__ = [
 
 Axes = Sequence[int | None]
 
-_LINK_ATTRS = frozenset(("inputs", "seq", "_outputs", "_ydata", "_out_meta", "_of_grad"))
+_LINK_ATTRS = frozenset(
+    ("inputs", "seq", "_outputs", "_ydata", "_out_meta", "_of_grad", "_axes_of")
+)
 _new = object.__new__
 
 
