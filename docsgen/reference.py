@@ -61,7 +61,6 @@ TOOLKIT_MODULES: tuple[str, ...] = (
     "hodiff.scipy",
     "hodiff.testing",
     "hodiff.distributed",
-    "hodiff.deferred",
 )
 
 API_DIR = "api"

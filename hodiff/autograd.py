@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from hodiff import deferred, graph
-from hodiff.context import NO_GRAD, STATIC, _mode, get_auto_forward, is_recording
+from hodiff import graph
+from hodiff.context import get_auto_forward, is_recording
 from hodiff.function import GradientShapeError, array_module_of
 from hodiff.variable import Variable, is_scalar
 
@@ -52,31 +51,6 @@ def _seed(i: int, y: Variable, g: Any) -> Variable:
     return g
 
 
-def _deferral_site(
-    outs: list[Variable], ins: list[Variable], seeds: list[Variable], plan: graph._Plan
-) -> Any:
-    """hd.grad's call site (the caller's code object and instruction) when this call defers
-    recording, else None. It defers in a dynamic graph of plain Variables with values (not
-    inside hd.vmap, not in hd.no_grad() or record_at_once()) that holds a gradient hd.grad
-    recorded, so that the results are derivatives of order two or more, seldom
-    differentiated again, unless those of this call site were lately (hodiff/deferred.py).
-    """
-    if _mode.get() & (STATIC | NO_GRAD) or not deferred._enabled.get():
-        return None
-    for f, _, _ in plan.steps:  # a plain loop: the first order (no gradient inside) reads all
-        if f._of_grad:
-            break
-    else:
-        return None
-    for group in (outs, ins, seeds):
-        for v in group:
-            if type(v) is not Variable or v._data is None:
-                return None
-    frame = sys._getframe(2)
-    site = (frame.f_code, frame.f_lasti)
-    return site if deferred.should_defer(site) else None
-
-
 def _why_unused(outs: list[Variable], ins: list[Variable]) -> str:
     """A hint when recording was off (``hd.no_grad()``) where the outputs were made."""
     if not is_recording():
@@ -95,22 +69,27 @@ def grad(
     inputs: Variable | Sequence[Variable],
     grad_outputs: Any = None,
     allow_unused: bool = False,
+    create_graph: bool = True,
 ) -> list[Variable]:
-    """Gradients of ``outputs`` with respect to ``inputs``, as differentiable Variables.
+    """Gradients of ``outputs`` with respect to ``inputs``: ``sum_k gy_k . d y_k / d x_i``.
 
-    Computes ``sum_k grad_outputs[k] . d outputs[k] / d inputs[i]`` for each
-    input by running every node's backward rule while recording, so each result
-    is itself a graph: call ``grad`` on it again for any order. Nothing is
-    written into ``.g``. In a static graph (``auto_forward(False)``) the results
-    are computed by calling ``.forward()`` on them.
+    Computes, for each input ``x_i``, ``sum_k grad_outputs[k] . d outputs[k] / d x_i``
+    (shape ``x_i.shape``) by running every node's backward rule. Nothing is
+    written into ``.g``.
 
-    A derivative of order two or more (the outputs' graph holds a gradient that
-    ``hd.grad`` returned; dynamic graphs outside ``hd.vmap``) is computed at once
-    by the plain array pass, and its graph is recorded the first time something
-    differentiates or walks it: the result's parent is a ``DeferredGrad`` node
-    until then. A call site whose deferred results were differentiated again
-    records at once for a while. Values and derivatives are the same as when
-    recorded at once (see docs/engine.md and :func:`hodiff.deferred.record_at_once`).
+    With ``create_graph=True`` (the default) the rules run while recording, so each
+    result is itself a graph: call ``grad`` on it again for any order. With
+    ``create_graph=False`` (PyTorch's switch) the rules run on bare arrays, as in
+    ``.backward()``, and each result is a value only: a Variable without a parent
+    and with ``need_grad=False``, cheaper to make (about half the cost of the
+    recording pass on a chain of elementwise ops). Use it for the last derivative
+    you take, e.g. the Hessian-vector product itself. The values are the same both
+    ways, and what a call returns never depends on earlier calls.
+
+    In a static graph (``auto_forward(False)``) the results of ``create_graph=True``
+    are computed by calling ``.forward()`` on them; ``create_graph=False`` computes
+    the values at the call, from the values the graph holds (run ``.forward()``
+    on the outputs first). Inside ``hd.vmap`` the results are batched either way.
 
     Args:
         outputs: a Variable or a list of them.
@@ -121,16 +100,18 @@ def grad(
             NNabla's ``nn.grad``; a scalar broadcasts to the output's shape.
         allow_unused: give zeros for an input the outputs do not depend on,
             instead of raising ValueError.
+        create_graph: record the gradient graph (the results can be
+            differentiated again) or compute values only.
 
     Returns:
-        A list with one Variable per input.
+        A list with one Variable per input, of that input's shape.
 
     >>> import numpy as np, hodiff as hd
     >>> x = hd.Variable.from_array(np.array(3.0), need_grad=True)
-    >>> (g,) = hd.grad(x ** 3, x)       # 3 x^2
-    >>> (h,) = hd.grad(g, x)            # 6 x
-    >>> float(g.d), float(h.d)
-    (27.0, 18.0)
+    >>> (g,) = hd.grad(x ** 3, x)                       # 3 x^2, a graph
+    >>> (h,) = hd.grad(g, x, create_graph=False)        # 6 x, a value
+    >>> float(g.d), float(h.d), h.parent is None
+    (27.0, 18.0, True)
     """
     outs = _variables("outputs", outputs)
     ins = _variables("inputs", inputs)
@@ -147,16 +128,15 @@ def grad(
         i = unused[0]
         raise ValueError(
             f"grad: the outputs do not depend on inputs[{i}] (shape {ins[i].shape})"
-            f"{_why_unused(outs, ins)}; pass allow_unused=True to get zeros"
+            f"{_why_unused(outs, ins)}; pass allow_unused=True to get zeros (a value made "
+            "under hd.no_grad() or by hd.grad(..., create_graph=False) carries no graph)"
         )
-    if get_auto_forward():  # a static graph's .forward() recomputes freed values
-        graph.check_values(plan, "grad")
-    site = _deferral_site(outs, ins, seeds, plan)
-    if site is not None:  # a gradient of a gradient: recorded when first used
-        values = graph.grad_values(outs, ins, [s._data for s in seeds], plan)
-        results = deferred.defer(outs, ins, seeds, plan, values, site)
-    else:
+    if create_graph:
+        if get_auto_forward():  # a static graph's .forward() recomputes freed values
+            graph.check_values(plan, "grad")
         results = graph.grad_graph(outs, ins, seeds, plan)
+    else:
+        results = _grad_values(outs, ins, seeds, plan)
     out = []
     for i, (x, g) in enumerate(zip(ins, results, strict=True)):
         if g is not None and g._shape != x._shape:
@@ -169,6 +149,32 @@ def grad(
             g = Variable.from_array(xp.zeros(x.shape, dtype=x._grad_dtype()))
         out.append(g)
     return out
+
+
+def _grad_values(
+    outs: list[Variable], ins: list[Variable], seeds: list[Variable], plan: graph._Plan
+) -> list[Variable | None]:
+    """``create_graph=False``: the gradients as values (Variables without a parent).
+
+    The plain array pass computes them; inside ``hd.vmap`` (batched variables have no
+    per-example arrays) the recording pass does, and its results are unlinked.
+    """
+    for group in (outs, ins, seeds):
+        for v in group:
+            if type(v) is not Variable:  # a batched variable (hd.vmap)
+                return [
+                    None if g is None else g.unlinked(need_grad=False)
+                    for g in graph.grad_graph(outs, ins, seeds, plan)
+                ]
+    for k, y in enumerate(outs):
+        if y._data is None and y.parent is not None:
+            raise RuntimeError(
+                f"grad(create_graph=False): outputs[{k}] (shape {y.shape}) has no value yet: "
+                "in a static graph, call .forward() on it first"
+            )
+    graph.check_values(plan, "grad(create_graph=False)")
+    values = graph.grad_values(outs, ins, [s.d for s in seeds], plan)
+    return [None if g is None else Variable.from_array(g, copy=False) for g in values]
 
 
 def iter_grads(

@@ -47,9 +47,7 @@ __all__ = [
 
 Axes = Sequence[int | None]
 
-_LINK_ATTRS = frozenset(
-    ("inputs", "seq", "_outputs", "_ydata", "_out_meta", "_of_grad", "_axes_of")
-)
+_LINK_ATTRS = frozenset(("inputs", "seq", "_outputs", "_ydata", "_out_meta", "_axes_of"))
 _new = object.__new__
 
 

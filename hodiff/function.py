@@ -127,24 +127,8 @@ _BATCH_HOOK: Any = None
 
 
 def _renew(f: Function) -> Function:
-    """A copy of a node whose instance is called again (static arguments kept, not the mark
-    of a gradient's node, which belongs to that node only).
-    """
-    node = copy.copy(f)
-    node.__dict__.pop("_of_grad", None)
-    return node
-
-
-def reserve_seq(n: int) -> int:
-    """Reserves ``n`` node numbers after the next one; returns that next one (``start``).
-
-    Nodes made later are numbered after ``start + n``; :mod:`hodiff.deferred` numbers the
-    nodes it records later into the gap.
-    """
-    global _seq
-    start = next(_seq)
-    _seq = itertools.count(start + n + 1)
-    return start
+    """A copy of a node whose instance is called again (its static arguments kept)."""
+    return copy.copy(f)
 
 
 def _snake(name: str) -> str:
@@ -212,8 +196,6 @@ class Function:
     # does not read ``__dict__``, which Python would then build for every instance)
     inputs: Sequence[Variable]
     seq: int = -1
-    #: set on a node that made a gradient hd.grad returned (hodiff/deferred.py)
-    _of_grad: bool = False
     _outputs: list[weakref.ref[Variable]]
     _ydata: list[Any] | None
     _out_meta: list[tuple[tuple[int, ...], Any]]

@@ -745,11 +745,7 @@ def grad_graph(
             pass  # a plan towards inputs has no leaves to commit: nothing is yielded
     finally:
         _trusted.reset(token)
-    results = [grads.get(x) for x in inputs]
-    for r in results:  # a gradient of this graph is a gradient of a gradient (deferred.py)
-        if r is not None and r.parent is not None:
-            r.parent._of_grad = True
-    return results
+    return [grads.get(x) for x in inputs]
 
 
 def grad_values(
