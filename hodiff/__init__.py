@@ -8,7 +8,7 @@
 array([ 3., 12.])
 """
 
-from hodiff import _malloc, curvature, functions, transforms
+from hodiff import _malloc, curvature, distributed, functions, transforms
 from hodiff.autograd import grad, iter_grads
 from hodiff.check import GradcheckError, GradcheckReport, gradcheck, gradgradcheck
 from hodiff.context import (
@@ -79,8 +79,6 @@ __all__ += [
     "seed",
 ]
 
-from hodiff import distributed  # noqa: E402 - imports without mpi4py (loaded on first use)
-
-__all__ += ["distributed"]
+__all__ += ["distributed"]  # imports without mpi4py (loaded on first use)
 
 _malloc.raise_thresholds()  # a step's arrays stay with the process (see hodiff/_malloc.py)

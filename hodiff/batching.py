@@ -37,7 +37,6 @@ __all__ = [
     "batch_size",
     "batched",
     "elementwise",
-    "fallback_primitives",
     "loop",
     "map_axis",
     "renew",
@@ -51,10 +50,28 @@ _LINK_ATTRS = frozenset(("inputs", "seq", "_outputs", "_ydata", "_out_meta", "_a
 _new = object.__new__
 
 
-def _functions() -> Any:
-    import hodiff.functions as F
+class _Registered:
+    """The functions the helpers below call (``reshape``, ``broadcast``, ``stack``), registered
+    by :mod:`hodiff.functions` at import: this module imports nothing above the engine.
+    """
 
-    return F
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError(
+            f"batching: {name!r} is not registered yet (import hodiff: hodiff.functions "
+            "registers what the batching helpers call)"
+        )
+
+
+_fn: Any = _Registered()
+
+
+def register(**functions: Any) -> None:
+    """Registers the functions the batching helpers call, by name (twice: RuntimeError)."""
+    for name, value in functions.items():
+        current = _fn.__dict__.get(name)
+        if current is not None and current is not value:
+            raise RuntimeError(f"batching: {name!r} is already registered ({current!r})")
+        setattr(_fn, name, value)
 
 
 def batch_size(inputs: Sequence[Any], axes: Axes) -> int:
@@ -74,9 +91,8 @@ def batched(x: Any, axis: int | None, size: int) -> Variable:
     """``x`` with a batch axis at 0: itself when batched, else broadcast to ``(size,) + shape``."""
     if axis is not None:
         return x
-    fn = _functions()
     shape = tuple(x.shape)
-    return fn.broadcast(fn.reshape(x, (1, *shape)), (size, *shape))
+    return _fn.broadcast(_fn.reshape(x, (1, *shape)), (size, *shape))
 
 
 def align(x: Any, axis: int | None, ndim: int) -> Any:
@@ -90,7 +106,7 @@ def align(x: Any, axis: int | None, ndim: int) -> Any:
     if n <= 0:
         return x
     shape = tuple(x.shape)
-    return _functions().reshape(x, (shape[0], *([1] * n), *shape[1:]))
+    return _fn.reshape(x, (shape[0], *([1] * n), *shape[1:]))
 
 
 def elementwise(self: Any, inputs: Sequence[Any], axes: Axes) -> Any:
@@ -141,19 +157,11 @@ def renew(self: Any, **changes: Any) -> Any:
 
 def loop(self: Any, inputs: Sequence[Any], axes: Axes) -> Any:
     """The generic fallback: call the primitive once per example and stack the results."""
-    fn = _functions()
     size = batch_size(inputs, axes)
     rows: list[Any] = []
     for b in range(size):
         args = [x if a is None else x[b] for x, a in zip(inputs, axes, strict=True)]
         y = renew(self)(*args)
         rows.append(y if isinstance(y, tuple) else (y,))
-    outs = tuple(fn.stack(*[r[k] for r in rows], axis=0) for k in range(len(rows[0])))
+    outs = tuple(_fn.stack(*[r[k] for r in rows], axis=0) for k in range(len(rows[0])))
     return outs if len(outs) > 1 else outs[0]
-
-
-def fallback_primitives() -> list[str]:
-    """Names of the registered primitives whose ``batch_rule`` is the generic :func:`loop`."""
-    from hodiff.function import REGISTRY
-
-    return sorted(c.__name__ for c in REGISTRY if getattr(c, "batch_rule", None) is loop)

@@ -103,7 +103,7 @@ from hodiff.context import (
     array_module,
     get_default_context,
 )
-from hodiff.variable import Variable, as_variable
+from hodiff.variable import Variable, _no_value, as_variable
 
 __all__ = [
     "REGISTRY",
@@ -394,8 +394,6 @@ class Function:
         """The input arrays; an unfilled leaf reads as zeros, a function's output must have one."""
         for i, x in enumerate(inputs):
             if x._data is None and x.parent is not None:
-                from hodiff.variable import _no_value
-
                 raise RuntimeError(f"{self.name}: input {i} is {_no_value(x)}")
         return [x.d for x in inputs]
 
@@ -641,11 +639,7 @@ def _as_declared(f: Function, xs: Sequence[Any], ys: list[Any], dtypes: Sequence
     return out
 
 
-_SUM_TO: Any = None
-
-
 def _sum_to(gx: Any, shape: tuple[int, ...]) -> Any:
-    global _SUM_TO
     have = gx.shape
     lead = len(have) - len(shape)
     if lead < 0 or any(s != 1 and s != t for s, t in zip(shape, have[lead:], strict=True)):
@@ -653,8 +647,24 @@ def _sum_to(gx: Any, shape: tuple[int, ...]) -> Any:
             f"a gradient of shape {tuple(have)} was stored for an input of shape {shape} "
             "(it must have the input's shape, or a shape that broadcasting made from it)"
         )
-    if _SUM_TO is None:  # imported on first use: it imports this module
-        from hodiff.grad_functions.arithmetic import sum_to
-
-        _SUM_TO = sum_to
     return _SUM_TO(gx, shape)
+
+
+def _unregistered_sum_to(gx: Any, shape: tuple[int, ...]) -> Any:
+    raise RuntimeError(
+        "Slot.store: no sum-to function is registered (import hodiff: "
+        "hodiff.grad_functions.arithmetic registers it)"
+    )
+
+
+#: the differentiable sum of a broadcast gradient back to its input's shape
+#: (``grad_functions.arithmetic.sum_to``, registered by :mod:`hodiff.functions`)
+_SUM_TO: Any = _unregistered_sum_to
+
+
+def register_sum_to(sum_to: Any) -> None:
+    """Registers the function :meth:`Slot.store` sums a broadcast gradient with."""
+    global _SUM_TO
+    if _SUM_TO is not _unregistered_sum_to and _SUM_TO is not sum_to:
+        raise RuntimeError(f"register_sum_to: a sum-to function is already registered ({_SUM_TO})")
+    _SUM_TO = sum_to

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from hodiff import function as _function
+from hodiff import variable as _variable
 from hodiff.context import _raw, _trusted, array_module, get_default_context
 from hodiff.function import (
     Function,
@@ -813,3 +814,6 @@ class Pullback:
                 xp = array_module(x._data) if x._data is not None else get_default_context().xp
                 out[i] = xp.zeros(x.shape, dtype=x._grad_dtype())
         return out
+
+
+_variable.register(forward=forward, backward=backward)  # Variable.forward / .backward

@@ -290,9 +290,7 @@ class Variable:
         With ``clear_buffer=True`` intermediate values that no backward rule
         needs are freed as soon as their last consumer has run.
         """
-        from hodiff import graph
-
-        graph.forward([self], clear_buffer=clear_buffer)
+        _impl.forward([self], clear_buffer=clear_buffer)
 
     def backward(
         self, grad: Any = None, clear_buffer: bool = False, *, retain_grad: bool = False
@@ -320,9 +318,7 @@ class Variable:
                 a value it needs was freed, or this Variable has no graph and
                 ``need_grad=False`` (e.g. it was computed under ``hd.no_grad()``).
         """
-        from hodiff import graph
-
-        graph.backward(self, grad, clear_buffer, retain_grad)
+        _impl.backward(self, grad, clear_buffer, retain_grad)
 
     def zero_grad(self) -> None:
         """Sets ``.g`` to zeros (lazily: the buffer is dropped and re-made on read or write)."""
@@ -356,132 +352,118 @@ class Variable:
     def __add__(self, other: Any) -> Variable:
         t = type(other)
         if t is float or t is int:
-            return _A.AddScalar(val=other)(self)
+            return _impl.AddScalar(val=other)(self)
         if t is Variable:
-            return _A.Add2()(self, other)
+            return _impl.Add2()(self, other)
         if is_scalar(other):
-            return _A.add_scalar(self, other)
-        return _A.add2(self, other)
+            return _impl.add_scalar(self, other)
+        return _impl.add2(self, other)
 
     def __radd__(self, other: Any) -> Variable:
         t = type(other)
         if t is float or t is int:
-            return _A.AddScalar(val=other)(self)
+            return _impl.AddScalar(val=other)(self)
         if is_scalar(other):
-            return _A.add_scalar(self, other)
-        return _A.add2(other, self)
+            return _impl.add_scalar(self, other)
+        return _impl.add2(other, self)
 
     def __sub__(self, other: Any) -> Variable:
         t = type(other)
         if t is float or t is int:
-            return _A.AddScalar(val=-other)(self)
+            return _impl.AddScalar(val=-other)(self)
         if t is Variable:
-            return _A.Sub2()(self, other)
+            return _impl.Sub2()(self, other)
         if is_scalar(other):
-            return _A.add_scalar(self, -other)
-        return _A.sub2(self, other)
+            return _impl.add_scalar(self, -other)
+        return _impl.sub2(self, other)
 
     def __rsub__(self, other: Any) -> Variable:
         if is_scalar(other):
-            return _A.r_sub_scalar(self, other)
-        return _A.sub2(other, self)
+            return _impl.r_sub_scalar(self, other)
+        return _impl.sub2(other, self)
 
     def __mul__(self, other: Any) -> Variable:
         t = type(other)
         if t is float or t is int:
-            return _A.MulScalar(val=other)(self)
+            return _impl.MulScalar(val=other)(self)
         if t is Variable:
-            return _A.Mul2()(self, other)
+            return _impl.Mul2()(self, other)
         if is_scalar(other):
-            return _A.mul_scalar(self, other)
-        return _A.mul2(self, other)
+            return _impl.mul_scalar(self, other)
+        return _impl.mul2(self, other)
 
     def __rmul__(self, other: Any) -> Variable:
         t = type(other)
         if t is float or t is int:
-            return _A.MulScalar(val=other)(self)
+            return _impl.MulScalar(val=other)(self)
         if is_scalar(other):
-            return _A.mul_scalar(self, other)
-        return _A.mul2(other, self)
+            return _impl.mul_scalar(self, other)
+        return _impl.mul2(other, self)
 
     def __truediv__(self, other: Any) -> Variable:
         if is_scalar(other):
             if other == 0:  # numpy's x / 0: inf, -inf or nan (not ZeroDivisionError)
-                return _A.div2(self, other)
-            return _A.mul_scalar(self, 1.0 / other)
-        return _A.div2(self, other)
+                return _impl.div2(self, other)
+            return _impl.mul_scalar(self, 1.0 / other)
+        return _impl.div2(self, other)
 
     def __rtruediv__(self, other: Any) -> Variable:
         if is_scalar(other):
-            return _A.r_div_scalar(self, other)
-        return _A.div2(other, self)
+            return _impl.r_div_scalar(self, other)
+        return _impl.div2(other, self)
 
     def __pow__(self, other: Any) -> Variable:
         if is_scalar(other):
-            return _A.pow_scalar(self, other)
-        return _A.pow2(self, other)
+            return _impl.pow_scalar(self, other)
+        return _impl.pow2(self, other)
 
     def __rpow__(self, other: Any) -> Variable:
         if is_scalar(other):
-            return _A.r_pow_scalar(self, other)
-        return _A.pow2(other, self)
+            return _impl.r_pow_scalar(self, other)
+        return _impl.pow2(other, self)
 
     def __matmul__(self, other: Any) -> Variable:
-        from hodiff.functions import linalg
-
-        return linalg.matmul(self, other)
+        return _impl.matmul(self, other)
 
     def __rmatmul__(self, other: Any) -> Variable:
-        from hodiff.functions import linalg
-
-        return linalg.matmul(other, self)
+        return _impl.matmul(other, self)
 
     def __neg__(self) -> Variable:
-        return _A.MulScalar(val=-1.0)(self)
+        return _impl.MulScalar(val=-1.0)(self)
 
     def __pos__(self) -> Variable:
         return self
 
     def __abs__(self) -> Variable:
-        return _A.abs(self)
+        return _impl.abs(self)
 
     def __getitem__(self, key: Any) -> Variable:
-        from hodiff.functions import array
-
-        return array.getitem(self, key)
+        return _impl.getitem(self, key)
 
     def __lt__(self, other: Any) -> Variable:
-        from hodiff.functions import array
-
-        return array.less(self, other)
+        return _impl.less(self, other)
 
     def __gt__(self, other: Any) -> Variable:
-        from hodiff.functions import array
-
-        return array.greater(self, other)
+        return _impl.greater(self, other)
 
     def __le__(self, other: Any) -> Variable:
-        from hodiff.functions import array
-
-        return array.less_equal(self, other)
+        return _impl.less_equal(self, other)
 
     def __ge__(self, other: Any) -> Variable:
-        from hodiff.functions import array
-
-        return array.greater_equal(self, other)
+        return _impl.greater_equal(self, other)
 
     # == stays object identity (not defined here): Variables are dict keys and set members
 
     # ------------------------------------------------------------ numpy-style methods
-    # thin wrappers over hodiff.functions (F), which is imported on first use
+    # thin wrappers over hodiff.functions (F), registered by it
     @property
     def T(self) -> Variable:  # noqa: N802
         """The axes reversed: ``F.transpose(self)``."""
-        return _F().transpose(self)
+        return _impl.transpose(self)
 
     def reshape(self, *shape: Any) -> Variable:
         """``F.reshape(self, shape)``; ``shape`` as a tuple or as separate ints."""
-        return _F().reshape(
+        return _impl.reshape(
             self, shape[0] if len(shape) == 1 and not is_scalar(shape[0]) else shape
         )
 
@@ -489,39 +471,39 @@ class Variable:
         """``F.transpose(self, axes)``; no axes reverse them, as numpy."""
         if len(axes) == 1 and (axes[0] is None or not is_scalar(axes[0])):
             axes = axes[0]
-        return _F().transpose(self, axes or None)
+        return _impl.transpose(self, axes or None)
 
     def flatten(self) -> Variable:
         """``F.reshape(self, (-1,))``: a 1-D copy, as numpy's ``flatten``."""
-        return _F().reshape(self, (-1,))
+        return _impl.reshape(self, (-1,))
 
     def squeeze(self, axis: Any = None) -> Variable:
         """``F.squeeze(self, axis)``."""
-        return _F().squeeze(self, axis)
+        return _impl.squeeze(self, axis)
 
     def sum(self, axis: Any = None, keepdims: bool = False) -> Variable:
         """``F.sum(self, axis, keepdims)``."""
-        return _F().sum(self, axis, keepdims)
+        return _impl.sum(self, axis, keepdims)
 
     def mean(self, axis: Any = None, keepdims: bool = False) -> Variable:
         """``F.mean(self, axis, keepdims)``."""
-        return _F().mean(self, axis, keepdims)
+        return _impl.mean(self, axis, keepdims)
 
     def max(self, axis: Any = None, keepdims: bool = False) -> Variable:
         """``F.max(self, axis, keepdims)``."""
-        return _F().max(self, axis, keepdims)
+        return _impl.max(self, axis, keepdims)
 
     def min(self, axis: Any = None, keepdims: bool = False) -> Variable:
         """``F.min(self, axis, keepdims)``."""
-        return _F().min(self, axis, keepdims)
+        return _impl.min(self, axis, keepdims)
 
     def prod(self, axis: Any = None, keepdims: bool = False) -> Variable:
         """``F.prod(self, axis, keepdims)``."""
-        return _F().prod(self, axis, keepdims)
+        return _impl.prod(self, axis, keepdims)
 
     def astype(self, dtype: Any) -> Variable:
         """``F.astype(self, dtype)``."""
-        return _F().astype(self, dtype)
+        return _impl.astype(self, dtype)
 
 
 _NO_COPY = (
@@ -565,21 +547,33 @@ def as_variable(value: Any) -> Variable:
     return Variable.from_array(value)
 
 
-class _Arithmetic:
-    """The arithmetic module, imported on first use (it imports this module)."""
+class _Registered:
+    """What Variable's methods call, registered by the layers above at import.
+
+    ``hodiff.graph`` registers the passes (``forward``, ``backward``) and
+    ``hodiff.functions`` the functions behind the operators and numpy-style methods
+    (``x + y`` is ``Add2()(x, y)``, ``x @ w`` is ``matmul``, ``x[i]`` is ``getitem``,
+    ``x.sum()`` is ``sum``), as JAX fills in its array methods and autograd its VJPs:
+    this module imports nothing above it. ``import hodiff`` registers everything.
+    """
 
     def __getattr__(self, name: str) -> Any:
-        from hodiff.functions import arithmetic
-
-        globals()["_A"] = arithmetic
-        return getattr(arithmetic, name)
-
-
-_A: Any = _Arithmetic()
+        raise RuntimeError(
+            f"Variable: {name!r} is not registered yet (import hodiff: hodiff.graph and "
+            "hodiff.functions register what Variable's methods and operators call)"
+        )
 
 
-def _F() -> Any:  # noqa: N802
-    """``hodiff.functions`` (imported on first use: it imports this module)."""
-    import hodiff.functions
+_impl: Any = _Registered()
 
-    return hodiff.functions
+
+def register(**implementations: Any) -> None:
+    """Registers what Variable's methods call, by name (see :class:`_Registered`).
+
+    A name registered twice with different objects raises RuntimeError.
+    """
+    for name, value in implementations.items():
+        current = _impl.__dict__.get(name)
+        if current is not None and current is not value:
+            raise RuntimeError(f"Variable: {name!r} is already registered ({current!r})")
+        setattr(_impl, name, value)

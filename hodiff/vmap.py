@@ -38,6 +38,7 @@ import numpy as np
 from hodiff import function as _function
 from hodiff.batching import loop, renew
 from hodiff.context import _recording, _trusted, array_module
+from hodiff.functions import array
 from hodiff.variable import Variable
 
 __all__ = ["BatchedVariable", "find_batched", "refuse_batched", "refuse_inside_vmap", "vmap"]
@@ -291,8 +292,6 @@ def _axes(name: str, axes: Any, n: int, what: str) -> list[int | None]:
 def _move_to_front(x: Variable, axis: int) -> Variable:
     if axis == 0:
         return x
-    from hodiff.functions import array
-
     perm = [axis, *[i for i in range(x.ndim) if i != axis]]
     return array.transpose(x, perm)
 
@@ -300,8 +299,6 @@ def _move_to_front(x: Variable, axis: int) -> Variable:
 def _move_from_front(x: Variable, axis: int) -> Variable:
     if axis == 0:
         return x
-    from hodiff.functions import array
-
     perm = list(range(1, x.ndim))
     perm.insert(axis, 0)
     return array.transpose(x, perm)
@@ -435,9 +432,7 @@ def _unwrap(o: Any, ax: int | None, level: int, size: int, k: str) -> Variable:
     else:  # the same for every example: broadcast along the batch
         if ax is None:
             return o
-        from hodiff.functions import array
-
-        v = array.broadcast(array.reshape(o, (1, *o.shape)), (size, *o.shape))
+            v = array.broadcast(array.reshape(o, (1, *o.shape)), (size, *o.shape))
     if not -v.ndim <= ax < v.ndim:
         raise ValueError(f"vmap: out_axes[{k}] = {ax} is out of range for {v.ndim} dimensions")
     return _move_from_front(v, ax % v.ndim)
@@ -497,3 +492,8 @@ def refuse_inside_vmap(name: str, why: str) -> None:
     raise RuntimeError(
         f"{name}: called inside hd.vmap (batch {batch}); {why}. Call it outside hd.vmap"
     )
+
+
+def fallback_primitives() -> list[str]:
+    """Names of the registered primitives whose ``batch_rule`` is the generic :func:`loop`."""
+    return sorted(c.__name__ for c in _function.REGISTRY if getattr(c, "batch_rule", None) is loop)

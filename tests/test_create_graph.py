@@ -38,7 +38,8 @@ def test_values_only_equal_the_recorded_gradient_at_orders_one_to_three() -> Non
     x0 = RNG.normal(size=6)
     x = hd.Variable.from_array(x0, need_grad=True)
     (g1,) = hd.grad(_f(x), x, create_graph=False)
-    assert g1.parent is None and not g1.need_grad
+    assert g1.parent is None
+    assert not g1.need_grad
     np.testing.assert_allclose(g1.d, _d1(x0), rtol=1e-13)
     (g,) = hd.grad(_f(x), x)
     assert g.parent is not None
@@ -198,6 +199,7 @@ def test_under_no_grad_both_give_values() -> None:
     with hd.no_grad():
         (a,) = hd.grad(s, x)
         (b,) = hd.grad(s, x, create_graph=False)
-    assert a.parent is None and b.parent is None
+    assert a.parent is None
+    assert b.parent is None
     np.testing.assert_allclose(a.d, _d2(x0), rtol=1e-13)
     np.testing.assert_allclose(b.d, _d2(x0), rtol=1e-13)

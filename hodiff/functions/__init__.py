@@ -1,8 +1,14 @@
 """All differentiable functions: ``import hodiff.functions as F``.
 
-One module per family; each lists its public functions in ``__all__``.
+One module per family; each lists its public functions in ``__all__``. Importing this
+package registers what the engine calls from this layer (the engine imports nothing
+above it): the functions behind Variable's operators and methods, the sum of a
+broadcast gradient back to its input's shape, and the batching helpers' functions.
 """
 
+from hodiff import batching as _batching
+from hodiff import function as _function
+from hodiff import variable as _variable
 from hodiff.functions import (
     activation,
     arithmetic,
@@ -10,6 +16,7 @@ from hodiff.functions import (
     attention,
     conv,
     decomposition,
+    distributed,
     linalg,
     loss,
     math,
@@ -31,6 +38,7 @@ from hodiff.functions.array import *  # noqa: F403
 from hodiff.functions.attention import *  # noqa: F403
 from hodiff.functions.conv import *  # noqa: F403
 from hodiff.functions.decomposition import *  # noqa: F403
+from hodiff.functions.distributed import *  # noqa: F403
 from hodiff.functions.linalg import *  # noqa: F403
 from hodiff.functions.loss import *  # noqa: F403
 from hodiff.functions.math import *  # noqa: F403
@@ -45,6 +53,7 @@ from hodiff.functions.sampling import *  # noqa: F403
 from hodiff.functions.shaping import *  # noqa: F403
 from hodiff.functions.special import *  # noqa: F403
 from hodiff.functions.statistics import *  # noqa: F403
+from hodiff.grad_functions.arithmetic import sum_to as _sum_to
 
 FAMILIES = (
     arithmetic,
@@ -67,13 +76,44 @@ FAMILIES = (
     decomposition,
     attention,
     sampling,
+    distributed,
 )
 
 __all__ = [name for module in FAMILIES for name in module.__all__]
 
-# collectives (hodiff.distributed); appended so that families added above merge cleanly
-from hodiff.functions import distributed  # noqa: E402
-from hodiff.functions.distributed import *  # noqa: E402, F403
-
-FAMILIES = (*FAMILIES, distributed)  # type: ignore[assignment]
-__all__ += distributed.__all__
+_variable.register(
+    Add2=arithmetic.Add2,
+    AddScalar=arithmetic.AddScalar,
+    Sub2=arithmetic.Sub2,
+    Mul2=arithmetic.Mul2,
+    MulScalar=arithmetic.MulScalar,
+    abs=arithmetic.abs,
+    add2=arithmetic.add2,
+    add_scalar=arithmetic.add_scalar,
+    sub2=arithmetic.sub2,
+    r_sub_scalar=arithmetic.r_sub_scalar,
+    mul2=arithmetic.mul2,
+    mul_scalar=arithmetic.mul_scalar,
+    div2=arithmetic.div2,
+    r_div_scalar=arithmetic.r_div_scalar,
+    pow2=arithmetic.pow2,
+    pow_scalar=arithmetic.pow_scalar,
+    r_pow_scalar=arithmetic.r_pow_scalar,
+    matmul=linalg.matmul,
+    getitem=array.getitem,
+    less=array.less,
+    greater=array.greater,
+    less_equal=array.less_equal,
+    greater_equal=array.greater_equal,
+    transpose=array.transpose,
+    reshape=array.reshape,
+    squeeze=shaping.squeeze,
+    sum=reduction.sum,
+    mean=reduction.mean,
+    max=reduction.max,
+    min=reduction.min,
+    prod=reduction.prod,
+    astype=shaping.astype,
+)
+_function.register_sum_to(_sum_to)
+_batching.register(reshape=array.reshape, broadcast=array.broadcast, stack=array.stack)

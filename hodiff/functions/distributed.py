@@ -5,7 +5,8 @@ over the ranks, and its backward rule is again an ``all_reduce`` (the adjoint
 of "sum over ranks, copy to every rank" is itself), so it can be differentiated
 to any order. Its forward and backward are *collective*: every rank must run
 them, in the same order, with the same shapes (see docs/distributed.md). The
-communicator is a static argument; nothing here imports MPI.
+communicator is a static argument; nothing here imports MPI (:class:`Communicator` is
+the collective backend, below the functions like the array backends).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hodiff.context import array_module
+from hodiff.distributed import Communicator
 from hodiff.function import Function, Slot, float_dtype
 from hodiff.variable import Variable
 
@@ -30,8 +32,6 @@ class AllReduce(Function):
     @property
     def comm(self) -> Any:
         if self._comm is None:
-            from hodiff.distributed import Communicator
-
             self._comm = Communicator.default()
         return self._comm
 
@@ -105,8 +105,6 @@ def all_reduce(x: Any, comm: Any) -> Variable:
     >>> F.all_reduce(np.array([1.0, 2.0]), comm).d
     array([1., 2.])
     """
-    from hodiff.distributed import Communicator
-
     if not isinstance(comm, Communicator):
         if type(comm).__module__ != "mpi4py.MPI":
             raise TypeError(
