@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+from hodiff.cli_check import add_parser, list_functions, run_check
+from hodiff.demo import run_demo
+from hodiff.docgen import PATH, write_function_reference
+
 
 def main(argv: list[str] | None = None) -> int:
-    from hodiff.cli_check import add_parser, list_functions, run_check
-
     parser = argparse.ArgumentParser(
         prog="python -m hodiff",
         description="hodiff command line: a demo, and checking every function's derivatives.",
@@ -19,13 +21,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("docs", help="regenerate docs/functions.md from the specs and docstrings")
     args = parser.parse_args(argv)
     if args.command == "docs":
-        from hodiff.docgen import PATH, write_function_reference
-
         print(f"{PATH}: {'updated' if write_function_reference() else 'up to date'}")
         return 0
     if args.command == "demo":
-        from hodiff.demo import run_demo
-
         return run_demo()
     if args.list:
         print(list_functions())

@@ -2,38 +2,46 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
+
 import numpy as np
 
-import hodiff as hd
 import hodiff.functions as F
+from hodiff import curvature
+from hodiff.autograd import grad
+from hodiff.check import gradcheck
+from hodiff.function import Function
+from hodiff.graphio import load_graph, save_graph
+from hodiff.testing import check_function
+from hodiff.transforms import hessian
+from hodiff.variable import Variable
 
 
-def mlp(
-    x: hd.Variable, w1: hd.Variable, b1: hd.Variable, w2: hd.Variable, b2: hd.Variable
-) -> hd.Variable:
+def mlp(x: Variable, w1: Variable, b1: Variable, w2: Variable, b2: Variable) -> Variable:
     """A 3-8-1 tanh network: ``tanh(tanh(x W1 + b1) W2 + b2)``."""
     return F.tanh(F.affine(F.tanh(F.affine(x, w1, b1)), w2, b2))
 
 
 def run_demo() -> int:
     rng = np.random.default_rng(0)
-    x = hd.Variable.from_array(rng.standard_normal((16, 3)))
-    t = hd.Variable.from_array(rng.standard_normal((16, 1)) * 0.5)
+    x = Variable.from_array(rng.standard_normal((16, 3)))
+    t = Variable.from_array(rng.standard_normal((16, 1)) * 0.5)
     shapes = {"w1": (3, 8), "b1": (8,), "w2": (8, 1), "b2": (1,)}
     params = {
-        k: hd.Variable.from_array(rng.standard_normal(s) * 0.5, need_grad=True)
+        k: Variable.from_array(rng.standard_normal(s) * 0.5, need_grad=True)
         for k, s in shapes.items()
     }
     ps = list(params.values())
 
-    def loss_of(*ws: hd.Variable) -> hd.Variable:
+    def loss_of(*ws: Variable) -> Variable:
         return F.mean((mlp(x, *ws) - t) ** 2)
 
     loss = loss_of(*ps)
     print(f"model: 3-8-1 tanh MLP, batch 16, loss = {float(loss.d):.6f}\n")
 
     # 1. gradient: fast path (.backward) and graph path (hd.grad) agree
-    grads = hd.grad(loss, ps)
+    grads = grad(loss, ps)
     loss.backward()
     print("1. gradient (hd.grad vs plain .backward())")
     for (name, p), g in zip(params.items(), grads, strict=True):
@@ -47,15 +55,15 @@ def run_demo() -> int:
     dot = F.sum(grads[0] * vs[0])
     for g, v in zip(grads[1:], vs[1:], strict=True):
         dot = dot + F.sum(g * v)
-    hvs = hd.grad(dot, ps)
+    hvs = grad(dot, ps)
     eps = 1e-6
 
     def flat_grad(shift: float) -> np.ndarray:
         moved = [
-            hd.Variable.from_array(p.d + shift * v, need_grad=True)
+            Variable.from_array(p.d + shift * v, need_grad=True)
             for p, v in zip(ps, vs, strict=True)
         ]
-        return np.concatenate([g.d.ravel() for g in hd.grad(loss_of(*moved), moved)])
+        return np.concatenate([g.d.ravel() for g in grad(loss_of(*moved), moved)])
 
     fd = (flat_grad(eps) - flat_grad(-eps)) / (2 * eps)
     hv = np.concatenate([h.d.ravel() for h in hvs])
@@ -66,16 +74,16 @@ def run_demo() -> int:
     )
 
     # 3. third derivative of the network output along its input
-    s = hd.Variable.from_array(np.array([[0.3, -0.2, 0.1]]), need_grad=True)
+    s = Variable.from_array(np.array([[0.3, -0.2, 0.1]]), need_grad=True)
     y = F.sum(mlp(s, *ps))
-    d1 = hd.grad(y, s)[0]
-    d2 = hd.grad(F.sum(d1), s)[0]
-    d3 = hd.grad(F.sum(d2), s)[0]
+    d1 = grad(y, s)[0]
+    d2 = grad(F.sum(d1), s)[0]
+    d3 = grad(F.sum(d2), s)[0]
     print("\n3. third derivative of the output y(x) at one input x in R^3")
     print(f"   sum_ij d3y/dx_i dx_j dx_k = {d3.d.ravel()}  (k = 1..3)")
 
     # 4. gradcheck of the whole model, orders 1..3, against finite differences
-    report = hd.gradcheck(lambda *w: loss_of(*w), [p.d for p in ps], order=3, raise_exception=False)
+    report = gradcheck(lambda *w: loss_of(*w), [p.d for p in ps], order=3, raise_exception=False)
     print("\n4. gradcheck of the loss w.r.t. all parameters (float64 central differences)")
     print(f"   {'order':>5} {'elements':>9} {'max abs err':>12} {'max rel err':>12}  result")
     for k in (1, 2, 3):
@@ -87,9 +95,7 @@ def run_demo() -> int:
     ok = bool(report)
 
     # 5. curvature: Lanczos and Hutchinson on one recorded gradient graph vs the dense Hessian
-    from hodiff import curvature
-
-    blocks = hd.hessian(loss_of, tuple(p.d for p in ps))
+    blocks = hessian(loss_of, tuple(p.d for p in ps))
     dense = np.block(
         [
             [b.reshape(p.size, q.size) for b, q in zip(row, ps, strict=True)]
@@ -106,8 +112,6 @@ def run_demo() -> int:
     )
 
     # 6. check_function: a custom primitive, and a variant whose rule ignores accum
-    from hodiff.testing import check_function
-
     good = check_function(_Softplus(), x.d[:2, 0], order=2, raise_exception=False)
     bad = check_function(_SoftplusNoAccum(), x.d[:2, 0], order=2, raise_exception=False)
     ok = ok and bool(good) and not bad
@@ -121,21 +125,18 @@ def run_demo() -> int:
     return 0 if ok else 1
 
 
-def _graph_line(x: hd.Variable, loss: hd.Variable, ps: list[hd.Variable]) -> None:
+def _graph_line(x: Variable, loss: Variable, ps: list[Variable]) -> None:
     """Graphs as data: the loss graph saved, loaded and differentiated again (docs/graphs.md)."""
-    import os
-    import tempfile
-
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "mlp.hdg")
-        hd.save_graph(path, loss, x)
-        f = hd.load_graph(path)
+        save_graph(path, loss, x)
+        f = load_graph(path)
         size = os.path.getsize(path)
     loaded = f(x)
-    grads = hd.grad(loss, ps)
+    grads = grad(loss, ps)
     err = max(
         np.abs(a.d - b.d).max()
-        for a, b in zip(hd.grad(loaded, list(f.parameters.values())), grads, strict=True)
+        for a, b in zip(grad(loaded, list(f.parameters.values())), grads, strict=True)
     )
     n = len(f.definition["functions"])
     print(
@@ -145,7 +146,7 @@ def _graph_line(x: hd.Variable, loss: hd.Variable, ps: list[hd.Variable]) -> Non
     )
 
 
-class _Softplus(hd.Function, register=False):  # a user primitive: not registered
+class _Softplus(Function, register=False):  # a user primitive: not registered
     """``y = log(1 + exp(x))``, ``dy/dx = sigmoid(x)``: a user-style primitive."""
 
     def forward_impl(self, inputs, outputs):  # type: ignore[no-untyped-def]

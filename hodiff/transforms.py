@@ -37,12 +37,14 @@ import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import hodiff.functions as F
 from hodiff import graph
 from hodiff.autograd import grad
-from hodiff.context import _raw, _recording, array_module, get_auto_forward
+from hodiff.context import _raw, _recording, array_module, auto_forward, get_auto_forward, no_grad
 from hodiff.function import array_module_of
+from hodiff.functions import array, shaping
 from hodiff.variable import Variable
-from hodiff.vmap import BatchedVariable, _active
+from hodiff.vmap import BatchedVariable, _active, vmap
 
 __all__ = ["hessian", "hvp", "jacobian", "jvp", "vjp"]
 
@@ -266,8 +268,6 @@ def _vdirections(
                     f"{name}: {_label(i, multi, 'v')} has dtype {a.dtype}; directions must be float"
                 )
             if a.dtype != dtype:
-                from hodiff.functions import shaping
-
                 a = shaping.astype(a, dtype)
         else:
             try:
@@ -310,8 +310,6 @@ def _vrows(
     ``.forward()`` computes it). Returns, per ``wrt[j]``, a Variable ``(n, *wrt[j].shape)``
     per example.
     """
-    from hodiff import functions as F
-    from hodiff.vmap import vmap
 
     def rows(*es: Variable) -> list[Variable]:
         return grad(list(roots), list(wrt), grad_outputs=list(es), allow_unused=True)
@@ -330,8 +328,6 @@ def _vrows(
 
 
 def _vtranspose(m: Variable) -> Variable:
-    from hodiff.functions import array
-
     return array.transpose(m, (1, 0))
 
 
@@ -522,9 +518,6 @@ def _batched_pass(
     ``a..b``: one array ``(b - a, *root.shape)`` per root. Returns, per ``wrt[j]``, an
     array ``(n, *wrt[j].shape)``, or a differentiable Variable with ``create_graph``.
     """
-    from hodiff import functions as F
-    from hodiff.context import auto_forward, no_grad
-    from hodiff.vmap import vmap
 
     def rows(*es: Variable) -> list[Variable]:
         return grad(list(roots), list(wrt), grad_outputs=list(es), allow_unused=True)
@@ -573,8 +566,6 @@ def _auto_chunk(roots: Sequence[Variable]) -> int:
 
 def _reshape(a: Any, shape: tuple[int, ...]) -> Any:
     if isinstance(a, Variable):
-        from hodiff.functions import array
-
         return array.reshape(a, shape)
     return a.reshape(shape)
 
@@ -729,12 +720,7 @@ def jacobian(
 
                 (cols,) = _batched_pass([w], [u], x.size, cseeds, chunk_size, create_graph)
                 cols = _reshape(cols, (x.size, y.size))  # column c: J e_c
-                if create_graph:
-                    from hodiff.functions import array
-
-                    m = array.transpose(cols, (1, 0))
-                else:
-                    m = cols.T
+                m = array.transpose(cols, (1, 0)) if create_graph else cols.T
                 out.append(_reshape(m, y.shape + x.shape))
         if create_graph and not get_auto_forward():
             graph.forward(out)

@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+import hodiff.functions  # defines every primitive that known_classes collects
+import hodiff.grad_functions
 from hodiff.function import REGISTRY, Function
 from hodiff.graphio.walk import static_arguments
 
@@ -186,9 +188,6 @@ class Decoder:
 
 def known_classes() -> dict[str, type[Function]]:
     """Every primitive that can be rebuilt: hodiff's own and user subclasses already defined."""
-    import hodiff.functions
-    import hodiff.grad_functions
-
     for info in pkgutil.iter_modules(hodiff.grad_functions.__path__):
         importlib.import_module(f"hodiff.grad_functions.{info.name}")
     found: dict[str, type[Function]] = {}

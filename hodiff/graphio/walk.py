@@ -6,6 +6,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from hodiff.function import Function
+from hodiff.parameter import get_parameters
 from hodiff.variable import Variable
 
 __all__ = ["as_list", "graph_nodes", "output_index", "parameter_names", "static_arguments"]
@@ -46,17 +47,8 @@ def output_index(node: Function, v: Variable) -> int:
 
 
 def parameter_names() -> dict[int, str]:
-    """id -> name of the parameters of ``hd.get_parameters`` (when hodiff has parameters)."""
-    import hodiff
-
-    get = getattr(hodiff, "get_parameters", None)
-    if get is None:
-        return {}
-    try:
-        params = get(grad_only=False)
-    except TypeError:  # pragma: no cover - an older signature
-        params = get()
-    return {id(v): name for name, v in params.items()}
+    """id -> name of the parameters of ``hd.get_parameters`` (all of them, any ``need_grad``)."""
+    return {id(v): name for name, v in get_parameters(grad_only=False).items()}
 
 
 def static_arguments(node: Function) -> tuple[tuple[Any, ...], dict[str, Any]]:

@@ -9,11 +9,11 @@ from typing import Any
 
 import numpy as np
 
-import hodiff as hd
 import hodiff.functions as F
 from hodiff.context import _raw
 from hodiff.function import Function, Slot
 from hodiff.testing.spec import Spec
+from hodiff.variable import Variable
 
 __all__ = ["call", "is_float", "outputs_of", "run_backward_impl", "scalarized", "weights"]
 
@@ -22,15 +22,13 @@ def is_float(a: Any) -> bool:
     return np.dtype(a.dtype if hasattr(a, "dtype") else np.asarray(a).dtype).kind == "f"
 
 
-def outputs_of(y: Any) -> list[hd.Variable]:
+def outputs_of(y: Any) -> list[Variable]:
     return list(y) if isinstance(y, tuple | list) else [y]
 
 
-def call(
-    spec: Spec, arrays: Sequence[Any], need_grad: bool = False
-) -> tuple[list[hd.Variable], Any]:
+def call(spec: Spec, arrays: Sequence[Any], need_grad: bool = False) -> tuple[list[Variable], Any]:
     """The spec's function applied to Variables wrapping ``arrays``: (inputs, output)."""
-    vs = [hd.Variable.from_array(a, need_grad=need_grad and is_float(a)) for a in arrays]
+    vs = [Variable.from_array(a, need_grad=need_grad and is_float(a)) for a in arrays]
     return vs, spec.fn(*vs, **spec.kwargs)
 
 
@@ -44,7 +42,7 @@ def weights(spec: Spec, seed: int = 1) -> list[np.ndarray]:
 def scalarized(spec: Spec, ws: Sequence[np.ndarray], power: int = 1) -> Any:
     """``x -> sum_k sum(w_k * y_k**power)``: a scalar function of the spec's inputs."""
 
-    def f(*xs: hd.Variable) -> hd.Variable:
+    def f(*xs: Variable) -> Variable:
         total = None
         for o, w in zip(outputs_of(spec.fn(*xs, **spec.kwargs)), ws, strict=True):
             term = F.sum(o**power * w) if power != 1 else F.sum(o * w)
