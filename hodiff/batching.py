@@ -56,7 +56,7 @@ class _Registered:
     """
 
     def __getattr__(self, name: str) -> Any:
-        raise RuntimeError(
+        raise AttributeError(
             f"batching: {name!r} is not registered yet (import hodiff: hodiff.functions "
             "registers what the batching helpers call)"
         )

@@ -251,144 +251,187 @@ class Function:
         )
 
     # ------------------------------------------------------------ calling
-    def __call__(self, *args: Any) -> Any:  # noqa: C901 (the graph-building hot path, kept in one frame for speed)
-        # Hot path: written with plain loops (a comprehension costs a frame on Python 3.11),
-        # one read of the mode, no list or call that the common cases do not need.
+    def __call__(self, *args: Any) -> Any:
+        """Computes this primitive on ``args`` and links a node; returns the output(s).
+
+        The steps (:meth:`_call` is the general path, one named step a line): wrap
+        arguments that are not Variables as constant leaves; hand batched inputs to
+        ``hd.vmap``; define-by-run: check the arguments and compute the outputs
+        (:meth:`_compute`), define-then-run: only infer their shapes; make the output
+        Variables and link the node (:meth:`_link`), unless recording is off. In a
+        plain pass (raw mode) a call only computes, on bare arrays.
+        """
         mode = _mode.get()
-        n_out = self.n_outputs
-        if mode & RAW:  # plain backward: bare arrays in, bare arrays out, nothing recorded
+        # ---------------------------------------------------------------- fast paths
+        # The common calls, in fewer frames (graph building and the plain pass are the hot
+        # loops). Each gives what the general path gives: tests/test_engine.py compares them.
+        if mode & RAW:  # a plain pass: arrays in, arrays out, nothing recorded
             uf = self._fast_forward
             if uf is not None and len(args) == 1 and type(args[0]) is np.ndarray:
                 return uf(args[0], self.val) if self._fast_val else uf(args[0])  # type: ignore[attr-defined]
-            ys: list[Any] = [None] * n_out
-            self.forward_impl(args, ys)
-            return ys[0] if n_out == 1 else tuple(ys)
-        n_in = len(args)
-        inputs: Sequence[Variable]
-        a = args[0] if n_in else None
-        if n_in == 1 and type(a) is Variable and a._data is not None:  # the common cases first
-            inputs = args  # a node's inputs: a list or, as here, the call's tuple
-            xs = [a._data]
-            unfilled = False
-        elif (
-            n_in == 2
-            and type(a) is Variable
-            and type(b := args[1]) is Variable
-            and a._data is not None
-            and b._data is not None
-        ):
-            inputs = args
-            xs = [a._data, b._data]
-            unfilled = False
-        else:
-            wrapped = list(args)
-            xs = []
-            unfilled = False
-            for i, a in enumerate(args):
-                if not isinstance(a, Variable):
-                    a = wrapped[i] = self._wrap(i, a, args)
-                d = a._data
-                if d is None:
-                    unfilled = True
-                xs.append(d)
-            inputs = wrapped
-            if unfilled and _BATCH_HOOK is not None:  # hd.vmap: a batched input (hodiff/vmap.py)
-                out = _BATCH_HOOK(self, inputs)
-                if out is not None:
-                    return out
-        ys = [None] * n_out
-        specs = None
-        if not mode & STATIC:
-            if unfilled:  # an unfilled leaf reads as zeros
-                xs = self._filled(inputs)
-            # inside hd.grad's reverse pass the rules' calls are trusted: shapes come from ys
-            check = not mode & TRUSTED
-            if check:
-                # an elementwise setup is skipped for float inputs of one dtype (checked after)
-                dtype = inputs[0]._dtype if n_in else None
-                if not (
-                    self._elementwise_setup
-                    and dtype is not None
-                    and dtype.kind == "f"
-                    and (n_in == 1 or _same_dtype(inputs, dtype))
-                ):
-                    specs = self.setup_impl(inputs)
-                    check = False
-            try:
-                uf = self._fast_forward
-                if uf is not None and n_in == 1 and type(xs[0]) is np.ndarray:
-                    ys[0] = uf(xs[0], self.val) if self._fast_val else uf(xs[0])  # type: ignore[attr-defined]
-                else:
-                    self.forward_impl(xs, ys)
-            except Exception as e:  # costs nothing unless raised
-                if check:  # the setup skipped above raises the clear error, if it has one
-                    self.setup_impl(inputs)
-                if isinstance(e, TypeError):
-                    _check_devices(self.name, inputs, e)
-                raise
-            # the outputs of a skipped elementwise setup have the inputs' dtype
-            if check and (n_out > 1 or getattr(ys[0], "dtype", None) is not dtype):
-                specs = self.setup_impl(inputs)
-            # numpy computes float16 from int8/bool where setup_impl declares float64
-            if specs is not None and (n_out > 1 or ys[0].dtype is not specs[0][1]):
-                ys = _as_declared(self, xs, ys, [s[1] for s in specs])
-        else:
+            return self._forward_arrays(args)
+        if self.n_outputs == 1 and not mode & STATIC:  # define-by-run, one output, and
+            n = len(args)
+            a = args[0] if n else None
+            if n == 1 and type(a) is Variable and a._data is not None:  # one Variable
+                return self._link1(args, self._compute(args, [a._data], mode)[0], mode)
+            if (  # or two
+                n == 2
+                and type(a) is Variable
+                and type(b := args[1]) is Variable
+                and a._data is not None
+                and b._data is not None
+            ):
+                return self._link1(args, self._compute(args, [a._data, b._data], mode)[0], mode)
+        # ---------------------------------------------------------------- general path
+        return self._call(args, mode)
+
+    def _call(self, args: Sequence[Any], mode: int) -> Any:
+        """The general path of :meth:`__call__`."""
+        inputs = self._as_inputs(args)
+        xs = [x._data for x in inputs]
+        unfilled = any(d is None for d in xs)
+        if unfilled and _BATCH_HOOK is not None:  # hd.vmap: a batched input (hodiff/vmap.py)
+            out = _BATCH_HOOK(self, inputs)
+            if out is not None:
+                return out
+        if mode & STATIC:  # define-then-run: shapes now, values at .forward()
             specs = self.setup_impl(inputs)
-        recording = not mode & NO_GRAD
-        need = False
-        if recording and self.differentiable:
-            if n_in == 1:
-                need = inputs[0].need_grad
+            ys: list[Any] = [None] * self.n_outputs
+        else:
+            specs = None
+            ys = self._compute(inputs, self._filled(inputs) if unfilled else xs, mode)
+        if self.n_outputs == 1:
+            return self._link1(inputs, ys[0], mode, specs)
+        return self._link(inputs, ys, mode, specs)
+
+    def _as_inputs(self, args: Sequence[Any]) -> Sequence[Variable]:
+        """The arguments as Variables: arrays and scalars become constant leaves."""
+        for a in args:
+            if not isinstance(a, Variable):
+                return [
+                    a if isinstance(a, Variable) else self._wrap(i, a, args)
+                    for i, a in enumerate(args)
+                ]
+        return args
+
+    def _forward_arrays(self, xs: Sequence[Any]) -> Any:
+        """``forward_impl`` on bare arrays: the output array, or a tuple of them."""
+        ys: list[Any] = [None] * self.n_outputs
+        self.forward_impl(xs, ys)
+        return ys[0] if self.n_outputs == 1 else tuple(ys)
+
+    def _compute(self, inputs: Sequence[Variable], xs: Sequence[Any], mode: int) -> list[Any]:
+        """Define-by-run: checks the arguments (``setup_impl``) and computes the output arrays.
+
+        Calls made by ``hd.grad``'s rules (trusted mode) are not checked, and an
+        elementwise setup is skipped for float inputs of one dtype: it then runs only
+        when the forward raises (for its clear error) or gives another dtype.
+        """
+        specs = None
+        skipped = False
+        if not mode & TRUSTED:
+            skipped = self._setup_skippable(inputs)
+            if not skipped:
+                specs = self.setup_impl(inputs)
+        ys: list[Any] = [None] * self.n_outputs
+        try:
+            uf = self._fast_forward
+            if uf is not None and len(xs) == 1 and type(xs[0]) is np.ndarray:
+                ys[0] = uf(xs[0], self.val) if self._fast_val else uf(xs[0])  # type: ignore[attr-defined]
             else:
-                for x in inputs:
-                    if x.need_grad:
-                        need = True
-                        break
-        if n_out == 1:  # the common case, without lists
-            y = ys[0]
-            v = _new_variable(Variable)
-            if y is None:
-                v._shape, v._dtype, v._data = tuple(specs[0][0]), np.dtype(specs[0][1]), None  # type: ignore[index]
-            else:
-                if type(y) is not np.ndarray:
-                    y = as_array(y)
-                v._shape, v._dtype, v._data = y.shape, y.dtype, y
-            v._grad = None
-            v.need_grad = need
-            if recording:
-                node = self if self.seq < 0 else _renew(self)  # reused instance
-                node.inputs = inputs
-                node.seq = next(_seq)
-                if self.need_outputs:  # the forward's list of outputs is kept: one list fewer
-                    ys[0] = y
-                    node._ydata = ys
-                    node._outputs = [_ref(v)]
-                else:
-                    ys[0] = _ref(v)
-                    node._outputs = ys
-                    node._ydata = None
-                v.parent = node
-            else:
-                v.parent = None
+                self.forward_impl(xs, ys)
+        except Exception as e:  # costs nothing unless raised
+            self._forward_failed(inputs, e, skipped)
+        if skipped and (self.n_outputs > 1 or ys[0].dtype is not inputs[0]._dtype):
+            specs = self.setup_impl(inputs)  # another dtype than the inputs'
+        if specs is not None:
+            ys = _as_declared(self, xs, ys, [s[1] for s in specs])
+        return ys
+
+    def _setup_skippable(self, inputs: Sequence[Variable]) -> bool:
+        """Whether an elementwise setup may be skipped: float inputs of one dtype."""
+        if not self._elementwise_setup or not inputs:
+            return False
+        dtype = inputs[0]._dtype
+        return dtype.kind == "f" and (len(inputs) == 1 or _same_dtype(inputs, dtype))
+
+    def _forward_failed(self, inputs: Sequence[Variable], error: Exception, skipped: bool) -> None:
+        """Raises the clearest error for a failed forward: the skipped setup's, or a device
+        mismatch, or ``error`` itself.
+        """
+        if skipped:
+            self.setup_impl(inputs)
+        if isinstance(error, TypeError):
+            _check_devices(self.name, inputs, error)
+        raise error
+
+    def _needs_grad(self, inputs: Sequence[Variable], mode: int) -> bool:
+        """Whether the outputs need a gradient: recording, differentiable, an input needs one."""
+        if mode & NO_GRAD or not self.differentiable:
+            return False
+        for x in inputs:  # noqa: SIM110 (a loop: a generator costs a frame)
+            if x.need_grad:
+                return True
+        return False
+
+    def _node(self, inputs: Sequence[Variable]) -> Function:
+        """The node to link: this instance, or a copy when the instance is linked already."""
+        node = self if self.seq < 0 else _renew(self)
+        node.inputs = inputs
+        node.seq = next(_seq)
+        return node
+
+    def _link1(self, inputs: Sequence[Variable], y: Any, mode: int, specs: Any = None) -> Variable:
+        """The output Variable of a one-output call (value ``y``, or only ``specs``), linked."""
+        v = _new_variable(Variable)
+        if y is None:
+            v._shape, v._dtype, v._data = tuple(specs[0][0]), np.dtype(specs[0][1]), None
+        else:
+            if type(y) is not np.ndarray:
+                y = as_array(y)
+            v._shape, v._dtype, v._data = y.shape, y.dtype, y
+        v._grad = None
+        if mode & NO_GRAD:
+            v.need_grad = False
+            v.parent = None
             return v
+        need = False
+        if self.differentiable:
+            for x in inputs:  # a plain loop: a generator costs a frame
+                if x.need_grad:
+                    need = True
+                    break
+        v.need_grad = need
+        node = self if self.seq < 0 else _renew(self)  # a linked instance: a copy
+        node.inputs = inputs
+        node.seq = next(_seq)
+        if self.need_outputs:  # backward reads y: keep it (the list also serves as ydata)
+            node._ydata = [y]
+        else:
+            node._ydata = None
+        node._outputs = [_ref(v)]
+        v.parent = node
+        return v
+
+    def _link(
+        self, inputs: Sequence[Variable], ys: list[Any], mode: int, specs: Any = None
+    ) -> tuple[Variable, ...]:
+        """The output Variables of a call with several outputs, linked to one node."""
+        need = self._needs_grad(inputs, mode)
         outputs = []
         for i, y in enumerate(ys):
             v = _output(specs[i] if specs is not None else None, y)
             v.need_grad = need
             outputs.append(v)
-        if recording:
-            node = self if self.seq < 0 else _renew(self)  # reused instance
-            node.inputs = inputs
-            node.seq = next(_seq)
-            refs = []
+        if not mode & NO_GRAD:
+            node = self._node(inputs)
+            node._outputs = [_ref(v) for v in outputs]
             for v in outputs:
                 v.parent = node
-                refs.append(_ref(v))
-            node._outputs = refs
             node._ydata = [v._data for v in outputs] if self.need_outputs else None
-            if len(outputs) > 1:  # shapes of outputs that may be dropped before backward
-                node._out_meta = [(v._shape, v._dtype) for v in outputs]
-        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+            node._out_meta = [(v._shape, v._dtype) for v in outputs]  # for dropped outputs
+        return tuple(outputs)
 
     def _filled(self, inputs: Sequence[Variable]) -> list[Any]:
         """The input arrays; an unfilled leaf reads as zeros, a function's output must have one."""

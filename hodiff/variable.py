@@ -558,7 +558,7 @@ class _Registered:
     """
 
     def __getattr__(self, name: str) -> Any:
-        raise RuntimeError(
+        raise AttributeError(
             f"Variable: {name!r} is not registered yet (import hodiff: hodiff.graph and "
             "hodiff.functions register what Variable's methods and operators call)"
         )

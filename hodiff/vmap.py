@@ -432,7 +432,7 @@ def _unwrap(o: Any, ax: int | None, level: int, size: int, k: str) -> Variable:
     else:  # the same for every example: broadcast along the batch
         if ax is None:
             return o
-            v = array.broadcast(array.reshape(o, (1, *o.shape)), (size, *o.shape))
+        v = array.broadcast(array.reshape(o, (1, *o.shape)), (size, *o.shape))
     if not -v.ndim <= ax < v.ndim:
         raise ValueError(f"vmap: out_axes[{k}] = {ax} is out of range for {v.ndim} dimensions")
     return _move_from_front(v, ax % v.ndim)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 
 import hodiff as hd
 import hodiff.functions as F
-from hodiff.context import array_module
+from hodiff.context import _mode, _raw, _recording, _trusted, array_module
 from hodiff.function import Slot
 
 
@@ -772,3 +773,85 @@ def test_leaf_gradients_are_taken_without_copies_when_nothing_shares_them(monkey
     a, b = var([1.0, 2.0]), var([3.0, 4.0])
     (a + b).backward()
     assert a.g is not b.g
+
+
+# ---------------------------------------------------------- the fast paths of Function.__call__
+def _node_facts(v: hd.Variable) -> tuple:
+    f = v.parent
+    return (
+        v.shape,
+        v.dtype,
+        v.need_grad,
+        None if f is None else type(f),
+        None if f is None else tuple(id(x) for x in f.inputs),
+        None if f is None else (f._ydata is not None),
+        None if f is None else len(f._outputs),
+    )
+
+
+_FAST_CASES = [
+    ("exp", lambda a, b: F.exp, (np.float64, None)),  # ufunc inline, elementwise setup skipped
+    ("tanh", lambda a, b: F.tanh, (np.float32, None)),  # need_outputs
+    ("mul", lambda a, b: F.mul2, (np.float64, np.float64)),
+    ("add mixed dtypes", lambda a, b: F.add2, (np.float32, np.float64)),  # setup runs
+    ("sum", lambda a, b: F.sum, (np.float64, None)),  # a setup of its own
+    ("sin of int8", lambda a, b: F.sin, (np.int8, None)),  # the declared dtype is restored
+    ("add_scalar", lambda a, b: lambda x: F.add_scalar(x, 2.5), (np.float64, None)),
+]
+
+
+@contextlib.contextmanager
+def _mode_of(mode: str) -> Iterator[None]:
+    """define-by-run (as is), hd.no_grad(), or the trusted mode of hd.grad's rules."""
+    flag = {"no_grad": _recording, "trusted": _trusted}.get(mode)
+    if flag is None:
+        yield
+        return
+    token = flag.set(mode == "trusted")
+    try:
+        yield
+    finally:
+        flag.reset(token)
+
+
+@pytest.mark.parametrize("mode", ["define-by-run", "no_grad", "trusted"])
+@pytest.mark.parametrize(("name", "make", "dtypes"), _FAST_CASES, ids=[c[0] for c in _FAST_CASES])
+def test_the_fast_paths_give_what_the_general_path_gives(name, make, dtypes, mode, monkeypatch):
+    """__call__'s fast path (one or two Variables with values, one output) against _call."""
+    rng = np.random.default_rng(3)
+    args = [
+        hd.Variable.from_array((rng.normal(size=(3, 4)) * 3).astype(dt), need_grad=i == 0)
+        for i, dt in enumerate(dtypes)
+        if dt is not None
+    ]
+    fn = make(*dtypes)
+    general = hd.Function._call
+    fell_back: list[str] = []
+    with monkeypatch.context() as m:
+        m.setattr(
+            hd.Function, "_call", lambda f, a, md: fell_back.append(f.name) or general(f, a, md)
+        )
+        with _mode_of(mode):
+            fast = fn(*args)
+    assert not fell_back, f"{name}: the fast path fell back to the general one"
+    with monkeypatch.context() as m:  # every call through the general path
+        m.setattr(hd.Function, "__call__", lambda f, *a: general(f, a, _mode.get()))
+        with _mode_of(mode):
+            slow = fn(*args)
+    assert _node_facts(fast) == _node_facts(slow)
+    np.testing.assert_array_equal(fast.d, slow.d)
+    assert fast.d.dtype == slow.d.dtype
+
+
+def test_the_raw_fast_path_gives_what_forward_impl_gives() -> None:
+    x = np.random.default_rng(4).normal(size=(5,))
+    token = _raw.set(True)
+    try:
+        fast = [F.exp(x), F.tanh(x), F.mul_scalar(x, 3.0), F.sum(x)]
+        prims = (F.math.Exp(), F.math.Tanh(), F.arithmetic.MulScalar(val=3.0), F.reduction.Sum())
+        slow = [f._forward_arrays([x]) for f in prims]
+    finally:
+        _raw.reset(token)
+    for a, b in zip(fast, slow, strict=True):
+        np.testing.assert_array_equal(a, b)
+        assert type(a) is type(b)
