@@ -495,7 +495,7 @@ def backward_steps(
     root._grad = seed if retain_grad else FREED
     if clear_buffer:
         _freed()
-    yield from _reverse_pass(plan, grads, _NOTHING, False, handed, root, retain_grad, clear_buffer)
+    yield from _plain_pass(plan, grads, _NOTHING, handed, root, retain_grad, clear_buffer)
 
 
 _NOTHING: frozenset[Variable] = frozenset()
@@ -537,123 +537,165 @@ def _out_slots(
     return slots
 
 
-def _reverse_pass(  # noqa: C901 (the engine's hot loop, kept in one frame: see below)
+def _recording_pass(
+    plan: _Plan, grads: dict[Variable, Any], wanted: set[Variable] | frozenset[Variable]
+) -> None:
+    """``hd.grad``'s reverse pass: the rules run on Variables and record the gradient graph.
+
+    For each step of the plan, last first: take the gradient of the node's outputs out
+    of ``grads`` (leaving those of ``wanted`` variables there), call ``backward_impl``
+    and put the input gradients it stored into ``grads``. A node that no gradient
+    reached is skipped. One- and two-input nodes reuse the pass's slots (a slot is only
+    valid during the call); other nodes take :func:`_run_general`.
+    """
+    x_slot, b_slot, y_slot = Slot(None, None, ()), Slot(None, None, ()), Slot(None, None, ())
+    x_slots, y_slots, ab_slots = [x_slot], [y_slot], [x_slot, b_slot]
+    accum1 = _ACCUM
+    for f, prop, _ in reversed(plan.steps):
+        refs = f._outputs
+        out_slots: list[Slot] = y_slots
+        if len(refs) == 1:
+            o = refs[0]()
+            gy = None if o is None else grads.get(o) if o in wanted else grads.pop(o, None)
+            if gy is None:
+                continue
+            if o._data is None and f._ydata is not None:  # type: ignore[union-attr]
+                o._data = f._ydata[0]  # type: ignore[union-attr]  # freed, but retained
+            y_slot.data, y_slot.grad, y_slot.shape = o, gy, o._shape  # type: ignore[union-attr]
+        else:
+            out_slots = _out_slots(f, grads, wanted, None, None, {}, True)
+            if not out_slots:
+                continue
+        inputs = f.inputs
+        n = len(inputs)
+        if n == 1:
+            x = inputs[0]
+            g = grads.get(x)
+            x_slot.data, x_slot.grad, x_slot.shape = x, g, x._shape
+            f.backward_impl(x_slots, out_slots, prop, accum1[g is not None])
+            if x_slot.grad is not None:
+                grads[x] = x_slot.grad
+        elif n == 2 and inputs[0] is not inputs[1]:
+            a, b = inputs
+            ga, gb = grads.get(a), grads.get(b)
+            x_slot.data, x_slot.grad, x_slot.shape = a, ga, a._shape
+            b_slot.data, b_slot.grad, b_slot.shape = b, gb, b._shape
+            f.backward_impl(ab_slots, out_slots, prop, _ACCUM2[ga is not None][gb is not None])
+            if x_slot.grad is not None:
+                grads[a] = x_slot.grad
+            if b_slot.grad is not None:
+                grads[b] = b_slot.grad
+        else:
+            _run_general(f, prop, out_slots, grads, True)
+        x_slot.data = x_slot.grad = b_slot.data = b_slot.grad = y_slot.data = y_slot.grad = None
+
+
+def _plain_pass(
     plan: _Plan,
     grads: dict[Variable, Any],
     wanted: set[Variable] | frozenset[Variable],
-    graph_mode: bool,
     handed: dict[int, Any],
     root: Variable | None = None,
     keep: bool | None = None,
     clear_buffer: bool = False,
 ) -> Iterator[Variable]:
-    """The reverse pass and the one runner of backward rules, plain or recording.
+    """The plain reverse pass: the rules run on bare arrays (raw mode), recording nothing.
 
-    For each step of the plan, last first, takes the gradients of the node's
-    outputs out of ``grads`` (leaving those of ``wanted`` variables there),
-    calls ``backward_impl`` (the only call of it in the engine) and puts the
-    input gradients it stored into ``grads``; a node no gradient reached is
-    skipped. ``graph_mode`` false (:func:`backward`, :class:`Pullback`): slots
-    hold arrays, rules run raw; an output's gradient goes into its ``.g`` with
-    ``keep``, its ``.g`` is marked freed with ``keep=False`` and left alone with
-    None; a gradient numpy made a scalar (a 0-d result) is made a 0-d array
-    here; with ``clear_buffer`` values are freed once used; the plan's leaves
-    are committed into ``.g`` and yielded as soon as final. ``graph_mode`` true
-    (:func:`grad_graph`): slots hold Variables and the rules' calls record the
-    gradient graph; nothing is yielded.
-
-    One- and two-input nodes reuse the pass's slots and allocate nothing (slots
-    are only valid during the call; they are emptied after it). The body is one
-    frame on purpose: a call per node would cost about 10% of the plain pass
-    (measured with bench/overhead.py).
+    The steps are those of :func:`_recording_pass`, on arrays. Besides: an output's
+    gradient goes into its ``.g`` with ``keep`` (retain_grad), its ``.g`` is marked
+    freed with ``keep=False`` and left alone with None; every gradient handed to a rule
+    is noted in ``handed`` (a leaf never takes such an array over, see :func:`_commit`);
+    a gradient numpy made a scalar (a 0-d result) becomes a 0-d array; with
+    ``clear_buffer`` values are freed once used; the plan's leaves are committed into
+    ``.g`` and yielded as soon as final (for ``iter_grads``). The loop is one frame on
+    purpose: a call per node would cost about 10% of the pass (bench/overhead.py).
     """
     leaf_uses = dict(plan.leaf_uses)  # counted down during the pass; the plan may be reused
     x_slot, b_slot, y_slot = Slot(None, None, ()), Slot(None, None, ()), Slot(None, None, ())
     x_slots, y_slots, ab_slots = [x_slot], [y_slot], [x_slot, b_slot]
     nd, freed, accum1 = np.ndarray, FREED, _ACCUM  # locals: read once per node
-    token: Any = None if graph_mode else _raw.set(True)
+    mark = keep is not None
+    token: Any = _raw.set(True)
     try:
         for f, prop, leaves in reversed(plan.steps):
             refs = f._outputs
-            ydata = f._ydata
-            out_slots: list[Slot] | None = None
+            out_slots: list[Slot] = y_slots
             if len(refs) == 1:
                 o = refs[0]()
                 gy = None if o is None else grads.get(o) if o in wanted else grads.pop(o, None)
-                if gy is not None:
-                    if graph_mode:
-                        if o._data is None and ydata is not None:  # type: ignore[union-attr]
-                            o._data = ydata[0]  # type: ignore[union-attr]  # freed, but retained
-                        y: Any = o
-                    else:
-                        if keep is not None and o is not root:
-                            o._grad = gy if keep else freed  # type: ignore[union-attr]
-                        try:  # the array, weakly (see backward_steps)
-                            handed[id(gy)] = _ref(gy)
-                        except TypeError:  # no weak references (a numpy scalar): itself
-                            handed[id(gy)] = gy
-                        y = ydata[0] if ydata is not None else o._data  # type: ignore[union-attr]
-                    y_slot.data, y_slot.grad, y_slot.shape = y, gy, o._shape  # type: ignore[union-attr]
-                    out_slots = y_slots
+                if gy is None:
+                    continue
+                if mark and o is not root:
+                    o._grad = gy if keep else freed  # type: ignore[union-attr]
+                handed[id(gy)] = _ref(gy) if type(gy) is nd else _weakly(gy)  # see _commit
+                ydata = f._ydata
+                y_slot.data = ydata[0] if ydata is not None else o._data  # type: ignore[union-attr]
+                y_slot.grad, y_slot.shape = gy, o._shape  # type: ignore[union-attr]
             else:
-                out_slots = _out_slots(f, grads, wanted, keep, root, handed, graph_mode) or None
-            if out_slots is not None:
-                inputs = f.inputs
-                n = len(inputs)
-                if n == 1:  # the common case, without allocations
-                    x = inputs[0]
-                    g = grads.get(x)
-                    x_slot.data = x if graph_mode else x._data
-                    x_slot.grad, x_slot.shape = g, x._shape
-                    f.backward_impl(x_slots, out_slots, prop, accum1[g is not None])
-                    g = x_slot.grad
-                    x_slot.data = x_slot.grad = y_slot.data = y_slot.grad = None
-                    if g is not None:
-                        grads[x] = g if type(g) is nd or graph_mode else as_array(g)
-                elif n == 2 and inputs[0] is not inputs[1]:  # without allocations
-                    a, b = inputs
-                    ga, gb = grads.get(a), grads.get(b)
-                    if graph_mode:
-                        x_slot.data, b_slot.data = a, b
-                    else:
-                        x_slot.data, b_slot.data = a._data, b._data
-                    x_slot.grad, x_slot.shape = ga, a._shape
-                    b_slot.grad, b_slot.shape = gb, b._shape
-                    accum2 = _ACCUM2[ga is not None][gb is not None]
-                    f.backward_impl(ab_slots, out_slots, prop, accum2)
-                    ga, gb = x_slot.grad, b_slot.grad
-                    x_slot.data = x_slot.grad = b_slot.data = b_slot.grad = None
-                    y_slot.data = y_slot.grad = None
-                    if ga is not None:
-                        grads[a] = ga if type(ga) is nd or graph_mode else as_array(ga)
-                    if gb is not None:
-                        grads[b] = gb if type(gb) is nd or graph_mode else as_array(gb)
-                else:
-                    in_slots, accum, slots = _in_slots(inputs, prop, grads, graph_mode)
-                    f.backward_impl(in_slots, out_slots, prop, accum)
-                    y_slot.data = y_slot.grad = None
-                    for v, s in slots.items():
-                        g = s.grad
-                        if g is not None:
-                            grads[v] = g if type(g) is nd or graph_mode else as_array(g)
+                out_slots = _out_slots(f, grads, wanted, keep, root, handed, False)
+                if not out_slots:
+                    continue
+            inputs = f.inputs
+            n = len(inputs)
+            if n == 1:  # the common case, without allocations
+                x = inputs[0]
+                g = grads.get(x)
+                x_slot.data, x_slot.grad, x_slot.shape = x._data, g, x._shape
+                f.backward_impl(x_slots, out_slots, prop, accum1[g is not None])
+                g = x_slot.grad
+                if g is not None:
+                    grads[x] = g if type(g) is nd else as_array(g)
+            elif n == 2 and inputs[0] is not inputs[1]:  # without allocations
+                a, b = inputs
+                ga, gb = grads.get(a), grads.get(b)
+                x_slot.data, x_slot.grad, x_slot.shape = a._data, ga, a._shape
+                b_slot.data, b_slot.grad, b_slot.shape = b._data, gb, b._shape
+                f.backward_impl(ab_slots, out_slots, prop, _ACCUM2[ga is not None][gb is not None])
+                ga, gb = x_slot.grad, b_slot.grad
+                if ga is not None:
+                    grads[a] = ga if type(ga) is nd else as_array(ga)
+                if gb is not None:
+                    grads[b] = gb if type(gb) is nd else as_array(gb)
+            else:
+                _run_general(f, prop, out_slots, grads, False)
+            x_slot.data = x_slot.grad = b_slot.data = b_slot.grad = y_slot.data = y_slot.grad = None
             if clear_buffer:
-                f._ydata = None
-                for r in refs:
-                    o = r()
-                    if o is not None and o is not root:
-                        o._data = None
-            if leaves:
-                done = _final_leaves(leaves, leaf_uses, grads, handed)
-                if done:  # user code runs between yields: not in raw mode
-                    _raw.reset(token)
-                    token = None
-                    yield from done
-                    token = _raw.set(True)
+                _free_values(f, root)
+            if leaves and (done := _final_leaves(leaves, leaf_uses, grads, handed)):
+                _raw.reset(token)  # user code runs between yields: not in raw mode
+                token = None
+                yield from done
+                token = _raw.set(True)
     except GradientShapeError as e:
         raise GradientShapeError(f"{f.name}: backward_impl: {e}") from None
     finally:
         if token is not None:
             _raw.reset(token)
+
+
+def _run_general(
+    f: Function,
+    prop: Sequence[bool],
+    out_slots: list[Slot],
+    grads: dict[Variable, Any],
+    graph_mode: bool,
+) -> None:
+    """Runs the rule of a node with more than two inputs or a repeated one (``x * x``)."""
+    in_slots, accum, slots = _in_slots(list(f.inputs), list(prop), grads, graph_mode)
+    f.backward_impl(in_slots, out_slots, prop, accum)
+    for v, s in slots.items():
+        g = s.grad
+        if g is not None:
+            grads[v] = g if graph_mode or type(g) is np.ndarray else as_array(g)
+
+
+def _free_values(f: Function, root: Variable | None) -> None:
+    """``clear_buffer``: frees the values of ``f``'s outputs (not the root's) once it ran."""
+    f._ydata = None
+    for r in f._outputs:
+        o = r()
+        if o is not None and o is not root:
+            o._data = None
 
 
 def _final_leaves(
@@ -690,12 +732,17 @@ def _zeros_like_output(f: Function, i: int) -> Any:
     return xp.zeros(shape, dtype=dtype if dtype.kind == "f" else np.float64)
 
 
-def _hand(handed: dict[int, Any], a: Any) -> None:
-    """Records ``a`` as given elsewhere: weakly, or itself if it has no weak references."""
+def _weakly(a: Any) -> Any:
+    """A weak reference to ``a``, or ``a`` itself if it has none (a numpy scalar)."""
     try:
-        handed[id(a)] = _ref(a)
+        return _ref(a)
     except TypeError:
-        handed[id(a)] = a
+        return a
+
+
+def _hand(handed: dict[int, Any], a: Any) -> None:
+    """Records ``a`` as given elsewhere (see :func:`_is_handed`)."""
+    handed[id(a)] = _weakly(a)
 
 
 def _is_handed(handed: dict[int, Any], a: Any) -> bool:
@@ -742,8 +789,7 @@ def grad_graph(
         grads[o] = grads[o] + s if o in grads else s
     token = _trusted.set(True)
     try:
-        for _ in _reverse_pass(plan, grads, wanted, True, {}):
-            pass  # a plan towards inputs has no leaves to commit: nothing is yielded
+        _recording_pass(plan, grads, wanted)
     finally:
         _trusted.reset(token)
     return [grads.get(x) for x in inputs]
@@ -759,7 +805,7 @@ def grad_values(
     grads: dict[Variable, Any] = {}
     for o, s in zip(outputs, seeds, strict=True):
         grads[o] = grads[o] + s if o in grads else s
-    for _ in _reverse_pass(plan, grads, set(inputs), False, {}):
+    for _ in _plain_pass(plan, grads, set(inputs), {}):
         pass  # a plan towards inputs has no leaves to commit: nothing is yielded
     out: list[Any] = []
     for x in inputs:
