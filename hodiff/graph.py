@@ -551,43 +551,46 @@ def _recording_pass(
     x_slot, b_slot, y_slot = Slot(None, None, ()), Slot(None, None, ()), Slot(None, None, ())
     x_slots, y_slots, ab_slots = [x_slot], [y_slot], [x_slot, b_slot]
     accum1 = _ACCUM
-    for f, prop, _ in reversed(plan.steps):
-        refs = f._outputs
-        out_slots: list[Slot] = y_slots
-        if len(refs) == 1:
-            o = refs[0]()
-            gy = None if o is None else grads.get(o) if o in wanted else grads.pop(o, None)
-            if gy is None:
-                continue
-            if o._data is None and f._ydata is not None:  # type: ignore[union-attr]
-                o._data = f._ydata[0]  # type: ignore[union-attr]  # freed, but retained
-            y_slot.data, y_slot.grad, y_slot.shape = o, gy, o._shape  # type: ignore[union-attr]
-        else:
-            out_slots = _out_slots(f, grads, wanted, None, None, {}, True)
-            if not out_slots:
-                continue
-        inputs = f.inputs
-        n = len(inputs)
-        if n == 1:
-            x = inputs[0]
-            g = grads.get(x)
-            x_slot.data, x_slot.grad, x_slot.shape = x, g, x._shape
-            f.backward_impl(x_slots, out_slots, prop, accum1[g is not None])
-            if x_slot.grad is not None:
-                grads[x] = x_slot.grad
-        elif n == 2 and inputs[0] is not inputs[1]:
-            a, b = inputs
-            ga, gb = grads.get(a), grads.get(b)
-            x_slot.data, x_slot.grad, x_slot.shape = a, ga, a._shape
-            b_slot.data, b_slot.grad, b_slot.shape = b, gb, b._shape
-            f.backward_impl(ab_slots, out_slots, prop, _ACCUM2[ga is not None][gb is not None])
-            if x_slot.grad is not None:
-                grads[a] = x_slot.grad
-            if b_slot.grad is not None:
-                grads[b] = b_slot.grad
-        else:
-            _run_general(f, prop, out_slots, grads, True)
-        x_slot.data = x_slot.grad = b_slot.data = b_slot.grad = y_slot.data = y_slot.grad = None
+    try:
+        for f, prop, _ in reversed(plan.steps):
+            refs = f._outputs
+            out_slots: list[Slot] = y_slots
+            if len(refs) == 1:
+                o = refs[0]()
+                gy = None if o is None else grads.get(o) if o in wanted else grads.pop(o, None)
+                if gy is None:
+                    continue
+                if o._data is None and f._ydata is not None:  # type: ignore[union-attr]
+                    o._data = f._ydata[0]  # type: ignore[union-attr]  # freed, but retained
+                y_slot.data, y_slot.grad, y_slot.shape = o, gy, o._shape  # type: ignore[union-attr]
+            else:
+                out_slots = _out_slots(f, grads, wanted, None, None, {}, True)
+                if not out_slots:
+                    continue
+            inputs = f.inputs
+            n = len(inputs)
+            if n == 1:
+                x = inputs[0]
+                g = grads.get(x)
+                x_slot.data, x_slot.grad, x_slot.shape = x, g, x._shape
+                f.backward_impl(x_slots, out_slots, prop, accum1[g is not None])
+                if x_slot.grad is not None:
+                    grads[x] = x_slot.grad
+            elif n == 2 and inputs[0] is not inputs[1]:
+                a, b = inputs
+                ga, gb = grads.get(a), grads.get(b)
+                x_slot.data, x_slot.grad, x_slot.shape = a, ga, a._shape
+                b_slot.data, b_slot.grad, b_slot.shape = b, gb, b._shape
+                f.backward_impl(ab_slots, out_slots, prop, _ACCUM2[ga is not None][gb is not None])
+                if x_slot.grad is not None:
+                    grads[a] = x_slot.grad
+                if b_slot.grad is not None:
+                    grads[b] = b_slot.grad
+            else:
+                _run_general(f, prop, out_slots, grads, True)
+            x_slot.data = x_slot.grad = b_slot.data = b_slot.grad = y_slot.data = y_slot.grad = None
+    except GradientShapeError as e:
+        raise GradientShapeError(f"{f.name}: backward_impl: {e}") from None
 
 
 def _plain_pass(
