@@ -49,15 +49,6 @@ def _inside_functions(path: pathlib.Path) -> list[str]:
     return found
 
 
-def test_gradient_only_modules_import_no_function_family_at_module_level() -> None:
-    offenders = {}
-    for p in sorted((ROOT / "grad_functions").glob("*.py")):
-        bad = [n for n in _module_level(p) if _family(n)]
-        if bad:
-            offenders[p.name] = bad
-    assert not offenders, offenders
-
-
 def test_leaf_kernel_modules_import_no_family() -> None:
     leaves = sorted(p for p in (ROOT / "functions").glob("_*.py") if p.name != "__init__.py")
     assert leaves, "no leaf kernel modules"

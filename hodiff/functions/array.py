@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from hodiff import batching as _batching
 from hodiff.context import array_module, get_default_context
 from hodiff.function import Flags, Function, Slots, array_module_of
 from hodiff.functions.indexing import (
@@ -96,6 +97,10 @@ class Reshape(Function):
         if prop_down[0]:
             inputs[0].store(reshape(outputs[0].grad, inputs[0].shape), accum[0])
 
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        (x,) = inputs
+        return _batching.renew(self, shape=(x.shape[0], *self.shape))(x)
+
 
 class Broadcast(Function):
     need_inputs = False
@@ -119,6 +124,11 @@ class Broadcast(Function):
         # the gradient is summed over the broadcast axes (Slot.store does it)
         if prop_down[0]:
             inputs[0].store(outputs[0].grad, accum[0])
+
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        (x,) = inputs
+        x = _batching.align(x, 0, len(self.shape))
+        return _batching.renew(self, shape=(x.shape[0], *self.shape))(x)
 
 
 class Transpose(Function):
@@ -145,6 +155,11 @@ class Transpose(Function):
             inverse = tuple(int(i) for i in np.argsort(self.axes))
             inputs[0].store(transpose(outputs[0].grad, inverse), accum[0])
 
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        (x,) = inputs
+        n = x.ndim - 1
+        return _batching.renew(self, axes=(0, *[a % n + 1 for a in self.axes]))(x)
+
 
 class Flip(Function):
     need_inputs = False
@@ -170,10 +185,26 @@ class Flip(Function):
         if prop_down[0]:
             inputs[0].store(flip(outputs[0].grad, self.axes), accum[0])
 
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        (x,) = inputs
+        shifted = _batching.shift_axes(tuple(self.axes), x.ndim - 1)  # a tuple in, a tuple out
+        return _batching.renew(self, axes=tuple(shifted))(x)  # type: ignore[arg-type]
+
 
 # ---------------------------------------------------------------- joining and splitting
+def _batch_join(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    # concatenate / stack: every input batched (unbatched ones broadcast), the axis shifted
+    size = _batching.batch_size(inputs, axes)
+    xs = [_batching.batched(x, a, size) for x, a in zip(inputs, axes, strict=True)]
+    n = xs[0].ndim - 1 + (type(self) is Stack)  # stack: the new axis counts
+    axis = None if self.axis is None else _batching.map_axis(self.axis, n)
+    return _batching.renew(self, axis=axis)(*xs)
+
+
 class Concatenate(Function):
     need_inputs = False
+
+    batch_rule = _batch_join
 
     def __init__(self, *, axis: int | None) -> None:
         self.axis = axis
@@ -220,6 +251,8 @@ class Concatenate(Function):
 
 class Stack(Function):
     need_inputs = False
+
+    batch_rule = _batch_join
 
     def __init__(self, *, axis: int) -> None:
         self.axis = axis
@@ -276,6 +309,10 @@ class Split(Function):
         if prop_down[0]:
             inputs[0].store(stack(*(y.grad for y in outputs), axis=self.axis), accum[0])
 
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        (x,) = inputs
+        return _batching.renew(self, axis=_batching.map_axis(self.axis, x.ndim - 1))(x)
+
 
 class Pad(Function):
     """Constant padding; reflect and repeat padding are gathers (see :func:`pad`)."""
@@ -317,6 +354,10 @@ class Pad(Function):
             )
             inputs[0].store(getitem(outputs[0].grad, key), accum[0])
 
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        # pad_width pairs apply to the last axes: the batch axis in front is left alone
+        return self(inputs[0])
+
 
 def check_pad_width(shape: tuple[int, ...], pad_width: Sequence[int]) -> None:
     """ValueError unless ``pad_width`` is an even number of non-negative ints for ``shape``."""
@@ -332,6 +373,8 @@ def check_pad_width(shape: tuple[int, ...], pad_width: Sequence[int]) -> None:
 # ---------------------------------------------------------------- selection
 class Where(Function):
     need_inputs = (0,)
+
+    batch_rule = _batching.elementwise
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         shape = _broadcast_shape(self.name, [x.shape for x in inputs])
@@ -354,6 +397,8 @@ class Where(Function):
 class Constant(Function):
     differentiable = False
 
+    batch_rule = _batching.elementwise  # no inputs: never batched
+
     def __init__(self, *, val: float, shape: Sequence[int], dtype: Any) -> None:
         self.val = float(val)
         self.shape = tuple(int(s) for s in shape)
@@ -370,6 +415,8 @@ class Constant(Function):
 
 class _Compare(Function, register=False):
     differentiable = False
+
+    batch_rule = _batching.elementwise
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         return [(_broadcast_shape(self.name, [x.shape for x in inputs]), np.dtype(bool))]
@@ -611,64 +658,3 @@ def greater_equal(x0: Any, x1: Any) -> Variable:
 def equal(x0: Any, x1: Any) -> Variable:
     """``x0 == x1`` elementwise (bool, not differentiable)."""
     return Equal()(x0, x1)
-
-
-# ---------------------------------------------------------------- batching rules (hd.vmap)
-from hodiff import batching as _batching  # noqa: E402
-
-_Rule = Sequence[int | None]
-
-
-def _batch_reshape(self: Any, inputs: Sequence[Any], axes: _Rule) -> Any:
-    (x,) = inputs
-    return _batching.renew(self, shape=(x.shape[0], *self.shape))(x)
-
-
-def _batch_broadcast(self: Any, inputs: Sequence[Any], axes: _Rule) -> Any:
-    (x,) = inputs
-    x = _batching.align(x, 0, len(self.shape))
-    return _batching.renew(self, shape=(x.shape[0], *self.shape))(x)
-
-
-def _batch_transpose(self: Any, inputs: Sequence[Any], axes: _Rule) -> Any:
-    (x,) = inputs
-    n = x.ndim - 1
-    return _batching.renew(self, axes=(0, *[a % n + 1 for a in self.axes]))(x)
-
-
-def _batch_flip(self: Any, inputs: Sequence[Any], axes: _Rule) -> Any:
-    (x,) = inputs
-    shifted = _batching.shift_axes(tuple(self.axes), x.ndim - 1)  # a tuple in, a tuple out
-    return _batching.renew(self, axes=tuple(shifted))(x)  # type: ignore[arg-type]
-
-
-def _batch_join(self: Any, inputs: Sequence[Any], axes: _Rule) -> Any:
-    # concatenate / stack: every input batched (unbatched ones broadcast), the axis shifted
-    size = _batching.batch_size(inputs, axes)
-    xs = [_batching.batched(x, a, size) for x, a in zip(inputs, axes, strict=True)]
-    n = xs[0].ndim - 1 + (type(self) is Stack)  # stack: the new axis counts
-    axis = None if self.axis is None else _batching.map_axis(self.axis, n)
-    return _batching.renew(self, axis=axis)(*xs)
-
-
-def _batch_split(self: Any, inputs: Sequence[Any], axes: _Rule) -> Any:
-    (x,) = inputs
-    return _batching.renew(self, axis=_batching.map_axis(self.axis, x.ndim - 1))(x)
-
-
-def _batch_pad(self: Any, inputs: Sequence[Any], axes: _Rule) -> Any:
-    # pad_width pairs apply to the last axes: the batch axis in front is left alone
-    return self(inputs[0])
-
-
-Reshape.batch_rule = _batch_reshape  # type: ignore[attr-defined]
-Broadcast.batch_rule = _batch_broadcast  # type: ignore[attr-defined]
-Transpose.batch_rule = _batch_transpose  # type: ignore[attr-defined]
-Flip.batch_rule = _batch_flip  # type: ignore[attr-defined]
-Concatenate.batch_rule = _batch_join  # type: ignore[attr-defined]
-Stack.batch_rule = _batch_join  # type: ignore[attr-defined]
-Split.batch_rule = _batch_split  # type: ignore[attr-defined]
-Pad.batch_rule = _batch_pad  # type: ignore[attr-defined]
-Where.batch_rule = _batching.elementwise  # type: ignore[attr-defined]
-_Compare.batch_rule = _batching.elementwise  # type: ignore[attr-defined]
-Constant.batch_rule = _batching.elementwise  # type: ignore[attr-defined]  # no inputs: never batched

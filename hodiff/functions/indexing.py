@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from hodiff import batching as _batching
 from hodiff.context import array_module, get_default_context
 from hodiff.function import Flags, Function, Slots
 from hodiff.functions._index_kernels import (  # noqa: F401 (re-exported: the array family uses them)
@@ -64,6 +65,17 @@ class GetItem(Function):
             gx = _garray.index_add(outputs[0].grad, self.key, inputs[0].shape)
             inputs[0].store(gx, accum[0])
 
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        (x,) = inputs
+        key, at = batched_key(self.key)
+        y = _batching.renew(self, key=key)(x)
+        if at:
+            from hodiff.functions import array as _array
+
+            perm = [at, *[i for i in range(y.ndim) if i != at]]
+            y = _array.transpose(y, perm)
+        return y
+
 
 class Gather(Function):
     need_inputs = (1,)
@@ -106,6 +118,17 @@ class Gather(Function):
             )
             inputs[0].store(gx, accum[0])
 
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        x, indices = inputs
+        n = x.ndim - (axes[0] is not None)
+        axis = self.axis % n + 1
+        if axes[1] is None and self.batch_dims == 0:  # the same indices for every example
+            return _batching.renew(self, axis=axis)(x, indices)
+        size = _batching.batch_size(inputs, axes)
+        x = _batching.batched(x, axes[0], size)
+        indices = _batching.batched(indices, axes[1], size)
+        return _batching.renew(self, axis=axis, batch_dims=self.batch_dims + 1)(x, indices)
+
 
 class OneHot(Function):
     differentiable = False
@@ -137,6 +160,9 @@ class OneHot(Function):
         y = xp.zeros((n, math.prod(self.shape)), dtype=self.dtype)
         y[xp.arange(n), flat] = 1
         outputs[0] = y.reshape(x.shape[:-1] + self.shape)
+
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        return self(inputs[0])  # ids along the last axis: leading axes are carried as they are
 
 
 # ---------------------------------------------------------------- wrappers
@@ -217,10 +243,7 @@ def one_hot(x: Any, shape: Sequence[int]) -> Variable:
     return OneHot(shape=shape, dtype=get_default_context().dtype)(x)
 
 
-# ---------------------------------------------------------------- batching rules (hd.vmap)
-from hodiff import batching as _batching  # noqa: E402
-
-_Rule = Sequence[Any]
+# ---------------------------------------------------------------- batching helpers (hd.vmap)
 
 
 def batched_key(key: tuple[Any, ...]) -> tuple[tuple[Any, ...], int]:
@@ -238,36 +261,3 @@ def batched_key(key: tuple[Any, ...]) -> tuple[tuple[Any, ...], int]:
         return bkey, 0
     arrays = [k.shape for k in key if isinstance(k, np.ndarray)]
     return bkey, len(np.broadcast_shapes(*arrays))
-
-
-def _batch_getitem(self: Any, inputs: _Rule, axes: _Rule) -> Any:
-    (x,) = inputs
-    key, at = batched_key(self.key)
-    y = _batching.renew(self, key=key)(x)
-    if at:
-        from hodiff.functions import array as _array
-
-        perm = [at, *[i for i in range(y.ndim) if i != at]]
-        y = _array.transpose(y, perm)
-    return y
-
-
-def _batch_gather(self: Any, inputs: _Rule, axes: _Rule) -> Any:
-    x, indices = inputs
-    n = x.ndim - (axes[0] is not None)
-    axis = self.axis % n + 1
-    if axes[1] is None and self.batch_dims == 0:  # the same indices for every example
-        return _batching.renew(self, axis=axis)(x, indices)
-    size = _batching.batch_size(inputs, axes)
-    x = _batching.batched(x, axes[0], size)
-    indices = _batching.batched(indices, axes[1], size)
-    return _batching.renew(self, axis=axis, batch_dims=self.batch_dims + 1)(x, indices)
-
-
-def _batch_one_hot(self: Any, inputs: _Rule, axes: _Rule) -> Any:
-    return self(inputs[0])  # ids along the last axis: leading axes are carried as they are
-
-
-GetItem.batch_rule = _batch_getitem  # type: ignore[attr-defined]
-Gather.batch_rule = _batch_gather  # type: ignore[attr-defined]
-OneHot.batch_rule = _batch_one_hot  # type: ignore[attr-defined]

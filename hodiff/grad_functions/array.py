@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from hodiff import batching as _batching
 from hodiff.context import array_module
 from hodiff.function import Flags, Function, Slots
 from hodiff.functions import _index_kernels as _kernels
@@ -62,6 +63,14 @@ class IndexAdd(Function):
         if prop_down[0]:
             inputs[0].store(F.indexing.getitem(outputs[0].grad, self.key), accum[0])
 
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        (y,) = inputs
+        key, at = F.indexing.batched_key(self.key)
+        if at:  # y in the layout numpy's indexing gives: the batch axis after the advanced axes
+            perm = [*range(1, at + 1), 0, *range(at + 1, y.ndim)]
+            y = F.array.transpose(y, perm)
+        return IndexAdd(key=key, shape=(y.shape[at], *self.shape))(y)
+
 
 class GatherAdd(Function):
     """Zeros of ``shape`` with ``y`` added where ``gather(., indices, axis, batch_dims)``
@@ -105,6 +114,20 @@ class GatherAdd(Function):
             g = F.indexing.gather(outputs[0].grad, inputs[1].data, self.axis, self.batch_dims)
             inputs[0].store(g, accum[0])
 
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        y, indices = inputs
+        size = _batching.batch_size(inputs, axes)
+        axis = self.axis % len(self.shape) + 1
+        shape = (size, *self.shape)
+        if axes[1] is None and self.batch_dims == 0:
+            y = _batching.batched(y, axes[0], size)
+            return _batching.renew(self, shape=shape, axis=axis)(y, indices)
+        y = _batching.batched(y, axes[0], size)
+        indices = _batching.batched(indices, axes[1], size)
+        return _batching.renew(self, shape=shape, axis=axis, batch_dims=self.batch_dims + 1)(
+            y, indices
+        )
+
 
 def _argsort(perm: Sequence[int]) -> list[int]:
     inverse = [0] * len(perm)
@@ -139,33 +162,3 @@ def gather_add(
            [0., 0.]])
     """
     return GatherAdd(shape=shape, axis=axis, batch_dims=batch_dims)(y, indices)
-
-
-# ---------------------------------------------------------------- batching rules (hd.vmap)
-from hodiff import batching as _batching  # noqa: E402
-
-
-def _batch_index_add(self: Any, inputs: Sequence[Any], axes: Sequence[Any]) -> Any:
-    (y,) = inputs
-    key, at = F.indexing.batched_key(self.key)
-    if at:  # y in the layout numpy's indexing gives: the batch axis after the advanced axes
-        perm = [*range(1, at + 1), 0, *range(at + 1, y.ndim)]
-        y = F.array.transpose(y, perm)
-    return IndexAdd(key=key, shape=(y.shape[at], *self.shape))(y)
-
-
-def _batch_gather_add(self: Any, inputs: Sequence[Any], axes: Sequence[Any]) -> Any:
-    y, indices = inputs
-    size = _batching.batch_size(inputs, axes)
-    axis = self.axis % len(self.shape) + 1
-    shape = (size, *self.shape)
-    if axes[1] is None and self.batch_dims == 0:
-        y = _batching.batched(y, axes[0], size)
-        return _batching.renew(self, shape=shape, axis=axis)(y, indices)
-    y = _batching.batched(y, axes[0], size)
-    indices = _batching.batched(indices, axes[1], size)
-    return _batching.renew(self, shape=shape, axis=axis, batch_dims=self.batch_dims + 1)(y, indices)
-
-
-IndexAdd.batch_rule = _batch_index_add  # type: ignore[attr-defined]
-GatherAdd.batch_rule = _batch_gather_add  # type: ignore[attr-defined]

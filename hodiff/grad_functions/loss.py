@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from hodiff import batching as _batching
 from hodiff.context import array_module
 from hodiff.function import Flags, Function, Slots, float_dtype
 from hodiff.functions import _loss_kernels as _kernels
@@ -32,10 +33,19 @@ def _onehot(xp: Any, t: Any, axis: int, n: int, ndim: int) -> Any:
     return xp.arange(n).reshape(shape) == t
 
 
+def _batch_select(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    # select_by_label(x, t), scatter_by_label(g, t): both batched, the axis shifted
+    size = _batching.batch_size(inputs, axes)
+    x, t = (_batching.batched(v, a, size) for v, a in zip(inputs, axes, strict=True))
+    axis = None if self.axis is None else _batching.map_axis(self.axis, x.ndim - 1)
+    return _batching.renew(self, axis=axis)(x, t)
+
+
 class SelectByLabel(Function):
     """``y = take_along_axis(x, t, axis)``: the entry of each slice picked by its label."""
 
     need_inputs = (1,)
+    batch_rule = _batch_select
 
     def __init__(self, *, axis: int | None = None, caller: str = "select_by_label") -> None:
         self.axis = axis
@@ -69,6 +79,7 @@ class ScatterByLabel(Function):
     """
 
     need_inputs = (1,)
+    batch_rule = _batch_select
 
     def __init__(self, *, axis: int, size: int) -> None:
         self.axis = int(axis)
@@ -147,6 +158,15 @@ class SoftmaxCrossEntropyGrad(Function):
             )
             inputs[2].store(ggy, accum[2])
 
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        # (x, t, gy): x and t batched; gy broadcasts to the loss shape, so it is aligned
+        size = _batching.batch_size(inputs, axes)
+        x = _batching.batched(inputs[0], axes[0], size)
+        t = _batching.batched(inputs[1], axes[1], size)
+        gy = _batching.align(inputs[2], axes[2], x.ndim - 1)
+        axis = None if self.axis is None else _batching.map_axis(self.axis, x.ndim - 1)
+        return _batching.renew(self, axis=axis)(x, t, gy)
+
 
 def select_by_label(x: Any, t: Any, axis: int | None = None) -> Variable:
     """Picks the entry ``t`` of every slice of ``x`` along ``axis`` (``take_along_axis``).
@@ -184,30 +204,3 @@ def softmax_cross_entropy_grad(x: Any, t: Any, gy: Any, axis: int | None = None)
     array([[-0.5,  0.5]])
     """
     return SoftmaxCrossEntropyGrad(axis=axis)(x, t, gy)
-
-
-# ---------------------------------------------------------------- batching rules (hd.vmap)
-from hodiff import batching as _batching  # noqa: E402
-
-
-def _batch_select(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
-    # select_by_label(x, t), scatter_by_label(g, t): both batched, the axis shifted
-    size = _batching.batch_size(inputs, axes)
-    x, t = (_batching.batched(v, a, size) for v, a in zip(inputs, axes, strict=True))
-    axis = None if self.axis is None else _batching.map_axis(self.axis, x.ndim - 1)
-    return _batching.renew(self, axis=axis)(x, t)
-
-
-def _batch_sce_grad(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
-    # (x, t, gy): x and t batched; gy broadcasts to the loss shape, so it is aligned
-    size = _batching.batch_size(inputs, axes)
-    x = _batching.batched(inputs[0], axes[0], size)
-    t = _batching.batched(inputs[1], axes[1], size)
-    gy = _batching.align(inputs[2], axes[2], x.ndim - 1)
-    axis = None if self.axis is None else _batching.map_axis(self.axis, x.ndim - 1)
-    return _batching.renew(self, axis=axis)(x, t, gy)
-
-
-SelectByLabel.batch_rule = _batch_select  # type: ignore[attr-defined]
-ScatterByLabel.batch_rule = _batch_select  # type: ignore[attr-defined]
-SoftmaxCrossEntropyGrad.batch_rule = _batch_sce_grad  # type: ignore[attr-defined]

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from hodiff import _cuda
+from hodiff import batching as _batching
 from hodiff.context import RAW, _mode, array_module
 from hodiff.function import Flags, Function, Slots, float_dtype
 from hodiff.grad_functions import F
@@ -92,6 +93,7 @@ class _GradNode(Function, register=False):
     """``gx = f(gy, y)`` elementwise, with numpy broadcasting of ``gy`` and ``y``."""
 
     _second: str = "y"  # the second input's name, for messages
+    batch_rule = _batching.elementwise
 
     def setup_impl(self, inputs: Sequence[Variable]) -> list[tuple[tuple[int, ...], Any]]:
         gy, y = inputs
@@ -200,9 +202,3 @@ def softplus_backward(gy: Any, x: Any, beta: float = 1.0) -> Variable:
     if _mode.get() & RAW:  # a plain pass: the kernel on the arrays (a node would record nothing)
         return _softplus_backward(gy, x, beta if type(beta) is float else float(beta))
     return SoftplusBackward(beta=beta)(gy, x)
-
-
-# ---------------------------------------------------------------- batching rules (hd.vmap)
-from hodiff import batching as _batching  # noqa: E402
-
-_GradNode.batch_rule = _batching.elementwise  # type: ignore[attr-defined]

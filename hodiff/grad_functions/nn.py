@@ -6,6 +6,7 @@ import importlib
 from collections.abc import Sequence
 from typing import Any
 
+from hodiff import batching as _batching
 from hodiff.context import array_module
 from hodiff.function import Function, Slot
 from hodiff.grad_functions import F
@@ -59,6 +60,15 @@ class EmbedWeightGrad(Function):
         if prop_down[0]:
             inputs[0].store(F.nn.embed(inputs[1].data, outputs[0].grad), accum[0])
 
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        # a table gradient per example: gather_add along the rows of a batch of tables
+        from hodiff.grad_functions import array as _garray
+
+        size = _batching.batch_size(inputs, axes)
+        gy, x = (_batching.batched(v, a, size) for v, a in zip(inputs, axes, strict=True))
+        shape = (size, self.n, *gy.shape[x.ndim :])
+        return _garray.gather_add(gy, x, shape, axis=1, batch_dims=1)
+
 
 def embed_weight_grad(gy: Any, x: Any, n: int) -> Variable:
     """Scatter-add of ``gy`` (shape ``x.shape + rest``) into ``n`` rows by the integer ids ``x``.
@@ -70,20 +80,3 @@ def embed_weight_grad(gy: Any, x: Any, n: int) -> Variable:
            [1., 1.]])
     """
     return EmbedWeightGrad(n=n)(gy, x)
-
-
-# ---------------------------------------------------------------- batching rules (hd.vmap)
-from hodiff import batching as _batching  # noqa: E402
-
-
-def _batch_embed_weight_grad(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
-    # a table gradient per example: gather_add along the rows of a batch of tables
-    from hodiff.grad_functions import array as _garray
-
-    size = _batching.batch_size(inputs, axes)
-    gy, x = (_batching.batched(v, a, size) for v, a in zip(inputs, axes, strict=True))
-    shape = (size, self.n, *gy.shape[x.ndim :])
-    return _garray.gather_add(gy, x, shape, axis=1, batch_dims=1)
-
-
-EmbedWeightGrad.batch_rule = _batch_embed_weight_grad  # type: ignore[attr-defined]

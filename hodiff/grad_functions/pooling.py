@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from hodiff import batching as _batching
 from hodiff.context import array_module
 from hodiff.function import Flags, Function, Slots, float_dtype
 from hodiff.functions import _pool_kernels as _kernels
@@ -69,6 +70,10 @@ class PoolingBackward(Function):
         if prop_down[0]:
             inputs[0].store(self.pool(outputs[0].grad), accum[0])
 
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        (gy,) = inputs
+        return _batching.renew(self, shape=(gy.shape[0], *self.shape))(gy)
+
 
 class MaxPoolingBackward(Function):
     """``gx.flat[index] += gy``: scatters each window's gradient to its maximum."""
@@ -101,6 +106,23 @@ class MaxPoolingBackward(Function):
         # the transpose of a scatter is the gather; the index gets no gradient
         if prop_down[0]:
             inputs[0].store(F.pooling.MaxPooling()(outputs[0].grad, inputs[1].data), accum[0])
+
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        # per example: gx_b.flat[index_b] += gy_b, i.e. a gather_add along the flattened example
+        from hodiff.functions import array as _array
+        from hodiff.grad_functions import array as _garray
+
+        size = _batching.batch_size(inputs, axes)
+        gy, index = (_batching.batched(v, a, size) for v, a in zip(inputs, axes, strict=True))
+        n = int(np.prod(self.shape, dtype=np.int64))
+        gx = _garray.gather_add(
+            _array.reshape(gy, (size, -1)),
+            _array.reshape(index, (size, -1)),
+            (size, n),
+            axis=1,
+            batch_dims=1,
+        )
+        return _array.reshape(gx, (size, *self.shape))
 
 
 class InterpolateBackward(_kernels.InterpolateBase):
@@ -138,6 +160,9 @@ class InterpolateBackward(_kernels.InterpolateBase):
         if prop_down[0]:
             f = F.pooling.Interpolate(output_size=self.output_size, **self.params())
             inputs[0].store(f(outputs[0].grad), accum[0])
+
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        return self(*inputs)  # windows over the last (spatial) axes: leading axes are carried
 
 
 # ---------------------------------------------------------------- wrappers
@@ -229,43 +254,3 @@ def interpolate_backward(
         half_pixel_for_nn=half_pixel_for_nn,
         channel_last=channel_last,
     )(gy)
-
-
-# ---------------------------------------------------------------- batching rules (hd.vmap)
-from hodiff import batching as _batching  # noqa: E402
-
-
-def _batch_leading(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
-    return self(*inputs)  # windows over the last (spatial) axes: leading axes are carried
-
-
-def _batch_pooling_backward(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
-    (gy,) = inputs
-    return _batching.renew(self, shape=(gy.shape[0], *self.shape))(gy)
-
-
-PoolingBackward.batch_rule = _batch_pooling_backward  # type: ignore[attr-defined]
-InterpolateBackward.batch_rule = _batch_leading  # type: ignore[attr-defined]
-
-
-def _batch_max_pooling_backward(
-    self: Any, inputs: Sequence[Any], axes: Sequence[int | None]
-) -> Any:
-    # per example: gx_b.flat[index_b] += gy_b, i.e. a gather_add along the flattened example
-    from hodiff.functions import array as _array
-    from hodiff.grad_functions import array as _garray
-
-    size = _batching.batch_size(inputs, axes)
-    gy, index = (_batching.batched(v, a, size) for v, a in zip(inputs, axes, strict=True))
-    n = int(np.prod(self.shape, dtype=np.int64))
-    gx = _garray.gather_add(
-        _array.reshape(gy, (size, -1)),
-        _array.reshape(index, (size, -1)),
-        (size, n),
-        axis=1,
-        batch_dims=1,
-    )
-    return _array.reshape(gx, (size, *self.shape))
-
-
-MaxPoolingBackward.batch_rule = _batch_max_pooling_backward  # type: ignore[attr-defined]

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from hodiff import batching as _batching
 from hodiff.context import array_module
 from hodiff.function import Flags, Function, Slots, float_dtype
 from hodiff.grad_functions import F
@@ -51,6 +52,10 @@ class TieWeights(Function):
         )
         mask = (x == m).astype(float_dtype(x.dtype))
         outputs[0] = mask / mask.sum(self.axes, keepdims=True)
+
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        (x,) = inputs
+        return _batching.renew(self, axes=_batching.shift_axes(tuple(self.axes), x.ndim - 1))(x)
 
 
 class LinearScan(Function):
@@ -106,6 +111,11 @@ class LinearScan(Function):
         if prop_down[1]:
             inputs[1].store(lam, accum[1])
 
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        size = _batching.batch_size(inputs, axes)
+        a, b = (_batching.batched(x, ax, size) for x, ax in zip(inputs, axes, strict=True))
+        return _batching.renew(self, axis=_batching.map_axis(self.axis, a.ndim - 1))(a, b)
+
 
 def tie_weights(x: Any, axes: Sequence[int], mode: str = "max") -> Variable:
     """Weights of the arg-maxima (``mode="min"``: arg-minima) of ``x`` over ``axes``:
@@ -129,22 +139,3 @@ def linear_scan(a: Any, b: Any, axis: int, reverse: bool = False) -> Variable:
     array([ 1.,  3., 10.])
     """
     return LinearScan(axis=axis, reverse=reverse)(a, b)
-
-
-# ---------------------------------------------------------------- batching rules (hd.vmap)
-from hodiff import batching as _batching  # noqa: E402
-
-
-def _batch_tie_weights(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
-    (x,) = inputs
-    return _batching.renew(self, axes=_batching.shift_axes(tuple(self.axes), x.ndim - 1))(x)
-
-
-def _batch_linear_scan(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
-    size = _batching.batch_size(inputs, axes)
-    a, b = (_batching.batched(x, ax, size) for x, ax in zip(inputs, axes, strict=True))
-    return _batching.renew(self, axis=_batching.map_axis(self.axis, a.ndim - 1))(a, b)
-
-
-TieWeights.batch_rule = _batch_tie_weights  # type: ignore[attr-defined]
-LinearScan.batch_rule = _batch_linear_scan  # type: ignore[attr-defined]
