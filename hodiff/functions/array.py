@@ -4,7 +4,7 @@ Linear functions are paired with their transposes so that every order of
 derivative stays cheap: transpose/transpose, concatenate/getitem, split/stack,
 pad/getitem, flip/flip. ``tile``, ``clip_by_value`` and the reflect and repeat
 ``pad`` modes are compositions and need no rule. The indexing functions
-(``getitem``, ``gather``, ``slice``, ``one_hot``) live in
+(``getitem``, ``gather``, ``slice``, ``one_hot``) and ``transpose`` live in
 :mod:`hodiff.functions.indexing` and are re-exported here.
 """
 
@@ -19,7 +19,9 @@ import numpy as np
 from hodiff import batching as _batching
 from hodiff.context import array_module, get_default_context
 from hodiff.function import Flags, Function, Slots, array_module_of
+from hodiff.functions import arithmetic as _arith
 from hodiff.functions.indexing import (
+    Transpose,  # noqa: F401 (re-exported: the primitive's home before it moved to indexing)
     as_ints,
     gather,
     getitem,
@@ -27,6 +29,7 @@ from hodiff.functions.indexing import (
     one_hot,
     shape_of,
     slice,
+    transpose,
 )
 from hodiff.variable import Variable, is_scalar
 
@@ -129,36 +132,6 @@ class Broadcast(Function):
         (x,) = inputs
         x = _batching.align(x, 0, len(self.shape))
         return _batching.renew(self, shape=(x.shape[0], *self.shape))(x)
-
-
-class Transpose(Function):
-    need_inputs = False
-
-    def __init__(self, *, axes: Sequence[int]) -> None:
-        self.axes = tuple(axes)
-
-    def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
-        x = inputs[0]
-        if sorted(self.axes) != list(range(x.ndim)):
-            raise ValueError(
-                f"transpose: axes {self.axes} are not a permutation of the {x.ndim} axes of x "
-                f"of shape {x.shape}"
-            )
-        return [(tuple(x.shape[a] for a in self.axes), x.dtype)]
-
-    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
-        outputs[0] = array_module(inputs[0]).transpose(inputs[0], self.axes)
-
-    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
-        # the transpose of a permutation is the inverse permutation
-        if prop_down[0]:
-            inverse = tuple(int(i) for i in np.argsort(self.axes))
-            inputs[0].store(transpose(outputs[0].grad, inverse), accum[0])
-
-    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
-        (x,) = inputs
-        n = x.ndim - 1
-        return _batching.renew(self, axes=(0, *[a % n + 1 for a in self.axes]))(x)
 
 
 class Flip(Function):
@@ -463,20 +436,6 @@ def broadcast(x: Any, shape: Sequence[int]) -> Variable:
     return Broadcast(shape=shape)(x)
 
 
-def transpose(x: Any, axes: Sequence[int] | None = None) -> Variable:
-    """Permutes the axes: ``y.shape[i] = x.shape[axes[i]]`` (None: reverse them, as numpy).
-
-    >>> import numpy as np, hodiff.functions as F
-    >>> F.transpose(np.zeros((2, 3, 4)), (2, 0, 1)).shape
-    (4, 2, 3)
-    """
-    ndim = len(shape_of(x))
-    if axes is None:
-        axes = tuple(range(ndim))[::-1]
-    axes = as_ints("transpose", "axes", axes)
-    return Transpose(axes=tuple(a % ndim if -ndim <= a < 0 else a for a in axes))(x)
-
-
 def flip(x: Any, axes: Sequence[int] | None = None) -> Variable:
     """Reverses the order of the elements along ``axes`` (default: the last axis, as NNabla).
 
@@ -611,10 +570,8 @@ def clip_by_value(x: Any, min: Any, max: Any) -> Variable:
     >>> F.clip_by_value(np.array([-2.0, 0.5, 3.0]), -1.0, 1.0).d
     array([-1. ,  0.5,  1. ])
     """
-    from hodiff.functions import arithmetic as A
-
-    y = A.maximum_scalar(x, min) if is_scalar(min) else A.maximum2(x, min)
-    return A.minimum_scalar(y, max) if is_scalar(max) else A.minimum2(y, max)
+    y = _arith.maximum_scalar(x, min) if is_scalar(min) else _arith.maximum2(x, min)
+    return _arith.minimum_scalar(y, max) if is_scalar(max) else _arith.minimum2(y, max)
 
 
 def constant(val: float = 0.0, shape: Sequence[int] = ()) -> Variable:

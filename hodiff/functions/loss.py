@@ -17,10 +17,12 @@ import numpy as np
 from hodiff import batching as _batching
 from hodiff.context import array_module
 from hodiff.function import Flags, Function, Slots, float_dtype
+from hodiff.functions import activation as _act
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions import array as _array
 from hodiff.functions import math as _math
 from hodiff.functions import reduction as _red
+from hodiff.functions import shaping as _shaping
 from hodiff.functions._loss_kernels import (
     _log_softmax_array,
     check_labels,
@@ -165,15 +167,11 @@ class SigmoidCrossEntropy(Function):
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # y = softplus(x) - x t:  dx = gy (sigmoid(x) - t),  dt = -gy x
-        from hodiff.functions import activation as _act
-
         gy = outputs[0].grad
         x, t = inputs[0].data, inputs[1].data
         if prop_down[0]:
             if t.dtype != x.dtype:  # integer labels: keep x's float dtype (float32 stays)
-                from hodiff.functions.shaping import astype
-
-                t = astype(t, x.dtype)
+                t = _shaping.astype(t, x.dtype)
             inputs[0].store(gy * (_act.sigmoid(x) - t), accum[0])
         if prop_down[1]:
             inputs[1].store(-(gy * x), accum[1])

@@ -18,6 +18,7 @@ from hodiff import batching as _batching
 from hodiff.context import array_module
 from hodiff.function import Function, Slot, float_dtype
 from hodiff.functions import arithmetic as _arith
+from hodiff.functions import indexing as _indexing
 from hodiff.grad_functions import nn as _gnn
 from hodiff.random import node_generator
 from hodiff.variable import Variable
@@ -104,11 +105,10 @@ class Embed(Function):
     def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
         if axes[1] is None:  # shared table: the batch is one more leading axis of the ids
             return self(*inputs)
-        from hodiff.functions import indexing  # a table per example: gather along its rows
-
+        # a table per example: gather along its rows
         size = _batching.batch_size(inputs, axes)
         x, w = (_batching.batched(v, a, size) for v, a in zip(inputs, axes, strict=True))
-        return indexing.gather(w, x, axis=1, batch_dims=1)
+        return _indexing.gather(w, x, axis=1, batch_dims=1)
 
 
 def dropout_mask(x: Any, p: float = 0.5, seed: int = -1) -> Variable:

@@ -32,6 +32,7 @@ from hodiff import batching as _batching
 from hodiff.context import array_module
 from hodiff.function import Flags, Function, Slots, float_dtype
 from hodiff.functions import array as _array
+from hodiff.functions import indexing as _indexing
 from hodiff.functions import reduction as _reduction
 from hodiff.functions._pool_kernels import (
     InterpolateBase,
@@ -338,11 +339,9 @@ class MaxPooling(Function):
         x, index = inputs
         if axes[0] is None:  # one x, an index per example: take from the same x
             return self(x, index)
-        from hodiff.functions import indexing
-
         size = x.shape[0]
         index = _batching.batched(index, axes[1], size)
-        y = indexing.gather(
+        y = _indexing.gather(
             _array.reshape(x, (size, -1)), _array.reshape(index, (size, -1)), axis=1, batch_dims=1
         )
         y = _array.reshape(y, tuple(index.shape))

@@ -19,7 +19,8 @@ from hodiff.function import (
     float_dtype,
     records_arguments,
 )
-from hodiff.grad_functions import F
+from hodiff.functions import array as _array
+from hodiff.functions import reduction as _reduction
 from hodiff.variable import Variable
 
 __all__ = ["mul_n", "sum_to"]
@@ -59,14 +60,14 @@ class SumTo(Function):
     ) -> None:
         # transpose of a sum is a broadcast
         if prop_down[0]:
-            inputs[0].store(F.array.broadcast(outputs[0].grad, inputs[0].shape), accum[0])
+            inputs[0].store(_array.broadcast(outputs[0].grad, inputs[0].shape), accum[0])
 
     def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
         # the leading per-example axes that sum_to drops sit behind the batch axis: sum them first
         (x,) = inputs
         lead = x.ndim - 1 - len(self.shape)
         if lead > 0:
-            x = F.reduction.sum(x, axis=tuple(range(1, lead + 1)))
+            x = _reduction.sum(x, axis=tuple(range(1, lead + 1)))
         return SumTo(shape=(x.shape[0], *self.shape))(x)
 
 

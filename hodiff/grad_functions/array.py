@@ -14,7 +14,7 @@ from hodiff import batching as _batching
 from hodiff.context import array_module
 from hodiff.function import Flags, Function, Slots
 from hodiff.functions import _index_kernels as _kernels
-from hodiff.grad_functions import F
+from hodiff.functions import indexing as _indexing
 from hodiff.variable import Variable
 
 __all__ = ["gather_add", "index_add"]
@@ -61,14 +61,14 @@ class IndexAdd(Function):
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # the transpose of a scatter-add is indexing
         if prop_down[0]:
-            inputs[0].store(F.indexing.getitem(outputs[0].grad, self.key), accum[0])
+            inputs[0].store(_indexing.getitem(outputs[0].grad, self.key), accum[0])
 
     def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
         (y,) = inputs
-        key, at = F.indexing.batched_key(self.key)
+        key, at = _indexing.batched_key(self.key)
         if at:  # y in the layout numpy's indexing gives: the batch axis after the advanced axes
             perm = [*range(1, at + 1), 0, *range(at + 1, y.ndim)]
-            y = F.array.transpose(y, perm)
+            y = _indexing.transpose(y, perm)
         return IndexAdd(key=key, shape=(y.shape[at], *self.shape))(y)
 
 
@@ -87,7 +87,7 @@ class GatherAdd(Function):
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         y, indices = inputs
         probe = Variable(self.shape, dtype=y.dtype)
-        ((expected, _),) = F.indexing.Gather(axis=self.axis, batch_dims=self.batch_dims).setup_impl(
+        ((expected, _),) = _indexing.Gather(axis=self.axis, batch_dims=self.batch_dims).setup_impl(
             [probe, indices]
         )
         if y.shape != expected:
@@ -111,7 +111,7 @@ class GatherAdd(Function):
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # the transpose of a scatter-add is gather; indices get none
         if prop_down[0]:
-            g = F.indexing.gather(outputs[0].grad, inputs[1].data, self.axis, self.batch_dims)
+            g = _indexing.gather(outputs[0].grad, inputs[1].data, self.axis, self.batch_dims)
             inputs[0].store(g, accum[0])
 
     def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:

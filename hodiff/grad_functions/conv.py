@@ -11,7 +11,8 @@ from hodiff import batching as _batching
 from hodiff.context import array_module
 from hodiff.function import Function, Slot, float_dtype
 from hodiff.functions import _conv_kernels as _kernels
-from hodiff.grad_functions import F
+from hodiff.functions import array as _array
+from hodiff.functions import conv as _conv
 from hodiff.variable import Variable
 
 __all__ = ["convolution_filter_grad"]
@@ -33,7 +34,7 @@ class ConvolutionFilterGrad(Function):
 
     def __init__(self, *, kernel: Sequence[int], **params: Any) -> None:
         self.kernel = tuple(int(k) for k in kernel)
-        self.conv = F.conv.Convolution(**params)
+        self.conv = _conv.Convolution(**params)
 
     def weight_shape(self, x_shape: Ints, gy_shape: Ints) -> Ints:
         conv = self.conv
@@ -104,10 +105,10 @@ class ConvolutionFilterGrad(Function):
                     strict=True,
                 )
             )
-            x.store(F.conv.Deconvolution(**params, output_padding=op)(gy.data, ggw), accum[0])
+            x.store(_conv.Deconvolution(**params, output_padding=op)(gy.data, ggw), accum[0])
         if prop_down[1]:
             # d/dgy <ggw, gw> = conv(x, ggw)
-            gy.store(F.conv.Convolution(**params)(x.data, ggw), accum[1])
+            gy.store(_conv.Convolution(**params)(x.data, ggw), accum[1])
 
     def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
         # a filter gradient per example: the examples become groups of one grouped filter gradient
@@ -117,9 +118,9 @@ class ConvolutionFilterGrad(Function):
         ba = conv.base_axis if conv.base_axis >= 0 else conv.base_axis + x.ndim - 1
         params = {**conv.params(), "base_axis": ba, "group": conv.group * size}
         f = ConvolutionFilterGrad(kernel=self.kernel, **params)
-        fold = F.conv.fold_batch
+        fold = _conv.fold_batch
         gw = f(fold(x, ba, conv.channel_last), fold(gy, ba, conv.channel_last))
-        return F.array.reshape(gw, (size, gw.shape[0] // size, *gw.shape[1:]))
+        return _array.reshape(gw, (size, gw.shape[0] // size, *gw.shape[1:]))
 
 
 def convolution_filter_grad(

@@ -8,7 +8,7 @@ from typing import Any
 
 from hodiff.context import array_module
 from hodiff.function import Function, Slot
-from hodiff.grad_functions import F
+from hodiff.functions import linalg as _linalg
 from hodiff.variable import Variable
 
 __all__ = ["einsum_expand"]
@@ -78,7 +78,7 @@ class EinsumExpand(Function):
     ) -> None:
         # transpose of the layout: take the diagonals and sum over the broadcast indices
         if prop_down[0]:
-            gx = F.linalg.einsum(f"{self.dst}->{self.src}", outputs[0].grad)
+            gx = _linalg.einsum(f"{self.dst}->{self.src}", outputs[0].grad)
             inputs[0].store(gx, accum[0])
 
     def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:

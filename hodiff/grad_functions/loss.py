@@ -4,7 +4,8 @@
 ``scatter_by_label`` (its transpose) are each other's backward, so any chain of
 them is differentiable forever. ``softmax_cross_entropy_grad`` is the fused
 gradient ``gy * (softmax(x) - onehot(t))`` of ``softmax_cross_entropy``: one
-cheap kernel in a plain backward, with a backward of its own written in F.
+cheap kernel in a plain backward, with a backward of its own written in
+hodiff functions.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from hodiff import batching as _batching
 from hodiff.context import array_module
 from hodiff.function import Flags, Function, Slots, float_dtype
 from hodiff.functions import _loss_kernels as _kernels
-from hodiff.grad_functions import F
+from hodiff.functions import loss as _loss
+from hodiff.functions import reduction as _reduction
 from hodiff.variable import Variable
 
 __all__ = ["scatter_by_label", "select_by_label", "softmax_cross_entropy_grad"]
@@ -146,14 +148,14 @@ class SoftmaxCrossEntropyGrad(Function):
         ggx = outputs[0].grad
         x, t, gy = (s.data for s in inputs)
         axis = _kernels.resolve_axis(self.name, self.axis, len(inputs[0].shape))
-        s = F.loss.softmax(x, axis=axis)
+        s = _loss.softmax(x, axis=axis)
         if prop_down[0]:
             # d/dx [gy (s - onehot)] . ggx = gy s (ggx - <ggx, s>)
-            inner = F.reduction.sum(ggx * s, axis=axis, keepdims=True)
+            inner = _reduction.sum(ggx * s, axis=axis, keepdims=True)
             inputs[0].store(gy * s * (ggx - inner), accum[0])
         if prop_down[2]:
             # d/dgy: <ggx, s - onehot> along the axis
-            ggy = F.reduction.sum(ggx * s, axis=axis, keepdims=True) - select_by_label(
+            ggy = _reduction.sum(ggx * s, axis=axis, keepdims=True) - select_by_label(
                 ggx, t, axis=axis
             )
             inputs[2].store(ggy, accum[2])

@@ -15,7 +15,9 @@ from hodiff import batching as _batching
 from hodiff.context import array_module
 from hodiff.function import Flags, Function, Slots, float_dtype
 from hodiff.functions import _pool_kernels as _kernels
-from hodiff.grad_functions import F
+from hodiff.functions import array as _array
+from hodiff.functions import pooling as _pooling
+from hodiff.grad_functions import array as _garray
 from hodiff.variable import Variable
 
 __all__ = [
@@ -41,9 +43,9 @@ class PoolingBackward(Function):
         self.average = bool(average)
         self.including_pad = bool(including_pad)
         self.pool = (
-            F.pooling.AveragePooling(including_pad=including_pad, **params)
+            _pooling.AveragePooling(including_pad=including_pad, **params)
             if average
-            else F.pooling.SumPooling(**params)
+            else _pooling.SumPooling(**params)
         )
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
@@ -63,7 +65,7 @@ class PoolingBackward(Function):
         w = self.pool.windows(self.shape)
         if self.average:
             gy = gy / xp.asarray(w.counts(gy.ndim, self.including_pad), dtype=gy.dtype)
-        outputs[0] = F.pooling.window_scatter(xp, gy, w, self.shape)
+        outputs[0] = _pooling.window_scatter(xp, gy, w, self.shape)
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # the transpose of the transpose: the pooling itself
@@ -105,13 +107,10 @@ class MaxPoolingBackward(Function):
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # the transpose of a scatter is the gather; the index gets no gradient
         if prop_down[0]:
-            inputs[0].store(F.pooling.MaxPooling()(outputs[0].grad, inputs[1].data), accum[0])
+            inputs[0].store(_pooling.MaxPooling()(outputs[0].grad, inputs[1].data), accum[0])
 
     def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
         # per example: gx_b.flat[index_b] += gy_b, i.e. a gather_add along the flattened example
-        from hodiff.functions import array as _array
-        from hodiff.grad_functions import array as _garray
-
         size = _batching.batch_size(inputs, axes)
         gy, index = (_batching.batched(v, a, size) for v, a in zip(inputs, axes, strict=True))
         n = int(np.prod(self.shape, dtype=np.int64))
@@ -158,7 +157,7 @@ class InterpolateBackward(_kernels.InterpolateBase):
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # the transpose of the transposed resize: the resize itself
         if prop_down[0]:
-            f = F.pooling.Interpolate(output_size=self.output_size, **self.params())
+            f = _pooling.Interpolate(output_size=self.output_size, **self.params())
             inputs[0].store(f(outputs[0].grad), accum[0])
 
     def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
@@ -181,7 +180,7 @@ def sum_pooling_backward(
     >>> sum_pooling_backward(np.array([[1.0, 2.0]]), (1, 4), (2,)).d
     array([[1., 1., 2., 2.]])
     """
-    args = F.pooling.pool_args("sum_pooling", kernel, stride, pad)
+    args = _pooling.pool_args("sum_pooling", kernel, stride, pad)
     return PoolingBackward(
         shape=shape,
         average=False,
@@ -208,7 +207,7 @@ def average_pooling_backward(
     >>> average_pooling_backward(np.array([[1.0, 2.0]]), (1, 4), (2,)).d
     array([[0.5, 0.5, 1. , 1. ]])
     """
-    args = F.pooling.pool_args("average_pooling", kernel, stride, pad)
+    args = _pooling.pool_args("average_pooling", kernel, stride, pad)
     return PoolingBackward(
         shape=shape,
         average=True,

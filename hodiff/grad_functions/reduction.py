@@ -15,7 +15,7 @@ import numpy as np
 from hodiff import batching as _batching
 from hodiff.context import array_module
 from hodiff.function import Flags, Function, Slots, float_dtype
-from hodiff.grad_functions import F
+from hodiff.functions import reduction as _reduction
 from hodiff.variable import Variable
 
 __all__ = ["linear_scan", "tie_weights"]
@@ -99,7 +99,7 @@ class LinearScan(Function):
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # the adjoint runs the other way, l_k = gh_k + a_{k+1} l_{k+1}: gb = l, ga_k = l_k h_{k-1}
-        _shift = F.reduction._shift
+        _shift = _reduction._shift
         a, h = inputs[0], outputs[0]
         axis = self.axis % len(a.shape)
         by = 1 if self.reverse else -1  # moves a_{k+1} (reverse: a_{k-1}) to place k

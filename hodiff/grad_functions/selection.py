@@ -7,8 +7,8 @@ derivatives never ends. ``gather_nd``/``scatter_nd_add`` are the same pair for
 indices over the leading axes. The indices are inputs (Variables or arrays,
 integer, never differentiated); repeated indices add up in the scatters.
 
-Like every gradient-only module it imports no function family at module level
-(the batching rules reach ``hodiff.functions`` through ``F``).
+The batching rules permute axes with :func:`hodiff.functions.array.transpose`
+(the array family, imported as a module and looked up when a rule runs).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 from hodiff import batching as _batching
 from hodiff.context import array_module
 from hodiff.function import Flags, Function, Slots
-from hodiff.grad_functions import F
+from hodiff.functions import array as _array
 from hodiff.variable import Variable
 
 __all__ = ["gather_nd", "scatter_along_axis", "scatter_nd_add", "take_along_axis"]
@@ -166,8 +166,8 @@ class GatherNd(Function):
         # batch axis of x moved behind the M indexed axes: y = x'[idx] has it after Y, then in front
         m, ny = idx.shape[0], idx.ndim - 1
         nd = x.ndim
-        y = self(F.array.transpose(x, (*range(1, m + 1), 0, *range(m + 1, nd))), idx)
-        return F.array.transpose(y, (ny, *range(ny), *range(ny + 1, y.ndim)))
+        y = self(_array.transpose(x, (*range(1, m + 1), 0, *range(m + 1, nd))), idx)
+        return _array.transpose(y, (ny, *range(ny), *range(ny + 1, y.ndim)))
 
 
 class ScatterNdAdd(Function):
@@ -207,10 +207,10 @@ class ScatterNdAdd(Function):
         # scatter into (X_0..X_{M-1}, B, X_M...) with y's batch axis moved behind Y, then in front
         m, ny = idx.shape[0], idx.ndim - 1
         size = y.shape[0]
-        yt = F.array.transpose(y, (*range(1, ny + 1), 0, *range(ny + 1, y.ndim)))
+        yt = _array.transpose(y, (*range(1, ny + 1), 0, *range(ny + 1, y.ndim)))
         shape = (*self.shape[:m], size, *self.shape[m:])
         out = _batching.renew(self, shape=shape)(yt, idx)
-        return F.array.transpose(out, (m, *range(m), *range(m + 1, out.ndim)))
+        return _array.transpose(out, (m, *range(m), *range(m + 1, out.ndim)))
 
 
 def take_along_axis(x: Any, indices: Any, axis: int) -> Variable:
