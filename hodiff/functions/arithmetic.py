@@ -353,7 +353,6 @@ class Sign(Function):
 
 class Identity(Function):
     need_inputs = False
-
     batch_rule = _batching.elementwise
 
     def setup_impl(self, inputs: Sequence[Variable]) -> list[tuple[tuple[int, ...], Any]]:

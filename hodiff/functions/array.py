@@ -165,7 +165,7 @@ class Flip(Function):
 
 
 # ---------------------------------------------------------------- joining and splitting
-def _batch_join(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+def _batch_join(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
     # concatenate / stack: every input batched (unbatched ones broadcast), the axis shifted
     size = _batching.batch_size(inputs, axes)
     xs = [_batching.batched(x, a, size) for x, a in zip(inputs, axes, strict=True)]
@@ -176,7 +176,6 @@ def _batch_join(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
 
 class Concatenate(Function):
     need_inputs = False
-
     batch_rule = _batch_join
 
     def __init__(self, *, axis: int | None) -> None:
@@ -224,7 +223,6 @@ class Concatenate(Function):
 
 class Stack(Function):
     need_inputs = False
-
     batch_rule = _batch_join
 
     def __init__(self, *, axis: int) -> None:
@@ -346,7 +344,6 @@ def check_pad_width(shape: tuple[int, ...], pad_width: Sequence[int]) -> None:
 # ---------------------------------------------------------------- selection
 class Where(Function):
     need_inputs = (0,)
-
     batch_rule = _batching.elementwise
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
@@ -369,7 +366,6 @@ class Where(Function):
 # ---------------------------------------------------------------- not differentiable
 class Constant(Function):
     differentiable = False
-
     batch_rule = _batching.elementwise  # no inputs: never batched
 
     def __init__(self, *, val: float, shape: Sequence[int], dtype: Any) -> None:
@@ -388,7 +384,6 @@ class Constant(Function):
 
 class _Compare(Function, register=False):
     differentiable = False
-
     batch_rule = _batching.elementwise
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:

@@ -311,7 +311,6 @@ def _svd_grad(outputs: Slots, m: int, n: int) -> Any:
 
 class Pinv(Function):
     need_outputs = True
-
     batch_rule = _batching.elementwise  # stacks of matrices (see _Solve)
 
     def __init__(self, *, rcond: float = 1e-15) -> None:

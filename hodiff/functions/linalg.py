@@ -477,7 +477,7 @@ def _check_square(name: str, x: Variable) -> None:
         )
 
 
-def _batch_leading(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+def _batch_leading(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
     return self(inputs[0])  # stacks of matrices: any leading axes are batch axes
 
 
@@ -503,7 +503,6 @@ class BatchInv(Function):
 
 class BatchDet(Function):
     need_outputs = True
-
     batch_rule = _batch_leading
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:

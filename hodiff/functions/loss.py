@@ -63,7 +63,7 @@ class _AxisFunction(Function, register=False):
         return [(x.shape, float_dtype(x.dtype))]
 
 
-def _batch_axis(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+def _batch_axis(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
     # softmax, log_softmax: the axis shifted past the batch axis (None, the last, stays)
     (x,) = inputs
     axis = None if self.axis is None else _batching.map_axis(self.axis, x.ndim - 1)

@@ -208,13 +208,12 @@ class _Pool(Function, register=False):
         return [(self.windows(x.shape, check=True).out_shape(x.shape), float_dtype(x.dtype))]
 
 
-def _batch_leading(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+def _batch_leading(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
     return self(*inputs)  # windows over the last (spatial) axes: leading axes are carried
 
 
 class SumPooling(_Pool):
     need_inputs = False
-
     batch_rule = _batch_leading
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
@@ -233,7 +232,6 @@ class SumPooling(_Pool):
 
 class AveragePooling(_Pool):
     need_inputs = False
-
     batch_rule = _batch_leading
 
     def __init__(self, *, including_pad: bool, **params: Any) -> None:

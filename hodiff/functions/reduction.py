@@ -212,7 +212,7 @@ class LogSumExp(_Reduce):
             x.store(gy * _math.exp(x.data - y), accum[0])
 
 
-def _batch_cumulative(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+def _batch_cumulative(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
     (x,) = inputs
     return _batching.renew(self, axis=_batching.map_axis(self.axis, x.ndim - 1))(x)
 

@@ -58,7 +58,6 @@ def _axes(name: str, axis: Any, ndim: int) -> tuple[int, ...]:
 # ---------------------------------------------------------------- primitives
 class Eye(Function):
     differentiable = False
-
     batch_rule = _batching.elementwise  # no inputs: never batched
 
     def __init__(self, *, n: int, m: int, k: int, dtype: Any) -> None:
@@ -74,7 +73,6 @@ class Eye(Function):
 
 class Arange(Function):
     differentiable = False
-
     batch_rule = _batching.elementwise  # no inputs
 
     def __init__(self, *, start: float, stop: float, step: float, dtype: Any) -> None:
@@ -92,7 +90,6 @@ class Arange(Function):
 
 class _Cast(Function, register=False):
     need_inputs = False
-
     batch_rule = _batching.elementwise
 
     def __init__(self, *, dtype: Any) -> None:

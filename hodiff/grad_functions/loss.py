@@ -35,7 +35,7 @@ def _onehot(xp: Any, t: Any, axis: int, n: int, ndim: int) -> Any:
     return xp.arange(n).reshape(shape) == t
 
 
-def _batch_select(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+def _batch_select(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
     # select_by_label(x, t), scatter_by_label(g, t): both batched, the axis shifted
     size = _batching.batch_size(inputs, axes)
     x, t = (_batching.batched(v, a, size) for v, a in zip(inputs, axes, strict=True))

@@ -61,7 +61,7 @@ def _check_along(name: str, data: tuple[int, ...], idx: Variable, axis: int) -> 
     return axis
 
 
-def _batch_along(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+def _batch_along(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
     # both operands get the batch axis in front; the axis moves by one (and the shape grows)
     size = _batching.batch_size(inputs, axes)
     a, idx = (_batching.batched(x, ax, size) for x, ax in zip(inputs, axes, strict=True))
