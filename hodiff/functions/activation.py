@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from hodiff import _cuda
+from hodiff import batching as _batching
 from hodiff.context import array_module
 from hodiff.function import Elementwise, Flags, Function, Slots
 from hodiff.functions import arithmetic as _arithmetic
@@ -59,6 +60,7 @@ def _inplace_ok(a: Any) -> bool:
 class Sigmoid(Function):
     need_inputs = False
     need_outputs = True
+    batch_rule = _batching.elementwise
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         x = inputs[0]
@@ -129,6 +131,8 @@ def _log1p_small(xp: Any, t: Any) -> Any:
 
 
 class Softplus(Elementwise):
+    batch_rule = _batching.elementwise
+
     def __init__(self, *, beta: float = 1.0) -> None:
         self.beta = _arithmetic.check_scalar(self.name, "beta", beta)
         if self.beta == 0.0:
@@ -179,6 +183,8 @@ class Softplus(Elementwise):
 
 
 class ReLU(Elementwise):
+    batch_rule = _batching.elementwise
+
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = array_module(inputs[0]).maximum(inputs[0], 0.0)
 
@@ -410,10 +416,3 @@ def prelu(x: Any, w: Any, base_axis: int = 1) -> Variable:
             )
         w = _array.reshape(w, (x.shape[axis],) + (1,) * (x.ndim - axis - 1))
     return relu(x) + _min0(x) * w
-
-
-# ---------------------------------------------------------------- batching rules (hd.vmap)
-from hodiff import batching as _batching  # noqa: E402
-
-for _cls in (Sigmoid, Softplus, ReLU):
-    _cls.batch_rule = _batching.elementwise  # type: ignore[attr-defined,union-attr]

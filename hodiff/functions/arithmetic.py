@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from hodiff import batching as _batching
 from hodiff.context import array_module
 from hodiff.function import (
     Function,
@@ -77,6 +78,8 @@ def check_scalar(name: str, arg: str, value: Any) -> float:
 
 
 class _Binary(Function, register=False):
+    batch_rule = _batching.elementwise
+
     @elementwise_setup
     def setup_impl(self, inputs: Sequence[Variable]) -> list[tuple[tuple[int, ...], Any]]:
         shape = broadcast_shapes(self.name, *inputs)
@@ -86,6 +89,8 @@ class _Binary(Function, register=False):
 
 class _Scalar(Function, register=False):
     """``y = f(x, val)`` for a Python scalar ``val`` fixed at construction."""
+
+    batch_rule = _batching.elementwise
 
     @records_arguments
     def __init__(self, *, val: float) -> None:
@@ -325,6 +330,8 @@ class MaximumScalar(_Scalar):
 
 
 class Abs(Function):
+    batch_rule = _batching.elementwise
+
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = array_module(inputs[0]).abs(inputs[0])
 
@@ -338,6 +345,7 @@ class Sign(Function):
     """sign(x) in {-1, 0, 1}; not differentiable (zero gradient), so it cuts the graph."""
 
     differentiable = False
+    batch_rule = _batching.elementwise
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = array_module(inputs[0]).sign(inputs[0])
@@ -345,6 +353,7 @@ class Sign(Function):
 
 class Identity(Function):
     need_inputs = False
+    batch_rule = _batching.elementwise
 
     def setup_impl(self, inputs: Sequence[Variable]) -> list[tuple[tuple[int, ...], Any]]:
         return [(inputs[0].shape, inputs[0].dtype)]  # y = x, dtype included (labels stay ints)
@@ -461,10 +470,3 @@ def sign(x: Any) -> Variable:
 def identity(x: Any) -> Variable:
     """``y = x`` as a new node (same shape, dtype and value; the gradient passes through)."""
     return Identity()(x)
-
-
-# ---------------------------------------------------------------- batching rules (hd.vmap)
-from hodiff import batching as _batching  # noqa: E402
-
-for _cls in (_Binary, _Scalar, Abs, Sign, Identity):
-    _cls.batch_rule = _batching.elementwise  # type: ignore[attr-defined,union-attr]

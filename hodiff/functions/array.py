@@ -4,7 +4,7 @@ Linear functions are paired with their transposes so that every order of
 derivative stays cheap: transpose/transpose, concatenate/getitem, split/stack,
 pad/getitem, flip/flip. ``tile``, ``clip_by_value`` and the reflect and repeat
 ``pad`` modes are compositions and need no rule. The indexing functions
-(``getitem``, ``gather``, ``slice``, ``one_hot``) live in
+(``getitem``, ``gather``, ``slice``, ``one_hot``) and ``transpose`` live in
 :mod:`hodiff.functions.indexing` and are re-exported here.
 """
 
@@ -16,9 +16,12 @@ from typing import Any
 
 import numpy as np
 
+from hodiff import batching as _batching
 from hodiff.context import array_module, get_default_context
 from hodiff.function import Flags, Function, Slots, array_module_of
+from hodiff.functions import arithmetic as _arith
 from hodiff.functions.indexing import (
+    Transpose,  # noqa: F401 (re-exported: the primitive's home before it moved to indexing)
     as_ints,
     gather,
     getitem,
@@ -26,6 +29,7 @@ from hodiff.functions.indexing import (
     one_hot,
     shape_of,
     slice,
+    transpose,
 )
 from hodiff.variable import Variable, is_scalar
 
@@ -96,6 +100,10 @@ class Reshape(Function):
         if prop_down[0]:
             inputs[0].store(reshape(outputs[0].grad, inputs[0].shape), accum[0])
 
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        (x,) = inputs
+        return _batching.renew(self, shape=(x.shape[0], *self.shape))(x)
+
 
 class Broadcast(Function):
     need_inputs = False
@@ -120,30 +128,10 @@ class Broadcast(Function):
         if prop_down[0]:
             inputs[0].store(outputs[0].grad, accum[0])
 
-
-class Transpose(Function):
-    need_inputs = False
-
-    def __init__(self, *, axes: Sequence[int]) -> None:
-        self.axes = tuple(axes)
-
-    def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
-        x = inputs[0]
-        if sorted(self.axes) != list(range(x.ndim)):
-            raise ValueError(
-                f"transpose: axes {self.axes} are not a permutation of the {x.ndim} axes of x "
-                f"of shape {x.shape}"
-            )
-        return [(tuple(x.shape[a] for a in self.axes), x.dtype)]
-
-    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
-        outputs[0] = array_module(inputs[0]).transpose(inputs[0], self.axes)
-
-    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
-        # the transpose of a permutation is the inverse permutation
-        if prop_down[0]:
-            inverse = tuple(int(i) for i in np.argsort(self.axes))
-            inputs[0].store(transpose(outputs[0].grad, inverse), accum[0])
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        (x,) = inputs
+        x = _batching.align(x, 0, len(self.shape))
+        return _batching.renew(self, shape=(x.shape[0], *self.shape))(x)
 
 
 class Flip(Function):
@@ -170,10 +158,25 @@ class Flip(Function):
         if prop_down[0]:
             inputs[0].store(flip(outputs[0].grad, self.axes), accum[0])
 
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        (x,) = inputs
+        shifted = _batching.shift_axes(tuple(self.axes), x.ndim - 1)  # a tuple in, a tuple out
+        return _batching.renew(self, axes=tuple(shifted))(x)  # type: ignore[arg-type]
+
 
 # ---------------------------------------------------------------- joining and splitting
+def _batch_join(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    # concatenate / stack: every input batched (unbatched ones broadcast), the axis shifted
+    size = _batching.batch_size(inputs, axes)
+    xs = [_batching.batched(x, a, size) for x, a in zip(inputs, axes, strict=True)]
+    n = xs[0].ndim - 1 + (type(self) is Stack)  # stack: the new axis counts
+    axis = None if self.axis is None else _batching.map_axis(self.axis, n)
+    return _batching.renew(self, axis=axis)(*xs)
+
+
 class Concatenate(Function):
     need_inputs = False
+    batch_rule = _batch_join
 
     def __init__(self, *, axis: int | None) -> None:
         self.axis = axis
@@ -220,6 +223,7 @@ class Concatenate(Function):
 
 class Stack(Function):
     need_inputs = False
+    batch_rule = _batch_join
 
     def __init__(self, *, axis: int) -> None:
         self.axis = axis
@@ -276,6 +280,10 @@ class Split(Function):
         if prop_down[0]:
             inputs[0].store(stack(*(y.grad for y in outputs), axis=self.axis), accum[0])
 
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        (x,) = inputs
+        return _batching.renew(self, axis=_batching.map_axis(self.axis, x.ndim - 1))(x)
+
 
 class Pad(Function):
     """Constant padding; reflect and repeat padding are gathers (see :func:`pad`)."""
@@ -317,6 +325,10 @@ class Pad(Function):
             )
             inputs[0].store(getitem(outputs[0].grad, key), accum[0])
 
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        # pad_width pairs apply to the last axes: the batch axis in front is left alone
+        return self(inputs[0])
+
 
 def check_pad_width(shape: tuple[int, ...], pad_width: Sequence[int]) -> None:
     """ValueError unless ``pad_width`` is an even number of non-negative ints for ``shape``."""
@@ -332,6 +344,7 @@ def check_pad_width(shape: tuple[int, ...], pad_width: Sequence[int]) -> None:
 # ---------------------------------------------------------------- selection
 class Where(Function):
     need_inputs = (0,)
+    batch_rule = _batching.elementwise
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         shape = _broadcast_shape(self.name, [x.shape for x in inputs])
@@ -353,6 +366,7 @@ class Where(Function):
 # ---------------------------------------------------------------- not differentiable
 class Constant(Function):
     differentiable = False
+    batch_rule = _batching.elementwise  # no inputs: never batched
 
     def __init__(self, *, val: float, shape: Sequence[int], dtype: Any) -> None:
         self.val = float(val)
@@ -370,6 +384,7 @@ class Constant(Function):
 
 class _Compare(Function, register=False):
     differentiable = False
+    batch_rule = _batching.elementwise
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         return [(_broadcast_shape(self.name, [x.shape for x in inputs]), np.dtype(bool))]
@@ -414,20 +429,6 @@ def reshape(x: Any, shape: Sequence[int]) -> Variable:
 def broadcast(x: Any, shape: Sequence[int]) -> Variable:
     """``x`` broadcast to ``shape`` (numpy rules); the gradient sums over the broadcast axes."""
     return Broadcast(shape=shape)(x)
-
-
-def transpose(x: Any, axes: Sequence[int] | None = None) -> Variable:
-    """Permutes the axes: ``y.shape[i] = x.shape[axes[i]]`` (None: reverse them, as numpy).
-
-    >>> import numpy as np, hodiff.functions as F
-    >>> F.transpose(np.zeros((2, 3, 4)), (2, 0, 1)).shape
-    (4, 2, 3)
-    """
-    ndim = len(shape_of(x))
-    if axes is None:
-        axes = tuple(range(ndim))[::-1]
-    axes = as_ints("transpose", "axes", axes)
-    return Transpose(axes=tuple(a % ndim if -ndim <= a < 0 else a for a in axes))(x)
 
 
 def flip(x: Any, axes: Sequence[int] | None = None) -> Variable:
@@ -564,10 +565,8 @@ def clip_by_value(x: Any, min: Any, max: Any) -> Variable:
     >>> F.clip_by_value(np.array([-2.0, 0.5, 3.0]), -1.0, 1.0).d
     array([-1. ,  0.5,  1. ])
     """
-    from hodiff.functions import arithmetic as A
-
-    y = A.maximum_scalar(x, min) if is_scalar(min) else A.maximum2(x, min)
-    return A.minimum_scalar(y, max) if is_scalar(max) else A.minimum2(y, max)
+    y = _arith.maximum_scalar(x, min) if is_scalar(min) else _arith.maximum2(x, min)
+    return _arith.minimum_scalar(y, max) if is_scalar(max) else _arith.minimum2(y, max)
 
 
 def constant(val: float = 0.0, shape: Sequence[int] = ()) -> Variable:
@@ -611,64 +610,3 @@ def greater_equal(x0: Any, x1: Any) -> Variable:
 def equal(x0: Any, x1: Any) -> Variable:
     """``x0 == x1`` elementwise (bool, not differentiable)."""
     return Equal()(x0, x1)
-
-
-# ---------------------------------------------------------------- batching rules (hd.vmap)
-from hodiff import batching as _batching  # noqa: E402
-
-_Rule = Sequence[int | None]
-
-
-def _batch_reshape(self: Any, inputs: Sequence[Any], axes: _Rule) -> Any:
-    (x,) = inputs
-    return _batching.renew(self, shape=(x.shape[0], *self.shape))(x)
-
-
-def _batch_broadcast(self: Any, inputs: Sequence[Any], axes: _Rule) -> Any:
-    (x,) = inputs
-    x = _batching.align(x, 0, len(self.shape))
-    return _batching.renew(self, shape=(x.shape[0], *self.shape))(x)
-
-
-def _batch_transpose(self: Any, inputs: Sequence[Any], axes: _Rule) -> Any:
-    (x,) = inputs
-    n = x.ndim - 1
-    return _batching.renew(self, axes=(0, *[a % n + 1 for a in self.axes]))(x)
-
-
-def _batch_flip(self: Any, inputs: Sequence[Any], axes: _Rule) -> Any:
-    (x,) = inputs
-    shifted = _batching.shift_axes(tuple(self.axes), x.ndim - 1)  # a tuple in, a tuple out
-    return _batching.renew(self, axes=tuple(shifted))(x)  # type: ignore[arg-type]
-
-
-def _batch_join(self: Any, inputs: Sequence[Any], axes: _Rule) -> Any:
-    # concatenate / stack: every input batched (unbatched ones broadcast), the axis shifted
-    size = _batching.batch_size(inputs, axes)
-    xs = [_batching.batched(x, a, size) for x, a in zip(inputs, axes, strict=True)]
-    n = xs[0].ndim - 1 + (type(self) is Stack)  # stack: the new axis counts
-    axis = None if self.axis is None else _batching.map_axis(self.axis, n)
-    return _batching.renew(self, axis=axis)(*xs)
-
-
-def _batch_split(self: Any, inputs: Sequence[Any], axes: _Rule) -> Any:
-    (x,) = inputs
-    return _batching.renew(self, axis=_batching.map_axis(self.axis, x.ndim - 1))(x)
-
-
-def _batch_pad(self: Any, inputs: Sequence[Any], axes: _Rule) -> Any:
-    # pad_width pairs apply to the last axes: the batch axis in front is left alone
-    return self(inputs[0])
-
-
-Reshape.batch_rule = _batch_reshape  # type: ignore[attr-defined]
-Broadcast.batch_rule = _batch_broadcast  # type: ignore[attr-defined]
-Transpose.batch_rule = _batch_transpose  # type: ignore[attr-defined]
-Flip.batch_rule = _batch_flip  # type: ignore[attr-defined]
-Concatenate.batch_rule = _batch_join  # type: ignore[attr-defined]
-Stack.batch_rule = _batch_join  # type: ignore[attr-defined]
-Split.batch_rule = _batch_split  # type: ignore[attr-defined]
-Pad.batch_rule = _batch_pad  # type: ignore[attr-defined]
-Where.batch_rule = _batching.elementwise  # type: ignore[attr-defined]
-_Compare.batch_rule = _batching.elementwise  # type: ignore[attr-defined]
-Constant.batch_rule = _batching.elementwise  # type: ignore[attr-defined]  # no inputs: never batched

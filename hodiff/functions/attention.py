@@ -39,6 +39,8 @@ class WriteBack(Function):
     """
 
     need_inputs = False
+    # under vmap each example's u is written in turn (the last one stays): one call per example
+    batch_rule = _batching.loop
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         u, target = inputs
@@ -200,8 +202,3 @@ def tanh_shrink(x: Any) -> Variable:
     array([0.        , 0.23840584])
     """
     return _arith.sub2(x, _math.tanh(x))
-
-
-# ---------------------------------------------------------------- batching rules (hd.vmap)
-# under vmap each example's u is written in turn (the last one stays): one call per example
-WriteBack.batch_rule = _batching.loop  # type: ignore[attr-defined]

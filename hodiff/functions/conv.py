@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from hodiff import batching as _batching
 from hodiff.context import array_module
 from hodiff.function import Flags, Function, Slots, float_dtype
 from hodiff.functions import array as _array
@@ -151,6 +152,25 @@ class _ConvBase(Function, register=False):
         if len(inputs) > 2:
             y = _add_bias(y, _float(inputs[2], dtype))
         outputs[0] = from_cb(xp, y, g.batch, self.channel_last)
+
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        if all(a is None for a in axes[1:]):  # shared weights: one more leading axis of x
+            ba = self.base_axis + 1 if self.base_axis >= 0 else self.base_axis
+            return _batching.renew(self, base_axis=ba)(*inputs)
+        # per-example weights: the examples become groups of one grouped convolution
+        size = _batching.batch_size(inputs, axes)
+        x = _batching.batched(inputs[0], axes[0], size)
+        ba = self.base_axis if self.base_axis >= 0 else self.base_axis + x.ndim - 1
+        w = _batching.batched(inputs[1], axes[1], size)
+        args = [
+            fold_batch(x, ba, self.channel_last),
+            _array.reshape(w, (size * w.shape[1], *w.shape[2:])),
+        ]
+        if len(inputs) > 2:
+            b = _batching.batched(inputs[2], axes[2], size)
+            args.append(_array.reshape(b, (size * b.shape[1],)))
+        f = _batching.renew(self, base_axis=ba, group=self.group * size)
+        return unfold_batch(f(*args), size, ba, self.channel_last)
 
 
 def _bias_shape_check(name: str, b: Variable | None, channels: int, w_shape: Ints) -> None:
@@ -482,8 +502,7 @@ def depthwise_convolution(
     return convolution(x, w4, b, base_axis, pad, stride, dilation, group=c)
 
 
-# ---------------------------------------------------------------- batching rules (hd.vmap)
-from hodiff import batching as _batching  # noqa: E402
+# ---------------------------------------------------------------- batching helpers (hd.vmap)
 
 
 def fold_batch(v: Any, base_axis: int, channel_last: bool) -> Any:
@@ -504,26 +523,3 @@ def unfold_batch(y: Any, size: int, base_axis: int, channel_last: bool) -> Any:
     y = _array.reshape(y, (*shape[:at], size, shape[at] // size, *shape[at + 1 :]))
     perm = [at, *[i for i in range(len(shape) + 1) if i != at]]
     return _array.transpose(y, perm)
-
-
-def _batch_conv(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
-    if all(a is None for a in axes[1:]):  # shared weights: one more leading axis of x
-        ba = self.base_axis + 1 if self.base_axis >= 0 else self.base_axis
-        return _batching.renew(self, base_axis=ba)(*inputs)
-    # per-example weights: the examples become groups of one grouped convolution
-    size = _batching.batch_size(inputs, axes)
-    x = _batching.batched(inputs[0], axes[0], size)
-    ba = self.base_axis if self.base_axis >= 0 else self.base_axis + x.ndim - 1
-    w = _batching.batched(inputs[1], axes[1], size)
-    args = [
-        fold_batch(x, ba, self.channel_last),
-        _array.reshape(w, (size * w.shape[1], *w.shape[2:])),
-    ]
-    if len(inputs) > 2:
-        b = _batching.batched(inputs[2], axes[2], size)
-        args.append(_array.reshape(b, (size * b.shape[1],)))
-    f = _batching.renew(self, base_axis=ba, group=self.group * size)
-    return unfold_batch(f(*args), size, ba, self.channel_last)
-
-
-_ConvBase.batch_rule = _batch_conv  # type: ignore[attr-defined]

@@ -75,6 +75,8 @@ class _Solve(Function, register=False):
     """``y = op(a)^-1 b`` for ``a`` (..., N, N) and ``b`` (..., N, K), batch axes broadcast."""
 
     need_outputs = True
+    # stacks of matrices: leading axes are batch axes and broadcast like elementwise operands
+    batch_rule = _batching.elementwise
 
     def __init__(self, *, transpose_a: bool = False) -> None:
         self.transpose_a = bool(transpose_a)
@@ -152,6 +154,7 @@ class SolveTriangular(_Solve):
 class Cholesky(Function):
     need_inputs = False
     need_outputs = True
+    batch_rule = _batching.elementwise  # stacks of matrices (see _Solve)
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         _square(self.name, inputs[0])
@@ -185,6 +188,7 @@ class Eigh(Function):
     n_outputs = 2
     need_inputs = False
     need_outputs = True
+    batch_rule = _batching.elementwise  # stacks of matrices (see _Solve)
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         a = inputs[0]
@@ -226,6 +230,7 @@ def _gap_inverse(p: Any, q: Any) -> Any:
 class Svd(Function):
     need_inputs = True  # with compute_uv=False the rule recomputes U and V from a
     need_outputs = True
+    batch_rule = _batching.elementwise  # stacks of matrices (see _Solve)
 
     def __init__(self, *, full_matrices: bool = True, compute_uv: bool = True) -> None:
         self.full_matrices = bool(full_matrices)
@@ -306,6 +311,7 @@ def _svd_grad(outputs: Slots, m: int, n: int) -> Any:
 
 class Pinv(Function):
     need_outputs = True
+    batch_rule = _batching.elementwise  # stacks of matrices (see _Solve)
 
     def __init__(self, *, rcond: float = 1e-15) -> None:
         self.rcond = float(rcond)
@@ -504,12 +510,3 @@ def tensordot(a: Any, b: Any, axes: Any = 2) -> Variable:
         lb[j] for j in range(len(sb)) if j not in ib
     ]
     return einsum(f"{''.join(la)},{''.join(lb)}->{''.join(out)}", a, b)
-
-
-# ---------------------------------------------------------------- batching rules (hd.vmap)
-# stacks of matrices: leading axes are batch axes and broadcast like elementwise operands
-_Solve.batch_rule = _batching.elementwise  # type: ignore[attr-defined]
-Cholesky.batch_rule = _batching.elementwise  # type: ignore[attr-defined]
-Eigh.batch_rule = _batching.elementwise  # type: ignore[attr-defined]
-Svd.batch_rule = _batching.elementwise  # type: ignore[attr-defined]
-Pinv.batch_rule = _batching.elementwise  # type: ignore[attr-defined]

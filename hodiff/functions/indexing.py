@@ -4,8 +4,10 @@
 integer indices; their transposes, ``index_add`` and ``gather_add`` in
 :mod:`hodiff.grad_functions.array`, add with numpy's ``add.at`` semantics for
 repeated indices, and their own transposes are the selections again. ``slice`` is
-a ``getitem``; ``one_hot`` writes ones at integer ids. Also the shape and index
-helpers that the other array functions share.
+a ``getitem``; ``one_hot`` writes ones at integer ids. ``transpose`` is here too
+(the batching rules of the selections and of their transposes permute axes, and this
+module imports no other family). Also the shape and index helpers that the other
+array functions share.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from hodiff import batching as _batching
 from hodiff.context import array_module, get_default_context
 from hodiff.function import Flags, Function, Slots
 from hodiff.functions._index_kernels import (  # noqa: F401 (re-exported: the array family uses them)
@@ -32,7 +35,7 @@ from hodiff.functions._index_kernels import (  # noqa: F401 (re-exported: the ar
 from hodiff.grad_functions import array as _garray
 from hodiff.variable import Variable
 
-__all__ = ["gather", "getitem", "one_hot", "slice"]
+__all__ = ["gather", "getitem", "one_hot", "slice", "transpose"]
 
 Spec = list[tuple[tuple[int, ...], Any]]
 _ALL = builtins.slice(None)
@@ -63,6 +66,15 @@ class GetItem(Function):
         if prop_down[0]:
             gx = _garray.index_add(outputs[0].grad, self.key, inputs[0].shape)
             inputs[0].store(gx, accum[0])
+
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        (x,) = inputs
+        key, at = batched_key(self.key)
+        y = _batching.renew(self, key=key)(x)
+        if at:
+            perm = [at, *[i for i in range(y.ndim) if i != at]]
+            y = transpose(y, perm)
+        return y
 
 
 class Gather(Function):
@@ -106,6 +118,17 @@ class Gather(Function):
             )
             inputs[0].store(gx, accum[0])
 
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        x, indices = inputs
+        n = x.ndim - (axes[0] is not None)
+        axis = self.axis % n + 1
+        if axes[1] is None and self.batch_dims == 0:  # the same indices for every example
+            return _batching.renew(self, axis=axis)(x, indices)
+        size = _batching.batch_size(inputs, axes)
+        x = _batching.batched(x, axes[0], size)
+        indices = _batching.batched(indices, axes[1], size)
+        return _batching.renew(self, axis=axis, batch_dims=self.batch_dims + 1)(x, indices)
+
 
 class OneHot(Function):
     differentiable = False
@@ -137,6 +160,39 @@ class OneHot(Function):
         y = xp.zeros((n, math.prod(self.shape)), dtype=self.dtype)
         y[xp.arange(n), flat] = 1
         outputs[0] = y.reshape(x.shape[:-1] + self.shape)
+
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        return self(inputs[0])  # ids along the last axis: leading axes are carried as they are
+
+
+class Transpose(Function):
+    need_inputs = False
+
+    def __init__(self, *, axes: Sequence[int]) -> None:
+        self.axes = tuple(axes)
+
+    def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
+        x = inputs[0]
+        if sorted(self.axes) != list(range(x.ndim)):
+            raise ValueError(
+                f"transpose: axes {self.axes} are not a permutation of the {x.ndim} axes of x "
+                f"of shape {x.shape}"
+            )
+        return [(tuple(x.shape[a] for a in self.axes), x.dtype)]
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        outputs[0] = array_module(inputs[0]).transpose(inputs[0], self.axes)
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # the transpose of a permutation is the inverse permutation
+        if prop_down[0]:
+            inverse = tuple(int(i) for i in np.argsort(self.axes))
+            inputs[0].store(transpose(outputs[0].grad, inverse), accum[0])
+
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        (x,) = inputs
+        n = x.ndim - 1
+        return _batching.renew(self, axes=(0, *[a % n + 1 for a in self.axes]))(x)
 
 
 # ---------------------------------------------------------------- wrappers
@@ -217,10 +273,21 @@ def one_hot(x: Any, shape: Sequence[int]) -> Variable:
     return OneHot(shape=shape, dtype=get_default_context().dtype)(x)
 
 
-# ---------------------------------------------------------------- batching rules (hd.vmap)
-from hodiff import batching as _batching  # noqa: E402
+def transpose(x: Any, axes: Sequence[int] | None = None) -> Variable:
+    """Permutes the axes: ``y.shape[i] = x.shape[axes[i]]`` (None: reverse them, as numpy).
 
-_Rule = Sequence[Any]
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.transpose(np.zeros((2, 3, 4)), (2, 0, 1)).shape
+    (4, 2, 3)
+    """
+    ndim = len(shape_of(x))
+    if axes is None:
+        axes = tuple(range(ndim))[::-1]
+    axes = as_ints("transpose", "axes", axes)
+    return Transpose(axes=tuple(a % ndim if -ndim <= a < 0 else a for a in axes))(x)
+
+
+# ---------------------------------------------------------------- batching helpers (hd.vmap)
 
 
 def batched_key(key: tuple[Any, ...]) -> tuple[tuple[Any, ...], int]:
@@ -238,36 +305,3 @@ def batched_key(key: tuple[Any, ...]) -> tuple[tuple[Any, ...], int]:
         return bkey, 0
     arrays = [k.shape for k in key if isinstance(k, np.ndarray)]
     return bkey, len(np.broadcast_shapes(*arrays))
-
-
-def _batch_getitem(self: Any, inputs: _Rule, axes: _Rule) -> Any:
-    (x,) = inputs
-    key, at = batched_key(self.key)
-    y = _batching.renew(self, key=key)(x)
-    if at:
-        from hodiff.functions import array as _array
-
-        perm = [at, *[i for i in range(y.ndim) if i != at]]
-        y = _array.transpose(y, perm)
-    return y
-
-
-def _batch_gather(self: Any, inputs: _Rule, axes: _Rule) -> Any:
-    x, indices = inputs
-    n = x.ndim - (axes[0] is not None)
-    axis = self.axis % n + 1
-    if axes[1] is None and self.batch_dims == 0:  # the same indices for every example
-        return _batching.renew(self, axis=axis)(x, indices)
-    size = _batching.batch_size(inputs, axes)
-    x = _batching.batched(x, axes[0], size)
-    indices = _batching.batched(indices, axes[1], size)
-    return _batching.renew(self, axis=axis, batch_dims=self.batch_dims + 1)(x, indices)
-
-
-def _batch_one_hot(self: Any, inputs: _Rule, axes: _Rule) -> Any:
-    return self(inputs[0])  # ids along the last axis: leading axes are carried as they are
-
-
-GetItem.batch_rule = _batch_getitem  # type: ignore[attr-defined]
-Gather.batch_rule = _batch_gather  # type: ignore[attr-defined]
-OneHot.batch_rule = _batch_one_hot  # type: ignore[attr-defined]

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from hodiff import batching as _batching
 from hodiff.context import RAW, _mode, array_module
 from hodiff.function import Flags, Function, Slots, float_dtype
 from hodiff.functions import array as _array
@@ -210,6 +211,27 @@ class Affine(Function):
             gb = outputs[0].grad
             inputs[2].store(_reduction.sum(gb, axis=tuple(range(ba))) if ba else gb, accum[2])
 
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        x = inputs[0]
+        n = x.ndim - (axes[0] is not None)
+        ba = self._axis(n)
+        if all(a is None for a in axes[1:]):  # shared weights: the batch folds into x's rows
+            x = _batching.batched(x, axes[0], _batching.batch_size(inputs, axes))
+            return _batching.renew(self, base_axis=ba + 1)(*[x, *inputs[1:]])
+        # per-example weights: one batched GEMM (B, N, K) @ (B, K, M)
+        size = _batching.batch_size(inputs, axes)
+        x = _batching.batched(x, axes[0], size)
+        w = _batching.batched(inputs[1], axes[1], size)
+        lead, k = tuple(x.shape[1 : ba + 1]), int(np.prod(x.shape[ba + 1 :], dtype=np.int64))
+        out = tuple(w.shape[2:])
+        m = int(np.prod(out, dtype=np.int64))
+        y = batch_matmul(_array.reshape(x, (size, -1, k)), _array.reshape(w, (size, k, m)))
+        if len(inputs) == 3:
+            b = inputs[2]
+            shape = (size, 1, m) if axes[2] is not None else (m,)
+            y = y + _array.reshape(b, shape)
+        return _array.reshape(y, (size, *lead, *out))
+
 
 # ---------------------------------------------------------------- matrix products
 def _check_flag(name: str, arg: str, value: Any) -> bool:
@@ -273,6 +295,13 @@ class BatchMatmul(Function):
             else:
                 gb = batch_matmul(a, gy, transpose_a=not ta)
             inputs[1].store(gb, accum[1])
+
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        a, b = inputs
+        if axes[1] is None and b.ndim == 2 and not self.transpose_a:  # fold the batch into rows
+            y = self(_array.reshape(a, (-1, a.shape[-1])), b)
+            return _array.reshape(y, (*a.shape[:-1], y.shape[-1]))
+        return _batching.elementwise(self, inputs, axes)  # batch axes broadcast like elementwise
 
 
 # ---------------------------------------------------------------- einsum
@@ -427,6 +456,18 @@ class Einsum(Function):
                 gx = _grad.einsum_expand(gx, own, plan.terms[k], x.shape)
             x.store(gx, accum[k])
 
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        # one more letter for the batch axis, in front of every batched operand and of the output
+        shapes = tuple(
+            tuple(x.shape[1:]) if a is not None else tuple(x.shape)
+            for x, a in zip(inputs, axes, strict=True)
+        )
+        plan = einsum_plan(self.subscripts, shapes)
+        used = set("".join(plan.terms) + plan.out)
+        z = next(c for c in "zyxwvutsrqponmlkjihgfedcbaZYXWVUTSRQPONMLKJIHGFEDCBA" if c not in used)
+        terms = [z + t if a is not None else t for t, a in zip(plan.terms, axes, strict=True)]
+        return _batching.renew(self, subscripts=",".join(terms) + "->" + z + plan.out)(*inputs)
+
 
 # ---------------------------------------------------------------- batched inverse, determinants
 def _check_square(name: str, x: Variable) -> None:
@@ -436,9 +477,14 @@ def _check_square(name: str, x: Variable) -> None:
         )
 
 
+def _batch_leading(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    return self(inputs[0])  # stacks of matrices: any leading axes are batch axes
+
+
 class BatchInv(Function):
     need_inputs = False
     need_outputs = True
+    batch_rule = _batch_leading
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         _check_square(self.name, inputs[0])
@@ -457,6 +503,7 @@ class BatchInv(Function):
 
 class BatchDet(Function):
     need_outputs = True
+    batch_rule = _batch_leading
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         _check_square(self.name, inputs[0])
@@ -475,6 +522,8 @@ class BatchDet(Function):
 
 class BatchLogdet(Function):
     """``log|det(A)|`` from the LU factorization (slogdet): no overflow of det itself."""
+
+    batch_rule = _batch_leading
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         _check_square(self.name, inputs[0])
@@ -676,64 +725,3 @@ def batch_logdet(x: Any) -> Variable:
 
     """
     return BatchLogdet()(x)
-
-
-# ---------------------------------------------------------------- batching rules (hd.vmap)
-from hodiff import batching as _batching  # noqa: E402
-
-_Axes = Sequence[int | None]
-
-
-def _batch_affine(self: Any, inputs: Sequence[Any], axes: _Axes) -> Any:
-    x = inputs[0]
-    n = x.ndim - (axes[0] is not None)
-    ba = self._axis(n)
-    if all(a is None for a in axes[1:]):  # shared weights: the batch folds into x's rows
-        x = _batching.batched(x, axes[0], _batching.batch_size(inputs, axes))
-        return _batching.renew(self, base_axis=ba + 1)(*[x, *inputs[1:]])
-    # per-example weights: one batched GEMM (B, N, K) @ (B, K, M)
-    size = _batching.batch_size(inputs, axes)
-    x = _batching.batched(x, axes[0], size)
-    w = _batching.batched(inputs[1], axes[1], size)
-    lead, k = tuple(x.shape[1 : ba + 1]), int(np.prod(x.shape[ba + 1 :], dtype=np.int64))
-    out = tuple(w.shape[2:])
-    m = int(np.prod(out, dtype=np.int64))
-    y = batch_matmul(_array.reshape(x, (size, -1, k)), _array.reshape(w, (size, k, m)))
-    if len(inputs) == 3:
-        b = inputs[2]
-        shape = (size, 1, m) if axes[2] is not None else (m,)
-        y = y + _array.reshape(b, shape)
-    return _array.reshape(y, (size, *lead, *out))
-
-
-def _batch_matmul(self: Any, inputs: Sequence[Any], axes: _Axes) -> Any:
-    a, b = inputs
-    if axes[1] is None and b.ndim == 2 and not self.transpose_a:  # fold the batch into rows
-        y = self(_array.reshape(a, (-1, a.shape[-1])), b)
-        return _array.reshape(y, (*a.shape[:-1], y.shape[-1]))
-    return _batching.elementwise(self, inputs, axes)  # batch axes broadcast like elementwise
-
-
-def _batch_einsum(self: Any, inputs: Sequence[Any], axes: _Axes) -> Any:
-    # one more letter for the batch axis, in front of every batched operand and of the output
-    shapes = tuple(
-        tuple(x.shape[1:]) if a is not None else tuple(x.shape)
-        for x, a in zip(inputs, axes, strict=True)
-    )
-    plan = einsum_plan(self.subscripts, shapes)
-    used = set("".join(plan.terms) + plan.out)
-    z = next(c for c in "zyxwvutsrqponmlkjihgfedcbaZYXWVUTSRQPONMLKJIHGFEDCBA" if c not in used)
-    terms = [z + t if a is not None else t for t, a in zip(plan.terms, axes, strict=True)]
-    return _batching.renew(self, subscripts=",".join(terms) + "->" + z + plan.out)(*inputs)
-
-
-def _batch_leading(self: Any, inputs: Sequence[Any], axes: _Axes) -> Any:
-    return self(inputs[0])  # stacks of matrices: any leading axes are batch axes
-
-
-Affine.batch_rule = _batch_affine  # type: ignore[attr-defined]
-BatchMatmul.batch_rule = _batch_matmul  # type: ignore[attr-defined]
-Einsum.batch_rule = _batch_einsum  # type: ignore[attr-defined]
-BatchInv.batch_rule = _batch_leading  # type: ignore[attr-defined]
-BatchDet.batch_rule = _batch_leading  # type: ignore[attr-defined]
-BatchLogdet.batch_rule = _batch_leading  # type: ignore[attr-defined]

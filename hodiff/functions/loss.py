@@ -14,12 +14,15 @@ from typing import Any
 
 import numpy as np
 
+from hodiff import batching as _batching
 from hodiff.context import array_module
 from hodiff.function import Flags, Function, Slots, float_dtype
+from hodiff.functions import activation as _act
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions import array as _array
 from hodiff.functions import math as _math
 from hodiff.functions import reduction as _red
+from hodiff.functions import shaping as _shaping
 from hodiff.functions._loss_kernels import (
     _log_softmax_array,
     check_labels,
@@ -60,9 +63,17 @@ class _AxisFunction(Function, register=False):
         return [(x.shape, float_dtype(x.dtype))]
 
 
+def _batch_axis(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    # softmax, log_softmax: the axis shifted past the batch axis (None, the last, stays)
+    (x,) = inputs
+    axis = None if self.axis is None else _batching.map_axis(self.axis, x.ndim - 1)
+    return _batching.renew(self, axis=axis)(x)
+
+
 class Softmax(_AxisFunction):
     need_inputs = False
     need_outputs = True
+    batch_rule = _batch_axis
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         x = inputs[0]
@@ -81,6 +92,7 @@ class LogSoftmax(_AxisFunction):
 
     need_inputs = False
     need_outputs = True
+    batch_rule = _batch_axis
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         x = inputs[0]
@@ -122,6 +134,13 @@ class SoftmaxCrossEntropy(_AxisFunction):
             )
             inputs[0].store(gx, accum[0])
 
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        # (x, t): both batched (an unbatched one broadcast along the batch), the axis shifted
+        size = _batching.batch_size(inputs, axes)
+        x, t = (_batching.batched(v, a, size) for v, a in zip(inputs, axes, strict=True))
+        axis = None if self.axis is None else _batching.map_axis(self.axis, x.ndim - 1)
+        return _batching.renew(self, axis=axis)(x, t)
+
 
 class SigmoidCrossEntropy(Function):
     """Fused for stability: ``max(x, 0) - x t + log1p(exp(-|x|))`` never overflows."""
@@ -148,18 +167,19 @@ class SigmoidCrossEntropy(Function):
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # y = softplus(x) - x t:  dx = gy (sigmoid(x) - t),  dt = -gy x
-        from hodiff.functions import activation as _act
-
         gy = outputs[0].grad
         x, t = inputs[0].data, inputs[1].data
         if prop_down[0]:
             if t.dtype != x.dtype:  # integer labels: keep x's float dtype (float32 stays)
-                from hodiff.functions.shaping import astype
-
-                t = astype(t, x.dtype)
+                t = _shaping.astype(t, x.dtype)
             inputs[0].store(gy * (_act.sigmoid(x) - t), accum[0])
         if prop_down[1]:
             inputs[1].store(-(gy * x), accum[1])
+
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        size = _batching.batch_size(inputs, axes)
+        x, t = (_batching.batched(v, a, size) for v, a in zip(inputs, axes, strict=True))
+        return self(x, t)
 
 
 # ---------------------------------------------------------------- wrappers
@@ -326,34 +346,3 @@ def kl_multinomial(p: Any, q: Any, base_axis: int = 1) -> Variable:
     terms = p * (_math.log(p + eps) - _math.log(q + eps))
     d = _red.sum(terms, axis=tuple(range(base_axis, p.ndim)))
     return _array.reshape(d, (*p.shape[:base_axis], 1))
-
-
-# ---------------------------------------------------------------- batching rules (hd.vmap)
-from hodiff import batching as _batching  # noqa: E402
-
-
-def _batch_axis(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
-    # softmax, log_softmax: the axis shifted past the batch axis (None, the last, stays)
-    (x,) = inputs
-    axis = None if self.axis is None else _batching.map_axis(self.axis, x.ndim - 1)
-    return _batching.renew(self, axis=axis)(x)
-
-
-def _batch_labels(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
-    # (x, t): both batched (an unbatched one broadcast along the batch), the axis shifted
-    size = _batching.batch_size(inputs, axes)
-    x, t = (_batching.batched(v, a, size) for v, a in zip(inputs, axes, strict=True))
-    axis = None if self.axis is None else _batching.map_axis(self.axis, x.ndim - 1)
-    return _batching.renew(self, axis=axis)(x, t)
-
-
-def _batch_sigmoid_ce(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
-    size = _batching.batch_size(inputs, axes)
-    x, t = (_batching.batched(v, a, size) for v, a in zip(inputs, axes, strict=True))
-    return self(x, t)
-
-
-Softmax.batch_rule = _batch_axis  # type: ignore[attr-defined]
-LogSoftmax.batch_rule = _batch_axis  # type: ignore[attr-defined]
-SoftmaxCrossEntropy.batch_rule = _batch_labels  # type: ignore[attr-defined]
-SigmoidCrossEntropy.batch_rule = _batch_sigmoid_ce  # type: ignore[attr-defined]

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from hodiff import batching as _batching
 from hodiff.context import array_module
 from hodiff.function import Elementwise, Flags, Function, Slots, float_dtype
 from hodiff.functions import arithmetic as _arithmetic
@@ -67,6 +68,8 @@ def special_module(xp: ModuleType) -> ModuleType | None:
 
 class _Unary(Elementwise, register=False):
     """``y = ufunc(x)`` for the numpy/cupy ufunc named ``ufunc`` (Elementwise's forward)."""
+
+    batch_rule = _batching.elementwise
 
 
 class Exp(_Unary):
@@ -201,6 +204,8 @@ class Atanh(_Unary):
 
 
 class Atan2(Function):
+    batch_rule = _batching.elementwise
+
     def setup_impl(self, inputs: Sequence[Variable]) -> list[tuple[tuple[int, ...], Any]]:
         shape = _arithmetic.broadcast_shapes(self.name, *inputs)
         return [(shape, float_dtype(np.result_type(*(x.dtype for x in inputs))))]
@@ -219,6 +224,8 @@ class Atan2(Function):
 
 
 class Erf(Elementwise):
+    batch_rule = _batching.elementwise
+
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         x = inputs[0]
         xp = array_module(x)
@@ -364,11 +371,3 @@ def erf(x: Any) -> Variable:
     array([0.        , 0.84270079])
     """
     return Erf()(x)
-
-
-# ---------------------------------------------------------------- batching rules (hd.vmap)
-from hodiff import batching as _batching  # noqa: E402
-
-_Unary.batch_rule = _batching.elementwise  # type: ignore[attr-defined]
-Atan2.batch_rule = _batching.elementwise  # type: ignore[attr-defined]
-Erf.batch_rule = _batching.elementwise  # type: ignore[attr-defined]

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from hodiff import batching as _batching
 from hodiff.context import array_module, get_default_context
 from hodiff.function import Function, Slot
 from hodiff.functions import arithmetic as _arith
@@ -67,6 +68,7 @@ class BatchNormalization(Function):
     """Inputs ``x, beta, gamma, mean, variance``; ``axes`` are the kept (channel) axes."""
 
     need_inputs = (0, 2, 3, 4)
+    batch_rule = _batching.loop  # statistics per example
 
     def __init__(
         self,
@@ -414,9 +416,3 @@ def weight_normalization(w: Any, g: Any, dim: int = 0, eps: float = 1e-12) -> Va
     gb = _array.reshape(g, tuple(s if i == d else 1 for i, s in enumerate(w.shape)))
     red = tuple(i for i in range(w.ndim) if i != d)
     return w * gb * (_red.sum(w * w, axis=red, keepdims=True) + eps) ** -0.5
-
-
-# ---------------------------------------------------------------- batching rules (hd.vmap)
-from hodiff import batching as _batching  # noqa: E402
-
-BatchNormalization.batch_rule = _batching.loop  # type: ignore[attr-defined]  # statistics per example

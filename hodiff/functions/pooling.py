@@ -28,9 +28,11 @@ from typing import Any
 
 import numpy as np
 
+from hodiff import batching as _batching
 from hodiff.context import array_module
 from hodiff.function import Flags, Function, Slots, float_dtype
 from hodiff.functions import array as _array
+from hodiff.functions import indexing as _indexing
 from hodiff.functions import reduction as _reduction
 from hodiff.functions._pool_kernels import (
     InterpolateBase,
@@ -206,8 +208,13 @@ class _Pool(Function, register=False):
         return [(self.windows(x.shape, check=True).out_shape(x.shape), float_dtype(x.dtype))]
 
 
+def _batch_leading(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    return self(*inputs)  # windows over the last (spatial) axes: leading axes are carried
+
+
 class SumPooling(_Pool):
     need_inputs = False
+    batch_rule = _batch_leading
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         x = inputs[0]
@@ -225,6 +232,7 @@ class SumPooling(_Pool):
 
 class AveragePooling(_Pool):
     need_inputs = False
+    batch_rule = _batch_leading
 
     def __init__(self, *, including_pad: bool, **params: Any) -> None:
         super().__init__(**params)
@@ -294,6 +302,11 @@ class MaxPoolingIndex(_Pool):
             flat = flat + pos * step
         outputs[0] = flat
 
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        # the windows of the batch at once; the flat indices then made per example
+        (x,) = inputs
+        return _LocalIndex(size=math.prod(x.shape[1:]))(self(x))
+
 
 class MaxPooling(Function):
     """``y = x.flat[index]``: max pooling as a gather at the argmax positions ``index``.
@@ -320,10 +333,24 @@ class MaxPooling(Function):
             gx = _gpool.MaxPoolingBackward(shape=inputs[0].shape)(outputs[0].grad, inputs[1].data)
             inputs[0].store(gx, accum[0])
 
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        x, index = inputs
+        if axes[0] is None:  # one x, an index per example: take from the same x
+            return self(x, index)
+        size = x.shape[0]
+        index = _batching.batched(index, axes[1], size)
+        y = _indexing.gather(
+            _array.reshape(x, (size, -1)), _array.reshape(index, (size, -1)), axis=1, batch_dims=1
+        )
+        y = _array.reshape(y, tuple(index.shape))
+        return y if y.dtype.kind == "f" else _arith_float(y)
+
 
 # ---------------------------------------------------------------- interpolation
 # the resize matrices and InterpolateBase are in _pool_kernels.py (shared with the transpose)
 class Interpolate(InterpolateBase):
+    batch_rule = _batch_leading
+
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         x = inputs[0]
         shape = list(x.shape)
@@ -550,16 +577,7 @@ def interpolate(
     )(x)
 
 
-# ---------------------------------------------------------------- batching rules (hd.vmap)
-from hodiff import batching as _batching  # noqa: E402
-
-
-def _batch_leading(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
-    return self(*inputs)  # windows over the last (spatial) axes: leading axes are carried
-
-
-for _cls in (SumPooling, AveragePooling, Interpolate):
-    _cls.batch_rule = _batch_leading  # type: ignore[attr-defined,union-attr]
+# ---------------------------------------------------------------- batching helpers (hd.vmap)
 
 
 class _LocalIndex(Function, register=False):
@@ -579,30 +597,5 @@ class _LocalIndex(Function, register=False):
         outputs[0] = inputs[0] % self.size
 
 
-def _batch_max_pooling_index(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
-    # the windows of the batch at once; the flat indices then made per example
-    (x,) = inputs
-    return _LocalIndex(size=math.prod(x.shape[1:]))(self(x))
-
-
-def _batch_max_pooling(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
-    x, index = inputs
-    if axes[0] is None:  # one x, an index per example: take from the same x
-        return self(x, index)
-    from hodiff.functions import indexing
-
-    size = x.shape[0]
-    index = _batching.batched(index, axes[1], size)
-    y = indexing.gather(
-        _array.reshape(x, (size, -1)), _array.reshape(index, (size, -1)), axis=1, batch_dims=1
-    )
-    y = _array.reshape(y, tuple(index.shape))
-    return y if y.dtype.kind == "f" else _arith_float(y)
-
-
 def _arith_float(y: Any) -> Any:
     return y * 1.0
-
-
-MaxPoolingIndex.batch_rule = _batch_max_pooling_index  # type: ignore[attr-defined]
-MaxPooling.batch_rule = _batch_max_pooling  # type: ignore[attr-defined]

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from hodiff import batching as _batching
 from hodiff.context import array_module
 from hodiff.function import Function, Slot, float_dtype
 from hodiff.functions import arithmetic as _arith
@@ -92,6 +93,11 @@ class _Reduce(Function, register=False):
         if not self.keepdims:
             gy = _array.reshape(gy, kept_shape(shape, self._axes(len(shape))))
         return _array.broadcast(gy, shape)
+
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        # reduce the per-example axes: shifted by one past the batch axis
+        (x,) = inputs
+        return _batching.renew(self, axis=_batching.shift_axes(self.axis, x.ndim - 1))(x)
 
 
 class Sum(_Reduce):
@@ -206,9 +212,15 @@ class LogSumExp(_Reduce):
             x.store(gy * _math.exp(x.data - y), accum[0])
 
 
+def _batch_cumulative(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    (x,) = inputs
+    return _batching.renew(self, axis=_batching.map_axis(self.axis, x.ndim - 1))(x)
+
+
 class CumSum(Function):
     name = "cumsum"
     need_inputs = False
+    batch_rule = _batch_cumulative
 
     def __init__(self, *, axis: int = 0, exclusive: bool = False, reverse: bool = False) -> None:
         self.axis = axis
@@ -248,6 +260,7 @@ class CumProd(Function):
 
     name = "cumprod"
     need_outputs = True
+    batch_rule = _batch_cumulative
 
     def __init__(self, *, axis: int = 0) -> None:
         self.axis = axis
@@ -406,23 +419,3 @@ def norm(x: Any, p: float | None = 2, axis: Any = None, keepdims: bool = False) 
     if p == 1.0:
         return sum(a, axis, keepdims)
     return _arith.pow_scalar(sum(_arith.pow_scalar(a, p), axis, keepdims), 1.0 / p)
-
-
-# ---------------------------------------------------------------- batching rules (hd.vmap)
-from hodiff import batching as _batching  # noqa: E402
-
-
-def _batch_reduce(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
-    # reduce the per-example axes: shifted by one past the batch axis
-    (x,) = inputs
-    return _batching.renew(self, axis=_batching.shift_axes(self.axis, x.ndim - 1))(x)
-
-
-def _batch_cumulative(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
-    (x,) = inputs
-    return _batching.renew(self, axis=_batching.map_axis(self.axis, x.ndim - 1))(x)
-
-
-_Reduce.batch_rule = _batch_reduce  # type: ignore[attr-defined]
-CumSum.batch_rule = _batch_cumulative  # type: ignore[attr-defined]
-CumProd.batch_rule = _batch_cumulative  # type: ignore[attr-defined]

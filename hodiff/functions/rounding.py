@@ -33,6 +33,7 @@ class _Piecewise(Function, register=False):
 
     differentiable = False
     ufunc: str
+    batch_rule = _batching.elementwise
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = getattr(array_module(inputs[0]), self.ufunc)(inputs[0])
@@ -58,6 +59,7 @@ class _Remainder(Function, register=False):
     """``y = x0 - q(x0 / x1) x1`` for the rounding ``q`` of the numpy ufunc ``ufunc``."""
 
     ufunc: str
+    batch_rule = _batching.elementwise
 
     def setup_impl(self, inputs: Sequence[Variable]) -> list[tuple[tuple[int, ...], Any]]:
         shape = _arith.broadcast_shapes(self.name, *inputs)
@@ -203,8 +205,3 @@ def nan_to_num(
     array([ 0.,  1., -9.])
     """
     return NanToNum(nan=nan, posinf=posinf, neginf=neginf)(x)
-
-
-# ---------------------------------------------------------------- batching rules (hd.vmap)
-_Piecewise.batch_rule = _batching.elementwise  # type: ignore[attr-defined]
-_Remainder.batch_rule = _batching.elementwise  # type: ignore[attr-defined]

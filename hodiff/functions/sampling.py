@@ -70,6 +70,10 @@ class CornerIndex(Function):
             flat = flat * size + xp.clip(idx, 0, size - 1)
         outputs[0], outputs[1] = flat, valid.astype(inputs[0].dtype)
 
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        size = _batching.batch_size(inputs, axes)  # pointwise over coordinates of one shape
+        return self(*(_batching.batched(x, a, size) for x, a in zip(inputs, axes, strict=True)))
+
 
 def _base_grid(size: Sequence[int], align_corners: bool, dtype: Any) -> Any:
     """Target points ``(x, y[, z], 1)`` of shape (prod(size), D + 1), x along the last axis."""
@@ -224,12 +228,3 @@ def warp_by_grid(
     )
     y = _array.reshape(y, (b, *out, c))
     return y if channel_last else _array.transpose(y, (0, d + 1, *range(1, d + 1)))
-
-
-# ---------------------------------------------------------------- batching rules (hd.vmap)
-def _batch_corner_index(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
-    size = _batching.batch_size(inputs, axes)  # pointwise over coordinates of one shape
-    return self(*(_batching.batched(x, a, size) for x, a in zip(inputs, axes, strict=True)))
-
-
-CornerIndex.batch_rule = _batch_corner_index  # type: ignore[attr-defined]

@@ -58,6 +58,7 @@ def _axes(name: str, axis: Any, ndim: int) -> tuple[int, ...]:
 # ---------------------------------------------------------------- primitives
 class Eye(Function):
     differentiable = False
+    batch_rule = _batching.elementwise  # no inputs: never batched
 
     def __init__(self, *, n: int, m: int, k: int, dtype: Any) -> None:
         self.n, self.m, self.k = n, m, k
@@ -72,6 +73,7 @@ class Eye(Function):
 
 class Arange(Function):
     differentiable = False
+    batch_rule = _batching.elementwise  # no inputs
 
     def __init__(self, *, start: float, stop: float, step: float, dtype: Any) -> None:
         self.start, self.stop, self.step = start, stop, step
@@ -88,6 +90,7 @@ class Arange(Function):
 
 class _Cast(Function, register=False):
     need_inputs = False
+    batch_rule = _batching.elementwise
 
     def __init__(self, *, dtype: Any) -> None:
         self.dtype = np.dtype(dtype)
@@ -385,9 +388,3 @@ def astype(x: Any, dtype: Any) -> Variable:
     if dtype.kind == "f" and xdt.kind == "f":
         return Cast(dtype=dtype, source=xdt)(x)
     return CastIndex(dtype=dtype)(x)
-
-
-# ---------------------------------------------------------------- batching rules (hd.vmap)
-Eye.batch_rule = _batching.elementwise  # type: ignore[attr-defined]  # no inputs: never batched
-Arange.batch_rule = _batching.elementwise  # type: ignore[attr-defined]  # no inputs
-_Cast.batch_rule = _batching.elementwise  # type: ignore[attr-defined]

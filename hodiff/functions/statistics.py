@@ -64,6 +64,14 @@ class _ArgExtremum(Function, register=False):
             y = y.reshape((1,) * x.ndim) if self.axis is None else xp.expand_dims(y, self.axis)
         outputs[0] = xp.asarray(y, dtype=np.int64)
 
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        (x,) = inputs
+        nd = x.ndim - 1
+        if self.axis is not None:
+            return _batching.renew(self, axis=_batching.map_axis(self.axis, nd))(x)
+        y = _batching.renew(self, axis=1, keepdims=False)(_array.reshape(x, (x.shape[0], -1)))
+        return _array.reshape(y, (x.shape[0],) + ((1,) * nd if self.keepdims else ()))
+
 
 class Argmax(_ArgExtremum):
     method = "argmax"
@@ -102,6 +110,11 @@ class Argsort(Function):
         if self.k is not None:
             idx = xp.take(idx, xp.arange(self.k), axis=self.axis)
         outputs[0] = idx.astype(np.int64, copy=False)
+
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        return _batching.renew(self, axis=_batching.map_axis(self.axis, inputs[0].ndim - 1))(
+            inputs[0]
+        )
 
 
 # ---------------------------------------------------------------- wrappers
@@ -265,21 +278,3 @@ def top_k_data(
     if not reduce:
         y = _array.reshape(scatter_along_axis(y, idx, base_axis, flat), shape)
     return (y, idx) if with_index else y
-
-
-# ---------------------------------------------------------------- batching rules (hd.vmap)
-def _batch_arg_extremum(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
-    (x,) = inputs
-    nd = x.ndim - 1
-    if self.axis is not None:
-        return _batching.renew(self, axis=_batching.map_axis(self.axis, nd))(x)
-    y = _batching.renew(self, axis=1, keepdims=False)(_array.reshape(x, (x.shape[0], -1)))
-    return _array.reshape(y, (x.shape[0],) + ((1,) * nd if self.keepdims else ()))
-
-
-def _batch_argsort(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
-    return _batching.renew(self, axis=_batching.map_axis(self.axis, inputs[0].ndim - 1))(inputs[0])
-
-
-_ArgExtremum.batch_rule = _batch_arg_extremum  # type: ignore[attr-defined]
-Argsort.batch_rule = _batch_argsort  # type: ignore[attr-defined]

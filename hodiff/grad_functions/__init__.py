@@ -1,28 +1,10 @@
 """Gradient-only functions: what the backward rules of ``hodiff.functions`` need.
 
-Imports go one way: ``hodiff.functions`` imports these modules at module level,
-and these modules import only the engine and the leaf kernel modules of
-``hodiff.functions`` (``_*_kernels.py``, which import no function family). The
-forward functions that their own backward rules call (a scatter's backward is
-a gather, ...) are reached through :data:`F`, ``hodiff.functions`` resolved on
-first use, so there is no module-level import cycle.
+Each module here holds the gradient-only primitives of one family of
+``hodiff.functions`` (the scatter-adds that transpose indexing, a convolution's
+filter gradient, ...). Their own backward rules call the forward functions again
+(the transpose of a scatter is a gather), so a family and its gradient-only module
+import each other at module level: each imports the other as a module
+(``from hodiff.functions import indexing as _indexing``) and looks its names up
+when a rule runs, which works whichever of the two is imported first.
 """
-
-from __future__ import annotations
-
-from typing import Any
-
-
-class _Functions:
-    """``hodiff.functions``, imported on first attribute access (each name then cached)."""
-
-    def __getattr__(self, name: str) -> Any:
-        import hodiff.functions
-
-        value = getattr(hodiff.functions, name)
-        setattr(self, name, value)
-        return value
-
-
-#: ``hodiff.functions`` for the rules of the gradient-only functions (``F.indexing.getitem``)
-F: Any = _Functions()

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from hodiff import _cuda
+from hodiff import batching as _batching
 from hodiff.context import RAW, _mode
 from hodiff.function import (
     Flags,
@@ -18,7 +19,8 @@ from hodiff.function import (
     float_dtype,
     records_arguments,
 )
-from hodiff.grad_functions import F
+from hodiff.functions import array as _array
+from hodiff.functions import reduction as _reduction
 from hodiff.variable import Variable
 
 __all__ = ["mul_n", "sum_to"]
@@ -58,7 +60,15 @@ class SumTo(Function):
     ) -> None:
         # transpose of a sum is a broadcast
         if prop_down[0]:
-            inputs[0].store(F.array.broadcast(outputs[0].grad, inputs[0].shape), accum[0])
+            inputs[0].store(_array.broadcast(outputs[0].grad, inputs[0].shape), accum[0])
+
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        # the leading per-example axes that sum_to drops sit behind the batch axis: sum them first
+        (x,) = inputs
+        lead = x.ndim - 1 - len(self.shape)
+        if lead > 0:
+            x = _reduction.sum(x, axis=tuple(range(1, lead + 1)))
+        return SumTo(shape=(x.shape[0], *self.shape))(x)
 
 
 def sum_to(x: Any, shape: Sequence[int]) -> Variable:
@@ -97,6 +107,8 @@ class MulN(Function):
     tanh's second derivative). Its derivative is the same kind of node:
     ``d y / d x_i = val * prod_{j != i} x_j``, so the chain of derivatives never ends.
     """
+
+    batch_rule = _batching.elementwise
 
     @records_arguments
     def __init__(self, *, val: float = 1.0) -> None:
@@ -143,21 +155,3 @@ def mul_n(*xs: Any, val: float = 1.0) -> Variable:
     if _mode.get() & RAW and xs:  # a plain pass: the kernel on the arrays, no node
         return _mul_n(xs, val if type(val) is float else float(val))
     return MulN(val=val)(*xs)
-
-
-# ---------------------------------------------------------------- batching rules (hd.vmap)
-def _batch_sum_to(self: Any, inputs: Sequence[Any], axes: Sequence[Any]) -> Any:
-    # the leading per-example axes that sum_to drops sit behind the batch axis: sum them first
-    (x,) = inputs
-    lead = x.ndim - 1 - len(self.shape)
-    if lead > 0:
-        x = F.reduction.sum(x, axis=tuple(range(1, lead + 1)))
-    return SumTo(shape=(x.shape[0], *self.shape))(x)
-
-
-SumTo.batch_rule = _batch_sum_to  # type: ignore[attr-defined]
-
-
-from hodiff import batching as _batching  # noqa: E402
-
-MulN.batch_rule = _batching.elementwise  # type: ignore[attr-defined]

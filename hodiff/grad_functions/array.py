@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from hodiff import batching as _batching
 from hodiff.context import array_module
 from hodiff.function import Flags, Function, Slots
 from hodiff.functions import _index_kernels as _kernels
-from hodiff.grad_functions import F
+from hodiff.functions import indexing as _indexing
 from hodiff.variable import Variable
 
 __all__ = ["gather_add", "index_add"]
@@ -60,7 +61,15 @@ class IndexAdd(Function):
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # the transpose of a scatter-add is indexing
         if prop_down[0]:
-            inputs[0].store(F.indexing.getitem(outputs[0].grad, self.key), accum[0])
+            inputs[0].store(_indexing.getitem(outputs[0].grad, self.key), accum[0])
+
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        (y,) = inputs
+        key, at = _indexing.batched_key(self.key)
+        if at:  # y in the layout numpy's indexing gives: the batch axis after the advanced axes
+            perm = [*range(1, at + 1), 0, *range(at + 1, y.ndim)]
+            y = _indexing.transpose(y, perm)
+        return IndexAdd(key=key, shape=(y.shape[at], *self.shape))(y)
 
 
 class GatherAdd(Function):
@@ -78,7 +87,7 @@ class GatherAdd(Function):
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         y, indices = inputs
         probe = Variable(self.shape, dtype=y.dtype)
-        ((expected, _),) = F.indexing.Gather(axis=self.axis, batch_dims=self.batch_dims).setup_impl(
+        ((expected, _),) = _indexing.Gather(axis=self.axis, batch_dims=self.batch_dims).setup_impl(
             [probe, indices]
         )
         if y.shape != expected:
@@ -102,8 +111,22 @@ class GatherAdd(Function):
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # the transpose of a scatter-add is gather; indices get none
         if prop_down[0]:
-            g = F.indexing.gather(outputs[0].grad, inputs[1].data, self.axis, self.batch_dims)
+            g = _indexing.gather(outputs[0].grad, inputs[1].data, self.axis, self.batch_dims)
             inputs[0].store(g, accum[0])
+
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        y, indices = inputs
+        size = _batching.batch_size(inputs, axes)
+        axis = self.axis % len(self.shape) + 1
+        shape = (size, *self.shape)
+        if axes[1] is None and self.batch_dims == 0:
+            y = _batching.batched(y, axes[0], size)
+            return _batching.renew(self, shape=shape, axis=axis)(y, indices)
+        y = _batching.batched(y, axes[0], size)
+        indices = _batching.batched(indices, axes[1], size)
+        return _batching.renew(self, shape=shape, axis=axis, batch_dims=self.batch_dims + 1)(
+            y, indices
+        )
 
 
 def _argsort(perm: Sequence[int]) -> list[int]:
@@ -139,33 +162,3 @@ def gather_add(
            [0., 0.]])
     """
     return GatherAdd(shape=shape, axis=axis, batch_dims=batch_dims)(y, indices)
-
-
-# ---------------------------------------------------------------- batching rules (hd.vmap)
-from hodiff import batching as _batching  # noqa: E402
-
-
-def _batch_index_add(self: Any, inputs: Sequence[Any], axes: Sequence[Any]) -> Any:
-    (y,) = inputs
-    key, at = F.indexing.batched_key(self.key)
-    if at:  # y in the layout numpy's indexing gives: the batch axis after the advanced axes
-        perm = [*range(1, at + 1), 0, *range(at + 1, y.ndim)]
-        y = F.array.transpose(y, perm)
-    return IndexAdd(key=key, shape=(y.shape[at], *self.shape))(y)
-
-
-def _batch_gather_add(self: Any, inputs: Sequence[Any], axes: Sequence[Any]) -> Any:
-    y, indices = inputs
-    size = _batching.batch_size(inputs, axes)
-    axis = self.axis % len(self.shape) + 1
-    shape = (size, *self.shape)
-    if axes[1] is None and self.batch_dims == 0:
-        y = _batching.batched(y, axes[0], size)
-        return _batching.renew(self, shape=shape, axis=axis)(y, indices)
-    y = _batching.batched(y, axes[0], size)
-    indices = _batching.batched(indices, axes[1], size)
-    return _batching.renew(self, shape=shape, axis=axis, batch_dims=self.batch_dims + 1)(y, indices)
-
-
-IndexAdd.batch_rule = _batch_index_add  # type: ignore[attr-defined]
-GatherAdd.batch_rule = _batch_gather_add  # type: ignore[attr-defined]

@@ -7,10 +7,12 @@ from typing import Any
 
 import numpy as np
 
+from hodiff import batching as _batching
 from hodiff.context import array_module
 from hodiff.function import Function, Slot, float_dtype
 from hodiff.functions import _conv_kernels as _kernels
-from hodiff.grad_functions import F
+from hodiff.functions import array as _array
+from hodiff.functions import conv as _conv
 from hodiff.variable import Variable
 
 __all__ = ["convolution_filter_grad"]
@@ -32,7 +34,7 @@ class ConvolutionFilterGrad(Function):
 
     def __init__(self, *, kernel: Sequence[int], **params: Any) -> None:
         self.kernel = tuple(int(k) for k in kernel)
-        self.conv = F.conv.Convolution(**params)
+        self.conv = _conv.Convolution(**params)
 
     def weight_shape(self, x_shape: Ints, gy_shape: Ints) -> Ints:
         conv = self.conv
@@ -103,10 +105,22 @@ class ConvolutionFilterGrad(Function):
                     strict=True,
                 )
             )
-            x.store(F.conv.Deconvolution(**params, output_padding=op)(gy.data, ggw), accum[0])
+            x.store(_conv.Deconvolution(**params, output_padding=op)(gy.data, ggw), accum[0])
         if prop_down[1]:
             # d/dgy <ggw, gw> = conv(x, ggw)
-            gy.store(F.conv.Convolution(**params)(x.data, ggw), accum[1])
+            gy.store(_conv.Convolution(**params)(x.data, ggw), accum[1])
+
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        # a filter gradient per example: the examples become groups of one grouped filter gradient
+        size = _batching.batch_size(inputs, axes)
+        x, gy = (_batching.batched(v, a, size) for v, a in zip(inputs, axes, strict=True))
+        conv = self.conv
+        ba = conv.base_axis if conv.base_axis >= 0 else conv.base_axis + x.ndim - 1
+        params = {**conv.params(), "base_axis": ba, "group": conv.group * size}
+        f = ConvolutionFilterGrad(kernel=self.kernel, **params)
+        fold = _conv.fold_batch
+        gw = f(fold(x, ba, conv.channel_last), fold(gy, ba, conv.channel_last))
+        return _array.reshape(gw, (size, gw.shape[0] // size, *gw.shape[1:]))
 
 
 def convolution_filter_grad(
@@ -139,23 +153,3 @@ def convolution_filter_grad(
         kernel=kernel, base_axis=base_axis, group=group, channel_last=channel_last, **args
     )
     return f(x, gy)
-
-
-# ---------------------------------------------------------------- batching rules (hd.vmap)
-from hodiff import batching as _batching  # noqa: E402
-
-
-def _batch_filter_grad(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
-    # a filter gradient per example: the examples become groups of one grouped filter gradient
-    size = _batching.batch_size(inputs, axes)
-    x, gy = (_batching.batched(v, a, size) for v, a in zip(inputs, axes, strict=True))
-    conv = self.conv
-    ba = conv.base_axis if conv.base_axis >= 0 else conv.base_axis + x.ndim - 1
-    params = {**conv.params(), "base_axis": ba, "group": conv.group * size}
-    f = ConvolutionFilterGrad(kernel=self.kernel, **params)
-    fold = F.conv.fold_batch
-    gw = f(fold(x, ba, conv.channel_last), fold(gy, ba, conv.channel_last))
-    return F.array.reshape(gw, (size, gw.shape[0] // size, *gw.shape[1:]))
-
-
-ConvolutionFilterGrad.batch_rule = _batch_filter_grad  # type: ignore[attr-defined]

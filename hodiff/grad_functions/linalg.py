@@ -8,7 +8,7 @@ from typing import Any
 
 from hodiff.context import array_module
 from hodiff.function import Function, Slot
-from hodiff.grad_functions import F
+from hodiff.functions import linalg as _linalg
 from hodiff.variable import Variable
 
 __all__ = ["einsum_expand"]
@@ -78,8 +78,15 @@ class EinsumExpand(Function):
     ) -> None:
         # transpose of the layout: take the diagonals and sum over the broadcast indices
         if prop_down[0]:
-            gx = F.linalg.einsum(f"{self.dst}->{self.src}", outputs[0].grad)
+            gx = _linalg.einsum(f"{self.dst}->{self.src}", outputs[0].grad)
             inputs[0].store(gx, accum[0])
+
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        # one more index for the batch axis, in front of src and dst
+        (x,) = inputs
+        z = next(c for c in string.ascii_letters[::-1] if c not in self.dst)
+        f = EinsumExpand(src=z + self.src, dst=z + self.dst, shape=(x.shape[0], *self.shape))
+        return f(x)
 
 
 def einsum_expand(x: Any, src: str, dst: str, shape: Sequence[int]) -> Variable:
@@ -94,15 +101,3 @@ def einsum_expand(x: Any, src: str, dst: str, shape: Sequence[int]) -> Variable:
            [0., 2.]])
     """
     return EinsumExpand(src=src, dst=dst, shape=shape)(x)
-
-
-# ---------------------------------------------------------------- batching rules (hd.vmap)
-def _batch_einsum_expand(self: Any, inputs: Sequence[Any], axes: Sequence[Any]) -> Any:
-    # one more index for the batch axis, in front of src and dst
-    (x,) = inputs
-    z = next(c for c in string.ascii_letters[::-1] if c not in self.dst)
-    f = EinsumExpand(src=z + self.src, dst=z + self.dst, shape=(x.shape[0], *self.shape))
-    return f(x)
-
-
-EinsumExpand.batch_rule = _batch_einsum_expand  # type: ignore[attr-defined]

@@ -4,7 +4,8 @@
 ``scatter_by_label`` (its transpose) are each other's backward, so any chain of
 them is differentiable forever. ``softmax_cross_entropy_grad`` is the fused
 gradient ``gy * (softmax(x) - onehot(t))`` of ``softmax_cross_entropy``: one
-cheap kernel in a plain backward, with a backward of its own written in F.
+cheap kernel in a plain backward, with a backward of its own written in
+hodiff functions.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from typing import Any
 
 import numpy as np
 
+from hodiff import batching as _batching
 from hodiff.context import array_module
 from hodiff.function import Flags, Function, Slots, float_dtype
 from hodiff.functions import _loss_kernels as _kernels
-from hodiff.grad_functions import F
+from hodiff.functions import loss as _loss
+from hodiff.functions import reduction as _reduction
 from hodiff.variable import Variable
 
 __all__ = ["scatter_by_label", "select_by_label", "softmax_cross_entropy_grad"]
@@ -32,10 +35,19 @@ def _onehot(xp: Any, t: Any, axis: int, n: int, ndim: int) -> Any:
     return xp.arange(n).reshape(shape) == t
 
 
+def _batch_select(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    # select_by_label(x, t), scatter_by_label(g, t): both batched, the axis shifted
+    size = _batching.batch_size(inputs, axes)
+    x, t = (_batching.batched(v, a, size) for v, a in zip(inputs, axes, strict=True))
+    axis = None if self.axis is None else _batching.map_axis(self.axis, x.ndim - 1)
+    return _batching.renew(self, axis=axis)(x, t)
+
+
 class SelectByLabel(Function):
     """``y = take_along_axis(x, t, axis)``: the entry of each slice picked by its label."""
 
     need_inputs = (1,)
+    batch_rule = _batch_select
 
     def __init__(self, *, axis: int | None = None, caller: str = "select_by_label") -> None:
         self.axis = axis
@@ -69,6 +81,7 @@ class ScatterByLabel(Function):
     """
 
     need_inputs = (1,)
+    batch_rule = _batch_select
 
     def __init__(self, *, axis: int, size: int) -> None:
         self.axis = int(axis)
@@ -135,17 +148,26 @@ class SoftmaxCrossEntropyGrad(Function):
         ggx = outputs[0].grad
         x, t, gy = (s.data for s in inputs)
         axis = _kernels.resolve_axis(self.name, self.axis, len(inputs[0].shape))
-        s = F.loss.softmax(x, axis=axis)
+        s = _loss.softmax(x, axis=axis)
         if prop_down[0]:
             # d/dx [gy (s - onehot)] . ggx = gy s (ggx - <ggx, s>)
-            inner = F.reduction.sum(ggx * s, axis=axis, keepdims=True)
+            inner = _reduction.sum(ggx * s, axis=axis, keepdims=True)
             inputs[0].store(gy * s * (ggx - inner), accum[0])
         if prop_down[2]:
             # d/dgy: <ggx, s - onehot> along the axis
-            ggy = F.reduction.sum(ggx * s, axis=axis, keepdims=True) - select_by_label(
+            ggy = _reduction.sum(ggx * s, axis=axis, keepdims=True) - select_by_label(
                 ggx, t, axis=axis
             )
             inputs[2].store(ggy, accum[2])
+
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        # (x, t, gy): x and t batched; gy broadcasts to the loss shape, so it is aligned
+        size = _batching.batch_size(inputs, axes)
+        x = _batching.batched(inputs[0], axes[0], size)
+        t = _batching.batched(inputs[1], axes[1], size)
+        gy = _batching.align(inputs[2], axes[2], x.ndim - 1)
+        axis = None if self.axis is None else _batching.map_axis(self.axis, x.ndim - 1)
+        return _batching.renew(self, axis=axis)(x, t, gy)
 
 
 def select_by_label(x: Any, t: Any, axis: int | None = None) -> Variable:
@@ -184,30 +206,3 @@ def softmax_cross_entropy_grad(x: Any, t: Any, gy: Any, axis: int | None = None)
     array([[-0.5,  0.5]])
     """
     return SoftmaxCrossEntropyGrad(axis=axis)(x, t, gy)
-
-
-# ---------------------------------------------------------------- batching rules (hd.vmap)
-from hodiff import batching as _batching  # noqa: E402
-
-
-def _batch_select(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
-    # select_by_label(x, t), scatter_by_label(g, t): both batched, the axis shifted
-    size = _batching.batch_size(inputs, axes)
-    x, t = (_batching.batched(v, a, size) for v, a in zip(inputs, axes, strict=True))
-    axis = None if self.axis is None else _batching.map_axis(self.axis, x.ndim - 1)
-    return _batching.renew(self, axis=axis)(x, t)
-
-
-def _batch_sce_grad(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
-    # (x, t, gy): x and t batched; gy broadcasts to the loss shape, so it is aligned
-    size = _batching.batch_size(inputs, axes)
-    x = _batching.batched(inputs[0], axes[0], size)
-    t = _batching.batched(inputs[1], axes[1], size)
-    gy = _batching.align(inputs[2], axes[2], x.ndim - 1)
-    axis = None if self.axis is None else _batching.map_axis(self.axis, x.ndim - 1)
-    return _batching.renew(self, axis=axis)(x, t, gy)
-
-
-SelectByLabel.batch_rule = _batch_select  # type: ignore[attr-defined]
-ScatterByLabel.batch_rule = _batch_select  # type: ignore[attr-defined]
-SoftmaxCrossEntropyGrad.batch_rule = _batch_sce_grad  # type: ignore[attr-defined]

@@ -17,10 +17,11 @@ from typing import Any
 import numpy as np
 
 from hodiff import _cuda
+from hodiff import batching as _batching
 from hodiff.context import RAW, _mode, array_module
 from hodiff.function import Flags, Function, Slots, float_dtype
-from hodiff.grad_functions import F
-from hodiff.grad_functions.arithmetic import mul_n as _mul_n
+from hodiff.functions import activation as _activation
+from hodiff.grad_functions import arithmetic as _garith
 from hodiff.variable import Variable
 
 __all__ = ["sigmoid_backward", "softplus_backward", "tanh_backward"]
@@ -92,6 +93,7 @@ class _GradNode(Function, register=False):
     """``gx = f(gy, y)`` elementwise, with numpy broadcasting of ``gy`` and ``y``."""
 
     _second: str = "y"  # the second input's name, for messages
+    batch_rule = _batching.elementwise
 
     def setup_impl(self, inputs: Sequence[Variable]) -> list[tuple[tuple[int, ...], Any]]:
         gy, y = inputs
@@ -120,7 +122,7 @@ class TanhBackward(_GradNode):
         if prop_down[0]:
             inputs[0].store(tanh_backward(ggx, y), accum[0])
         if prop_down[1]:
-            inputs[1].store(_mul_n(ggx, gy, y, val=-2.0), accum[1])
+            inputs[1].store(_garith.mul_n(ggx, gy, y, val=-2.0), accum[1])
 
 
 class SigmoidBackward(_GradNode):
@@ -156,11 +158,11 @@ class SoftplusBackward(_GradNode):
         ggx = outputs[0].grad
         gy, x = inputs[0].data, inputs[1].data
         beta = self.beta
-        s = F.activation.sigmoid(x * beta if beta != 1.0 else x)  # recomputed, not kept
+        s = _activation.sigmoid(x * beta if beta != 1.0 else x)  # recomputed, not kept
         if prop_down[0]:
             inputs[0].store(ggx * s, accum[0])
         if prop_down[1]:
-            g = ggx * gy if beta == 1.0 else _mul_n(ggx, gy, val=beta)
+            g = ggx * gy if beta == 1.0 else _garith.mul_n(ggx, gy, val=beta)
             inputs[1].store(sigmoid_backward(g, s), accum[1])
 
 
@@ -200,9 +202,3 @@ def softplus_backward(gy: Any, x: Any, beta: float = 1.0) -> Variable:
     if _mode.get() & RAW:  # a plain pass: the kernel on the arrays (a node would record nothing)
         return _softplus_backward(gy, x, beta if type(beta) is float else float(beta))
     return SoftplusBackward(beta=beta)(gy, x)
-
-
-# ---------------------------------------------------------------- batching rules (hd.vmap)
-from hodiff import batching as _batching  # noqa: E402
-
-_GradNode.batch_rule = _batching.elementwise  # type: ignore[attr-defined]

@@ -6,9 +6,11 @@ import importlib
 from collections.abc import Sequence
 from typing import Any
 
+from hodiff import batching as _batching
 from hodiff.context import array_module
 from hodiff.function import Function, Slot
-from hodiff.grad_functions import F
+from hodiff.functions import nn as _nn
+from hodiff.grad_functions import array as _garray
 from hodiff.variable import Variable
 
 __all__ = ["embed_weight_grad"]
@@ -37,7 +39,7 @@ class EmbedWeightGrad(Function):
         gy, x = inputs
         xp = array_module(gy)
         x = xp.asarray(x)
-        F.nn.check_ids("embed_weight_grad", x, self.n)
+        _nn.check_ids("embed_weight_grad", x, self.n)
         rest = gy.shape[x.ndim :]
         gw = xp.zeros((self.n, *rest), dtype=gy.dtype)
         ids, rows = x.reshape(-1), gy.reshape((-1, *rest))
@@ -57,7 +59,14 @@ class EmbedWeightGrad(Function):
     ) -> None:
         # transpose of a scatter-add: gather the rows again (embed)
         if prop_down[0]:
-            inputs[0].store(F.nn.embed(inputs[1].data, outputs[0].grad), accum[0])
+            inputs[0].store(_nn.embed(inputs[1].data, outputs[0].grad), accum[0])
+
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        # a table gradient per example: gather_add along the rows of a batch of tables
+        size = _batching.batch_size(inputs, axes)
+        gy, x = (_batching.batched(v, a, size) for v, a in zip(inputs, axes, strict=True))
+        shape = (size, self.n, *gy.shape[x.ndim :])
+        return _garray.gather_add(gy, x, shape, axis=1, batch_dims=1)
 
 
 def embed_weight_grad(gy: Any, x: Any, n: int) -> Variable:
@@ -70,20 +79,3 @@ def embed_weight_grad(gy: Any, x: Any, n: int) -> Variable:
            [1., 1.]])
     """
     return EmbedWeightGrad(n=n)(gy, x)
-
-
-# ---------------------------------------------------------------- batching rules (hd.vmap)
-from hodiff import batching as _batching  # noqa: E402
-
-
-def _batch_embed_weight_grad(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
-    # a table gradient per example: gather_add along the rows of a batch of tables
-    from hodiff.grad_functions import array as _garray
-
-    size = _batching.batch_size(inputs, axes)
-    gy, x = (_batching.batched(v, a, size) for v, a in zip(inputs, axes, strict=True))
-    shape = (size, self.n, *gy.shape[x.ndim :])
-    return _garray.gather_add(gy, x, shape, axis=1, batch_dims=1)
-
-
-EmbedWeightGrad.batch_rule = _batch_embed_weight_grad  # type: ignore[attr-defined]

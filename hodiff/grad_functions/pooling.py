@@ -11,10 +11,13 @@ from typing import Any
 
 import numpy as np
 
+from hodiff import batching as _batching
 from hodiff.context import array_module
 from hodiff.function import Flags, Function, Slots, float_dtype
 from hodiff.functions import _pool_kernels as _kernels
-from hodiff.grad_functions import F
+from hodiff.functions import array as _array
+from hodiff.functions import pooling as _pooling
+from hodiff.grad_functions import array as _garray
 from hodiff.variable import Variable
 
 __all__ = [
@@ -40,9 +43,9 @@ class PoolingBackward(Function):
         self.average = bool(average)
         self.including_pad = bool(including_pad)
         self.pool = (
-            F.pooling.AveragePooling(including_pad=including_pad, **params)
+            _pooling.AveragePooling(including_pad=including_pad, **params)
             if average
-            else F.pooling.SumPooling(**params)
+            else _pooling.SumPooling(**params)
         )
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
@@ -62,12 +65,16 @@ class PoolingBackward(Function):
         w = self.pool.windows(self.shape)
         if self.average:
             gy = gy / xp.asarray(w.counts(gy.ndim, self.including_pad), dtype=gy.dtype)
-        outputs[0] = F.pooling.window_scatter(xp, gy, w, self.shape)
+        outputs[0] = _pooling.window_scatter(xp, gy, w, self.shape)
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # the transpose of the transpose: the pooling itself
         if prop_down[0]:
             inputs[0].store(self.pool(outputs[0].grad), accum[0])
+
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        (gy,) = inputs
+        return _batching.renew(self, shape=(gy.shape[0], *self.shape))(gy)
 
 
 class MaxPoolingBackward(Function):
@@ -100,7 +107,21 @@ class MaxPoolingBackward(Function):
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # the transpose of a scatter is the gather; the index gets no gradient
         if prop_down[0]:
-            inputs[0].store(F.pooling.MaxPooling()(outputs[0].grad, inputs[1].data), accum[0])
+            inputs[0].store(_pooling.MaxPooling()(outputs[0].grad, inputs[1].data), accum[0])
+
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        # per example: gx_b.flat[index_b] += gy_b, i.e. a gather_add along the flattened example
+        size = _batching.batch_size(inputs, axes)
+        gy, index = (_batching.batched(v, a, size) for v, a in zip(inputs, axes, strict=True))
+        n = int(np.prod(self.shape, dtype=np.int64))
+        gx = _garray.gather_add(
+            _array.reshape(gy, (size, -1)),
+            _array.reshape(index, (size, -1)),
+            (size, n),
+            axis=1,
+            batch_dims=1,
+        )
+        return _array.reshape(gx, (size, *self.shape))
 
 
 class InterpolateBackward(_kernels.InterpolateBase):
@@ -136,8 +157,11 @@ class InterpolateBackward(_kernels.InterpolateBase):
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # the transpose of the transposed resize: the resize itself
         if prop_down[0]:
-            f = F.pooling.Interpolate(output_size=self.output_size, **self.params())
+            f = _pooling.Interpolate(output_size=self.output_size, **self.params())
             inputs[0].store(f(outputs[0].grad), accum[0])
+
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        return self(*inputs)  # windows over the last (spatial) axes: leading axes are carried
 
 
 # ---------------------------------------------------------------- wrappers
@@ -156,7 +180,7 @@ def sum_pooling_backward(
     >>> sum_pooling_backward(np.array([[1.0, 2.0]]), (1, 4), (2,)).d
     array([[1., 1., 2., 2.]])
     """
-    args = F.pooling.pool_args("sum_pooling", kernel, stride, pad)
+    args = _pooling.pool_args("sum_pooling", kernel, stride, pad)
     return PoolingBackward(
         shape=shape,
         average=False,
@@ -183,7 +207,7 @@ def average_pooling_backward(
     >>> average_pooling_backward(np.array([[1.0, 2.0]]), (1, 4), (2,)).d
     array([[0.5, 0.5, 1. , 1. ]])
     """
-    args = F.pooling.pool_args("average_pooling", kernel, stride, pad)
+    args = _pooling.pool_args("average_pooling", kernel, stride, pad)
     return PoolingBackward(
         shape=shape,
         average=True,
@@ -229,43 +253,3 @@ def interpolate_backward(
         half_pixel_for_nn=half_pixel_for_nn,
         channel_last=channel_last,
     )(gy)
-
-
-# ---------------------------------------------------------------- batching rules (hd.vmap)
-from hodiff import batching as _batching  # noqa: E402
-
-
-def _batch_leading(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
-    return self(*inputs)  # windows over the last (spatial) axes: leading axes are carried
-
-
-def _batch_pooling_backward(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
-    (gy,) = inputs
-    return _batching.renew(self, shape=(gy.shape[0], *self.shape))(gy)
-
-
-PoolingBackward.batch_rule = _batch_pooling_backward  # type: ignore[attr-defined]
-InterpolateBackward.batch_rule = _batch_leading  # type: ignore[attr-defined]
-
-
-def _batch_max_pooling_backward(
-    self: Any, inputs: Sequence[Any], axes: Sequence[int | None]
-) -> Any:
-    # per example: gx_b.flat[index_b] += gy_b, i.e. a gather_add along the flattened example
-    from hodiff.functions import array as _array
-    from hodiff.grad_functions import array as _garray
-
-    size = _batching.batch_size(inputs, axes)
-    gy, index = (_batching.batched(v, a, size) for v, a in zip(inputs, axes, strict=True))
-    n = int(np.prod(self.shape, dtype=np.int64))
-    gx = _garray.gather_add(
-        _array.reshape(gy, (size, -1)),
-        _array.reshape(index, (size, -1)),
-        (size, n),
-        axis=1,
-        batch_dims=1,
-    )
-    return _array.reshape(gx, (size, *self.shape))
-
-
-MaxPoolingBackward.batch_rule = _batch_max_pooling_backward  # type: ignore[attr-defined]

@@ -12,9 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from hodiff import batching as _batching
 from hodiff.context import array_module
 from hodiff.function import Flags, Function, Slots, float_dtype
-from hodiff.grad_functions import F
+from hodiff.functions import reduction as _reduction
 from hodiff.variable import Variable
 
 __all__ = ["linear_scan", "tie_weights"]
@@ -51,6 +52,10 @@ class TieWeights(Function):
         )
         mask = (x == m).astype(float_dtype(x.dtype))
         outputs[0] = mask / mask.sum(self.axes, keepdims=True)
+
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        (x,) = inputs
+        return _batching.renew(self, axes=_batching.shift_axes(tuple(self.axes), x.ndim - 1))(x)
 
 
 class LinearScan(Function):
@@ -94,7 +99,7 @@ class LinearScan(Function):
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # the adjoint runs the other way, l_k = gh_k + a_{k+1} l_{k+1}: gb = l, ga_k = l_k h_{k-1}
-        _shift = F.reduction._shift
+        _shift = _reduction._shift
         a, h = inputs[0], outputs[0]
         axis = self.axis % len(a.shape)
         by = 1 if self.reverse else -1  # moves a_{k+1} (reverse: a_{k-1}) to place k
@@ -105,6 +110,11 @@ class LinearScan(Function):
             a.store(lam * _shift(h.data, a.shape, axis, -by, 0.0), accum[0])
         if prop_down[1]:
             inputs[1].store(lam, accum[1])
+
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        size = _batching.batch_size(inputs, axes)
+        a, b = (_batching.batched(x, ax, size) for x, ax in zip(inputs, axes, strict=True))
+        return _batching.renew(self, axis=_batching.map_axis(self.axis, a.ndim - 1))(a, b)
 
 
 def tie_weights(x: Any, axes: Sequence[int], mode: str = "max") -> Variable:
@@ -129,22 +139,3 @@ def linear_scan(a: Any, b: Any, axis: int, reverse: bool = False) -> Variable:
     array([ 1.,  3., 10.])
     """
     return LinearScan(axis=axis, reverse=reverse)(a, b)
-
-
-# ---------------------------------------------------------------- batching rules (hd.vmap)
-from hodiff import batching as _batching  # noqa: E402
-
-
-def _batch_tie_weights(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
-    (x,) = inputs
-    return _batching.renew(self, axes=_batching.shift_axes(tuple(self.axes), x.ndim - 1))(x)
-
-
-def _batch_linear_scan(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
-    size = _batching.batch_size(inputs, axes)
-    a, b = (_batching.batched(x, ax, size) for x, ax in zip(inputs, axes, strict=True))
-    return _batching.renew(self, axis=_batching.map_axis(self.axis, a.ndim - 1))(a, b)
-
-
-TieWeights.batch_rule = _batch_tie_weights  # type: ignore[attr-defined]
-LinearScan.batch_rule = _batch_linear_scan  # type: ignore[attr-defined]

@@ -7,8 +7,8 @@ derivatives never ends. ``gather_nd``/``scatter_nd_add`` are the same pair for
 indices over the leading axes. The indices are inputs (Variables or arrays,
 integer, never differentiated); repeated indices add up in the scatters.
 
-Like every gradient-only module it imports no function family at module level
-(the batching rules reach ``hodiff.functions`` through ``F``).
+The batching rules permute axes with :func:`hodiff.functions.array.transpose`
+(the array family, imported as a module and looked up when a rule runs).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 from hodiff import batching as _batching
 from hodiff.context import array_module
 from hodiff.function import Flags, Function, Slots
-from hodiff.grad_functions import F
+from hodiff.functions import array as _array
 from hodiff.variable import Variable
 
 __all__ = ["gather_nd", "scatter_along_axis", "scatter_nd_add", "take_along_axis"]
@@ -61,10 +61,21 @@ def _check_along(name: str, data: tuple[int, ...], idx: Variable, axis: int) -> 
     return axis
 
 
+def _batch_along(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+    # both operands get the batch axis in front; the axis moves by one (and the shape grows)
+    size = _batching.batch_size(inputs, axes)
+    a, idx = (_batching.batched(x, ax, size) for x, ax in zip(inputs, axes, strict=True))
+    changes: dict[str, Any] = {"axis": _batching.map_axis(self.axis, idx.ndim - 1)}
+    if isinstance(self, ScatterAlongAxis):
+        changes["shape"] = (size, *self.shape)
+    return _batching.renew(self, **changes)(a, idx)
+
+
 class TakeAlongAxis(Function):
     """``y[i, j, k] = x[i, idx[i, j, k], k]`` (for axis 1); ``y.shape == idx.shape``."""
 
     need_inputs = (1,)
+    batch_rule = _batch_along
 
     def __init__(self, *, axis: int) -> None:
         self.axis = axis
@@ -89,6 +100,7 @@ class ScatterAlongAxis(Function):
     """Zeros of ``shape`` plus ``out[i, idx[i, j, k], k] += y[i, j, k]`` (for axis 1)."""
 
     need_inputs = (1,)
+    batch_rule = _batch_along
 
     def __init__(self, *, axis: int, shape: Sequence[int]) -> None:
         self.axis = axis
@@ -147,6 +159,16 @@ class GatherNd(Function):
             g = scatter_nd_add(outputs[0].grad, inputs[1].data, inputs[0].shape)
             inputs[0].store(g, accum[0])
 
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        x, idx = inputs
+        if axes[1] is not None:
+            return _batching.loop(self, inputs, axes)
+        # batch axis of x moved behind the M indexed axes: y = x'[idx] has it after Y, then in front
+        m, ny = idx.shape[0], idx.ndim - 1
+        nd = x.ndim
+        y = self(_array.transpose(x, (*range(1, m + 1), 0, *range(m + 1, nd))), idx)
+        return _array.transpose(y, (ny, *range(ny), *range(ny + 1, y.ndim)))
+
 
 class ScatterNdAdd(Function):
     """Zeros of ``shape`` plus ``out[idx[0, j...], ..., idx[M-1, j...], ...] += y[j...]``."""
@@ -177,6 +199,18 @@ class ScatterNdAdd(Function):
         # the transpose of a scatter-add is the gather
         if prop_down[0]:
             inputs[0].store(gather_nd(outputs[0].grad, inputs[1].data), accum[0])
+
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        y, idx = inputs
+        if axes[1] is not None:
+            return _batching.loop(self, inputs, axes)
+        # scatter into (X_0..X_{M-1}, B, X_M...) with y's batch axis moved behind Y, then in front
+        m, ny = idx.shape[0], idx.ndim - 1
+        size = y.shape[0]
+        yt = _array.transpose(y, (*range(1, ny + 1), 0, *range(ny + 1, y.ndim)))
+        shape = (*self.shape[:m], size, *self.shape[m:])
+        out = _batching.renew(self, shape=shape)(yt, idx)
+        return _array.transpose(out, (m, *range(m), *range(m + 1, out.ndim)))
 
 
 def take_along_axis(x: Any, indices: Any, axis: int) -> Variable:
@@ -220,44 +254,3 @@ def scatter_nd_add(y: Any, indices: Any, shape: Sequence[int]) -> Variable:
     array([0., 3., 0.])
     """
     return ScatterNdAdd(shape=shape)(y, indices)
-
-
-# ---------------------------------------------------------------- batching rules (hd.vmap)
-def _batch_along(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
-    # both operands get the batch axis in front; the axis moves by one (and the shape grows)
-    size = _batching.batch_size(inputs, axes)
-    a, idx = (_batching.batched(x, ax, size) for x, ax in zip(inputs, axes, strict=True))
-    changes: dict[str, Any] = {"axis": _batching.map_axis(self.axis, idx.ndim - 1)}
-    if isinstance(self, ScatterAlongAxis):
-        changes["shape"] = (size, *self.shape)
-    return _batching.renew(self, **changes)(a, idx)
-
-
-def _batch_gather_nd(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
-    x, idx = inputs
-    if axes[1] is not None:
-        return _batching.loop(self, inputs, axes)
-    # batch axis of x moved behind the M indexed axes: y = x'[idx] has it after Y, then in front
-    m, ny = idx.shape[0], idx.ndim - 1
-    nd = x.ndim
-    y = self(F.array.transpose(x, (*range(1, m + 1), 0, *range(m + 1, nd))), idx)
-    return F.array.transpose(y, (ny, *range(ny), *range(ny + 1, y.ndim)))
-
-
-def _batch_scatter_nd(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
-    y, idx = inputs
-    if axes[1] is not None:
-        return _batching.loop(self, inputs, axes)
-    # scatter into (X_0..X_{M-1}, B, X_M...) with y's batch axis moved behind Y, then in front
-    m, ny = idx.shape[0], idx.ndim - 1
-    size = y.shape[0]
-    yt = F.array.transpose(y, (*range(1, ny + 1), 0, *range(ny + 1, y.ndim)))
-    shape = (*self.shape[:m], size, *self.shape[m:])
-    out = _batching.renew(self, shape=shape)(yt, idx)
-    return F.array.transpose(out, (m, *range(m), *range(m + 1, out.ndim)))
-
-
-TakeAlongAxis.batch_rule = _batch_along  # type: ignore[attr-defined]
-ScatterAlongAxis.batch_rule = _batch_along  # type: ignore[attr-defined]
-GatherNd.batch_rule = _batch_gather_nd  # type: ignore[attr-defined]
-ScatterNdAdd.batch_rule = _batch_scatter_nd  # type: ignore[attr-defined]
