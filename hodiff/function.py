@@ -94,6 +94,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from hodiff import batching as _batching
+from hodiff import variable as _variable
 from hodiff.context import (
     NO_GRAD,
     RAW,
@@ -119,7 +120,9 @@ __all__ = [
 
 #: every primitive defined in the hodiff package, in definition order
 REGISTRY: dict[type[Function], str] = {}
-_seq = itertools.count()  # node numbers: a node is numbered after the nodes its inputs come from
+# node numbers: a node is numbered after the nodes its inputs come from; read from the one
+# clock of hodiff/variable.py (this alias is for the hot path; reserve_seq rebinds both)
+_seq = _variable._seq
 _ref = weakref.ref
 _new_variable = object.__new__
 #: set by hodiff.vmap: called with (function, inputs) when an input has no value
@@ -143,7 +146,7 @@ def reserve_seq(n: int) -> int:
     """
     global _seq
     start = next(_seq)
-    _seq = itertools.count(start + n + 1)
+    _seq = _variable._seq = itertools.count(start + n + 1)
     return start
 
 
@@ -212,6 +215,9 @@ class Function:
     # does not read ``__dict__``, which Python would then build for every instance)
     inputs: Sequence[Variable]
     seq: int = -1
+    #: the clock time of the last forward pass (hodiff/graph.py) that recomputed this node's
+    #: values; they are as of ``max(seq, _computed)`` (graph.check_values)
+    _computed: int = -1
     #: set on a node that made a gradient hd.grad returned (hodiff/deferred.py)
     _of_grad: bool = False
     _outputs: list[weakref.ref[Variable]]
