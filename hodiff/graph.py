@@ -259,7 +259,6 @@ def _run_schedule(root: Variable) -> None:
     nd = np.ndarray
     now = next(_function._seq)  # the nodes' values are as of now (graph.check_values)
     for fwd, ins, n, refs, need_out, f in entries:
-        f._computed = now
         if n == 1:
             xs = [ins[0]._data]
         elif n == 2:
@@ -270,9 +269,11 @@ def _run_schedule(root: Variable) -> None:
             ys: list[Any] = [None] * f.n_outputs
             f.forward_impl(xs, ys)
             _set_outputs(f, xs, ys)
+            f._computed = now
             continue
         ys = [None]
         fwd(xs, ys)
+        f._computed = now
         y = ys[0]
         if type(y) is not nd:
             y = as_array(y)

@@ -293,6 +293,17 @@ class Variable:
         memo[id(self)] = v
         return v
 
+    def __getstate__(self) -> Any:
+        """The slots' state, as pickle's default, without ``_version`` (a time on this
+        process's clock, meaningless in another one).
+        """
+        slots = {}
+        for c in type(self).__mro__:
+            for k in c.__dict__.get("__slots__", ()):
+                if k not in ("__weakref__", "_version") and hasattr(self, k):
+                    slots[k] = getattr(self, k)
+        return None, slots
+
     def __len__(self) -> int:
         if not self._shape:
             raise TypeError("len() of a 0-d Variable")

@@ -313,3 +313,43 @@ def test_pullback_and_hvp_unaffected() -> None:
     x.d = B2
     with pytest.raises(RuntimeError, match=r"pullback: .* reads its input .* \(a leaf"):
         pb([v])
+
+
+class Square(hd.Function):
+    """x ** 2, refusing (in its forward) inputs above 100; its backward reads x."""
+
+    def forward_impl(self, inputs: Any, outputs: list[Any]) -> None:
+        if np.any(inputs[0] > 100):
+            raise ValueError("square: input above 100")
+        outputs[0] = inputs[0] * inputs[0]
+
+    def backward_impl(self, inputs: Any, outputs: Any, prop_down: Any, accum: Any) -> None:
+        inputs[0].store(outputs[0].grad * inputs[0].data * 2.0, accum[0])
+
+
+@pytest.mark.parametrize("clear_buffer", [False, True])
+def test_a_node_whose_forward_failed_stays_stale(clear_buffer: bool) -> None:
+    x = leaf(B1)
+    y = F.sum(F.sin(Square()(x)))
+    x.d = np.full(5, 1e3)
+    with pytest.raises(ValueError, match="above 100"):
+        y.forward(clear_buffer=clear_buffer)
+    with pytest.raises(RuntimeError, match=r"square reads its input 0 \(a leaf"):
+        y.backward()
+    x.d = B2
+    y.forward(clear_buffer=clear_buffer)
+    y.backward()
+    np.testing.assert_allclose(x.g, np.cos(B2**2) * 2 * B2)
+
+
+def test_pickled_variable_does_not_carry_its_version() -> None:
+    import pickle
+
+    x = leaf(B1)
+    x.d = B2
+    y = pickle.loads(pickle.dumps(x))
+    assert not hasattr(y, "_version")  # a time on this process's clock
+    np.testing.assert_array_equal(y.d, B2)
+    assert y.need_grad
+    F.sum(F.sin(y)).backward()
+    np.testing.assert_allclose(y.g, np.cos(B2))
