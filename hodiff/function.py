@@ -85,7 +85,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import itertools
 import re
 import weakref
 from collections.abc import Sequence
@@ -94,6 +93,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from hodiff import batching as _batching
+from hodiff import variable as _variable
 from hodiff.context import (
     NO_GRAD,
     RAW,
@@ -119,7 +119,9 @@ __all__ = [
 
 #: every primitive defined in the hodiff package, in definition order
 REGISTRY: dict[type[Function], str] = {}
-_seq = itertools.count()  # node numbers: a node is numbered after the nodes its inputs come from
+# node numbers: a node is numbered after the nodes its inputs come from; read from the one
+# clock of hodiff/variable.py (an alias for the hot path)
+_seq = _variable._seq
 _ref = weakref.ref
 _new_variable = object.__new__
 #: set by hodiff.vmap: called with (function, inputs) when an input has no value
@@ -196,6 +198,9 @@ class Function:
     # does not read ``__dict__``, which Python would then build for every instance)
     inputs: Sequence[Variable]
     seq: int = -1
+    #: the clock time of the last forward pass (hodiff/graph.py) that recomputed this node's
+    #: values; they are as of ``max(seq, _computed)`` (graph.check_values)
+    _computed: int = -1
     _outputs: list[weakref.ref[Variable]]
     _ydata: list[Any] | None
     _out_meta: list[tuple[tuple[int, ...], Any]]

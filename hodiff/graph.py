@@ -86,28 +86,54 @@ def _freed() -> None:
 
 
 def check_values(plan: _Plan, where: str) -> None:
-    """Raises RuntimeError if a value some step's backward rule reads was freed (or never computed).
+    """Raises RuntimeError if a value some step's backward rule reads was freed (or never
+    computed), or was set by the user (``.d = ...``) after the node computed with it.
 
-    Run before a reverse pass, so that a failing one touches no gradient. A plan
-    whose nodes were all created after the last free is not looked at.
+    Run before a reverse pass, so that a failing one touches no gradient. A node's values
+    are as of ``max(seq, _computed)`` (its link, or the last forward pass that recomputed
+    it); a node whose values are newer than the last free and the last user write is not
+    looked at, nor is a plan whose nodes were all created after them.
     """
-    if not plan.steps or plan.steps[0][0].seq > _last_free[0]:
+    last = _last_free[0]
+    if _variable._last_write[0] > last:
+        last = _variable._last_write[0]
+    if not plan.steps or plan.steps[0][0].seq > last:
         return
     for f, _, _ in plan.steps:
+        t = f.seq
+        if f._computed > t:
+            t = f._computed
+        if t > last:
+            continue
         need = f.need_inputs
         if need is not False:
             for i, x in enumerate(f.inputs):
-                if x._data is None and x.parent is not None and (need is True or i in need):
-                    raise RuntimeError(f"{where}: {f.name} needs its input {i}, {_no_value(x)}")
-        if f.need_outputs and f._ydata is None:
+                if need is True or i in need:
+                    if x._data is None and x.parent is not None:
+                        raise RuntimeError(f"{where}: {f.name} needs its input {i}, {_no_value(x)}")
+                    if getattr(x, "_version", 0) > t:
+                        raise RuntimeError(_changed(where, f, f"input {i}", x))
+        if f.need_outputs:
             for i, r in enumerate(f._outputs):
                 o = r()
-                if o is None or o._data is None:
+                if f._ydata is None and (o is None or o._data is None):
                     raise RuntimeError(
                         f"{where}: {f.name} needs its output {i} (shape {f.output_shape(i)}), "
                         "which has no value: its static graph was not run yet, or "
                         "clear_buffer=True freed it; call .forward() on the result first"
                     )
+                if o is not None and getattr(o, "_version", 0) > t:
+                    raise RuntimeError(_changed(where, f, f"output {i}", o))
+
+
+def _changed(where: str, f: Function, which: str, x: Variable) -> str:
+    """Why ``f``'s backward cannot read ``x`` (its ``which``): the user set its value since."""
+    kind = "a leaf" if x.parent is None else f"the output of {x.parent.name}"
+    return (
+        f"{where}: {f.name} reads its {which} ({kind}, shape {x._shape}, dtype {x._dtype}), "
+        f"but its value was changed after {f.name} computed with it (.d set); call .forward() "
+        "on the output to recompute, or build the graph again"
+    )
 
 
 # The nodes a variable depends on never change once it exists (inputs are fixed at link time).
@@ -131,6 +157,7 @@ def forward(roots: Sequence[Variable], clear_buffer: bool = False) -> None:
             nodes = _ORDERS[roots[0]] = topological_order(roots)
     else:
         nodes = topological_order(roots)
+    now = next(_function._seq)  # the nodes' values are as of now (before this pass frees)
     keep = {id(v) for v in roots}
     uses: dict[int, int] = {}
     if clear_buffer:
@@ -148,6 +175,7 @@ def forward(roots: Sequence[Variable], clear_buffer: bool = False) -> None:
         xs = [x.d for x in f.inputs]
         f.forward_impl(xs, ys)
         _set_outputs(f, xs, ys)
+        f._computed = now
         if clear_buffer:
             for x in f.inputs:
                 k = id(x)
@@ -163,7 +191,7 @@ def _plan_checked(root: Variable) -> None:
     """Marks the cached plan of ``root`` valid: it reads only values a forward computed and kept."""
     cached = _PLANS.get(root)
     if cached is not None:
-        _PLANS[root] = (cached[0], cached[1], _frees[0])
+        _PLANS[root] = (cached[0], cached[1], _frees[0], _variable._last_write[0])
 
 
 def _set_outputs(f: Function, xs: list[Any], ys: list[Any]) -> None:
@@ -229,6 +257,7 @@ def _run_schedule(root: Variable) -> None:
         if v._data is None:
             v.d  # noqa: B018 (an unfilled leaf reads as zeros, as in the general loop)
     nd = np.ndarray
+    now = next(_function._seq)  # the nodes' values are as of now (graph.check_values)
     for fwd, ins, n, refs, need_out, f in entries:
         if n == 1:
             xs = [ins[0]._data]
@@ -240,9 +269,11 @@ def _run_schedule(root: Variable) -> None:
             ys: list[Any] = [None] * f.n_outputs
             f.forward_impl(xs, ys)
             _set_outputs(f, xs, ys)
+            f._computed = now
             continue
         ys = [None]
         fwd(xs, ys)
+        f._computed = now
         y = ys[0]
         if type(y) is not nd:
             y = as_array(y)
@@ -416,7 +447,8 @@ def _in_slots(
 # Plans of plain passes, per root: a static graph run many times is planned once. The
 # ancestors of a variable never change, so a plan stays valid while its leaves' need_grad
 # flags do.
-_PLANS: weakref.WeakKeyDictionary[Variable, tuple[tuple[bool, ...], _Plan, int]] = (
+# Each with the values of _frees and _last_write when its values were last checked.
+_PLANS: weakref.WeakKeyDictionary[Variable, tuple[tuple[bool, ...], _Plan, int, int]] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -424,15 +456,20 @@ _PLANS: weakref.WeakKeyDictionary[Variable, tuple[tuple[bool, ...], _Plan, int]]
 def _plain_plan(root: Variable) -> _Plan:
     cached = _PLANS.get(root)
     if cached is not None:
-        flags, plan, checked = cached
+        flags, plan, checked, written = cached
         if flags == tuple([x.need_grad for x in plan.leaves]):
-            if checked != _frees[0]:
+            if checked != _frees[0] or written != _variable._last_write[0]:
                 check_values(plan, "backward")
-                _PLANS[root] = (flags, plan, _frees[0])
+                _PLANS[root] = (flags, plan, _frees[0], _variable._last_write[0])
             return plan
     plan = _Plan([root], None)
     check_values(plan, "backward")
-    _PLANS[root] = (tuple([x.need_grad for x in plan.leaves]), plan, _frees[0])
+    _PLANS[root] = (
+        tuple([x.need_grad for x in plan.leaves]),
+        plan,
+        _frees[0],
+        _variable._last_write[0],
+    )
     return plan
 
 
@@ -849,13 +886,14 @@ class Pullback:
         self.roots = list(roots)
         self.wrt = list(wrt)
         self.plan = _Plan(self.roots, self.wrt)
-        self._checked = -1  # the value of _frees when the plan's values were last checked
+        # the values of _frees and _last_write when the plan's values were last checked
+        self._checked = self._written = -1
 
     def __call__(self, seeds: Sequence[Any]) -> list[Any]:
         """One reverse pass; a seed of None means ones."""
-        if self._checked != _frees[0]:
+        if self._checked != _frees[0] or self._written != _variable._last_write[0]:
             check_values(self.plan, "pullback")
-            self._checked = _frees[0]
+            self._checked, self._written = _frees[0], _variable._last_write[0]
         seeds = [_check_seed(r, s, "pullback") for r, s in zip(self.roots, seeds, strict=True)]
         out = grad_values(self.roots, self.wrt, seeds, self.plan)
         for i, (x, g) in enumerate(zip(self.wrt, out, strict=True)):

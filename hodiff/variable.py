@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import numbers
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -17,6 +18,14 @@ __all__ = ["Variable", "as_variable", "is_scalar"]
 
 
 _SCALARS = (int, float, np.floating, np.integer, np.bool_)
+
+#: the one clock of the engine: node numbers (``Function.seq``, taken when a node is linked),
+#: the times of forward passes (``Function._computed``) and of user writes
+#: (``Variable._version``) are all read from it. It lives here, below hodiff/function.py,
+#: which keeps an alias for its hot path.
+_seq = itertools.count(1)
+#: the clock time of the last user write of a value (``.d = ...``); 0 for none yet
+_last_write = [0]
 
 
 class _Freed:
@@ -62,7 +71,20 @@ class Variable:
     array([2., 4.])
     """
 
-    __slots__ = ("__weakref__", "_data", "_dtype", "_grad", "_shape", "need_grad", "parent")
+    __slots__ = (
+        "__weakref__",
+        "_data",
+        "_dtype",
+        "_grad",
+        "_shape",
+        "_version",
+        "need_grad",
+        "parent",
+    )
+    #: the clock time of the last user write of the value (the ``.d`` setter); unset (read
+    #: it with ``getattr(v, "_version", 0)``) for never, so that making a Variable costs
+    #: nothing more. Engine writes (a forward pass) do not set it.
+    _version: int
 
     # numpy defers to our reflected operators: ndarray * Variable -> Variable.
     __array_ufunc__ = None
@@ -137,6 +159,11 @@ class Variable:
         A scalar fills every element. The shape is fixed: a graph built on this
         Variable was set up for it (a mean divides by it), so a value of
         another shape raises ValueError instead of giving stale results.
+
+        It also marks the value as changed (also when ``value`` is the array
+        itself, as ``x.d *= 10`` does): a reverse pass through nodes computed
+        with the old value raises RuntimeError until ``forward()`` recomputes
+        them (writes into the array, ``x.d[0] = 5``, are not seen).
         """
         if isinstance(value, Variable):
             value = value.d
@@ -161,6 +188,8 @@ class Variable:
                 )
             value = xp.full(self._shape, value, dtype=self._dtype)
         self._data = value
+        # a user write: the nodes that computed with the old value are stale (graph.check_values)
+        self._version = _last_write[0] = next(_seq)
 
     data = d
 
@@ -263,6 +292,17 @@ class Variable:
             v._grad = self._grad.copy()
         memo[id(self)] = v
         return v
+
+    def __getstate__(self) -> Any:
+        """The slots' state, as pickle's default, without ``_version`` (a time on this
+        process's clock, meaningless in another one).
+        """
+        slots = {}
+        for c in type(self).__mro__:
+            for k in c.__dict__.get("__slots__", ()):
+                if k not in ("__weakref__", "_version") and hasattr(self, k):
+                    slots[k] = getattr(self, k)
+        return None, slots
 
     def __len__(self) -> int:
         if not self._shape:
