@@ -14,6 +14,8 @@ Everything is iterative: no recursion limit applies to graph depth.
 
 from __future__ import annotations
 
+import gc
+import threading
 import weakref
 from collections.abc import Iterator, Sequence
 from operator import attrgetter
@@ -811,6 +813,31 @@ def _commit(leaf: Variable, g: Any, handed: dict[int, Any]) -> None:
         buf += g
 
 
+# The recording pass pauses Python's cyclic collector (gc): a pass links only new nodes, whose
+# graph has no reference cycle (a node refers to its outputs weakly), and it makes many: every
+# full collection during it would traverse every live node, so that the cost per node would
+# grow with the size of the graph (bench/graph_size.py). What it allocates is collected as
+# usual once it returns. Passes in several threads (or nested) share one pause: the collector
+# is enabled again when the last one ends, if it was enabled when the first began.
+_pause_lock = threading.Lock()
+_pauses = [0, False]  # the passes in progress; whether the collector was enabled before them
+
+
+def _pause_collector() -> None:
+    with _pause_lock:
+        if not _pauses[0]:
+            _pauses[1] = gc.isenabled()
+            gc.disable()
+        _pauses[0] += 1
+
+
+def _resume_collector() -> None:
+    with _pause_lock:
+        _pauses[0] -= 1
+        if not _pauses[0] and _pauses[1]:
+            gc.enable()
+
+
 def grad_graph(
     outputs: Sequence[Variable],
     inputs: Sequence[Variable],
@@ -828,9 +855,11 @@ def grad_graph(
     for o, s in zip(outputs, seeds, strict=True):
         grads[o] = grads[o] + s if o in grads else s
     token = _trusted.set(True)
+    _pause_collector()
     try:
         _recording_pass(plan, grads, wanted)
     finally:
+        _resume_collector()
         _trusted.reset(token)
     return [grads.get(x) for x in inputs]
 

@@ -6,6 +6,7 @@ import gc
 import tracemalloc
 
 import numpy as np
+import pytest
 
 import hodiff as hd
 import hodiff.functions as F
@@ -43,3 +44,28 @@ def test_hvp_loop_of_an_mlp_does_not_grow_memory() -> None:
     assert last == first  # same computation every time
     assert cyclic == 0, f"{cyclic} objects were only reclaimable by the cycle collector"
     assert end - start < 32 * 1024, f"memory grew by {end - start} bytes over 800 HVPs"
+
+
+def test_the_recording_pass_restores_the_collector() -> None:
+    x = hd.Variable.from_array(np.ones(3), need_grad=True)
+    assert gc.isenabled()
+    (g,) = hd.grad(F.sum(F.tanh(x)), x)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        hd.grad(F.sum(g), x)
+        assert not gc.isenabled()  # a collector the user disabled stays disabled
+    finally:
+        gc.enable()
+
+    class Fails(hd.Function):
+        def forward_impl(self, inputs, outputs):
+            outputs[0] = inputs[0] * 1.0
+
+        def backward_impl(self, inputs, outputs, prop_down, accum):
+            assert not gc.isenabled()  # paused while the pass records
+            raise ZeroDivisionError
+
+    with pytest.raises(ZeroDivisionError):
+        hd.grad(F.sum(Fails()(x)), x)
+    assert gc.isenabled()
