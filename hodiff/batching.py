@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hodiff.variable import Variable
+from hodiff.variable import Registry, Variable
 
 __all__ = [
     "align",
@@ -50,28 +50,10 @@ _LINK_ATTRS = frozenset(("inputs", "seq", "_outputs", "_ydata", "_out_meta", "_a
 _new = object.__new__
 
 
-class _Registered:
-    """The functions the helpers below call (``reshape``, ``broadcast``, ``stack``), registered
-    by :mod:`hodiff.functions` at import: this module imports nothing above the engine.
-    """
-
-    def __getattr__(self, name: str) -> Any:
-        raise AttributeError(
-            f"batching: {name!r} is not registered yet (import hodiff: hodiff.functions "
-            "registers what the batching helpers call)"
-        )
-
-
-_fn: Any = _Registered()
-
-
-def register(**functions: Any) -> None:
-    """Registers the functions the batching helpers call, by name (twice: RuntimeError)."""
-    for name, value in functions.items():
-        current = _fn.__dict__.get(name)
-        if current is not None and current is not value:
-            raise RuntimeError(f"batching: {name!r} is already registered ({current!r})")
-        setattr(_fn, name, value)
+#: the functions the helpers below call (``reshape``, ``broadcast``, ``stack``), registered
+#: by :mod:`hodiff.functions` at import: this module imports nothing above the engine
+_fn: Any = Registry("batching", "hodiff.functions")
+register = _fn.register
 
 
 def batch_size(inputs: Sequence[Any], axes: Axes) -> int:

@@ -587,33 +587,37 @@ def as_variable(value: Any) -> Variable:
     return Variable.from_array(value)
 
 
-class _Registered:
-    """What Variable's methods call, registered by the layers above at import.
+class Registry:
+    """Names that a module calls but a layer above defines, registered at import.
 
-    ``hodiff.graph`` registers the passes (``forward``, ``backward``) and
-    ``hodiff.functions`` the functions behind the operators and numpy-style methods
-    (``x + y`` is ``Add2()(x, y)``, ``x @ w`` is ``matmul``, ``x[i]`` is ``getitem``,
-    ``x.sum()`` is ``sum``), as JAX fills in its array methods and autograd its VJPs:
-    this module imports nothing above it. ``import hodiff`` registers everything.
+    The engine imports nothing above it; what it must call from there is filled in by
+    that layer when it is imported, as JAX fills in its array methods and autograd its
+    VJPs. Reading a name not registered yet raises AttributeError saying who registers
+    it; registering a name twice with different objects raises RuntimeError.
     """
+
+    def __init__(self, owner: str, registrar: str) -> None:
+        self.__dict__["_about"] = (owner, registrar)
 
     def __getattr__(self, name: str) -> Any:
+        owner, registrar = self.__dict__["_about"]
         raise AttributeError(
-            f"Variable: {name!r} is not registered yet (import hodiff: hodiff.graph and "
-            "hodiff.functions register what Variable's methods and operators call)"
+            f"{owner}: {name!r} is not registered yet (import hodiff: {registrar} registers it)"
         )
 
+    def register(self, **values: Any) -> None:
+        """Registers each name (keyword) as its value."""
+        owner = self.__dict__["_about"][0]
+        for name, value in values.items():
+            current = self.__dict__.get(name)
+            if current is not None and current is not value:
+                raise RuntimeError(f"{owner}: {name!r} is already registered ({current!r})")
+            self.__dict__[name] = value
 
-_impl: Any = _Registered()
 
-
-def register(**implementations: Any) -> None:
-    """Registers what Variable's methods call, by name (see :class:`_Registered`).
-
-    A name registered twice with different objects raises RuntimeError.
-    """
-    for name, value in implementations.items():
-        current = _impl.__dict__.get(name)
-        if current is not None and current is not value:
-            raise RuntimeError(f"Variable: {name!r} is already registered ({current!r})")
-        setattr(_impl, name, value)
+#: what Variable's methods call: ``hodiff.graph`` registers the passes (``forward``,
+#: ``backward``), ``hodiff.functions`` the functions behind the operators and numpy-style
+#: methods (``x + y`` is ``Add2()(x, y)``, ``x @ w`` is ``matmul``, ``x[i]`` is ``getitem``,
+#: ``x.sum()`` is ``sum``)
+_impl: Any = Registry("Variable", "hodiff.graph / hodiff.functions")
+register = _impl.register
