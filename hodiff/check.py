@@ -154,6 +154,48 @@ def refuse_batched_output(name: str, y: Any) -> None:
     )
 
 
+def _probes(f: Callable[..., Variable], inputs: Any, order: int, seed: int) -> tuple[Any, ...]:
+    """What both checks start from: float64 copies ``xs`` of the inputs, the indices ``diff``
+    of the float ones, the random generator (after the projection directions were drawn), the
+    array module, and ``scalar(k, arrays)``, the k-th directional derivative scalar of ``f``.
+    Raises for inputs or an output that would leave nothing to check.
+    """
+    raw = list(inputs) if isinstance(inputs, tuple | list) else [inputs]
+    xs: list[Any] = []
+    for a in raw:
+        a = a.d if isinstance(a, Variable) else a
+        a = array_module(a).asarray(a)
+        xs.append(a.astype(np.float64) if a.dtype.kind == "f" else a)
+    diff = [i for i, a in enumerate(xs) if a.dtype.kind == "f"]
+    if not diff:
+        raise TypeError("gradcheck: no float input to differentiate")
+    for i in diff:
+        if xs[i].size == 0:
+            raise ValueError(
+                f"gradcheck: input {i} has no elements (shape {xs[i].shape}): nothing would be "
+                "checked"
+            )
+    rng = np.random.default_rng(seed)
+    y0 = f(*[Variable.from_array(a) for a in xs])
+    if not isinstance(y0, Variable):
+        raise TypeError(f"gradcheck: f must return a Variable, got {type(y0).__name__}")
+    refuse_batched_output("gradcheck", y0)
+    if y0.size == 0:
+        raise ValueError(
+            f"gradcheck: f returned an empty output (shape {y0.shape}): nothing would be checked"
+        )
+    xp = array_module(y0.d)
+    u = xp.asarray(rng.standard_normal(y0.shape))
+    directions = [
+        [xp.asarray(rng.standard_normal(xs[i].shape)) for i in diff] for _ in range(order - 1)
+    ]
+
+    def scalar(k: int, arrays: Sequence[Any]) -> tuple[Variable, list[Variable]]:
+        return directional(f, k, arrays, diff, u, directions)
+
+    return xs, diff, rng, xp, scalar
+
+
 def fast_gradcheck(
     f: Callable[..., Variable],
     inputs: Any,
@@ -164,31 +206,9 @@ def fast_gradcheck(
     seed: int = 0,
 ) -> GradcheckReport:
     """One row per order ``k``: input ``-1`` (all inputs, projected), element ``()``."""
-    raw = list(inputs) if isinstance(inputs, tuple | list) else [inputs]
-    xs: list[Any] = []
-    for a in raw:
-        a = a.d if isinstance(a, Variable) else a
-        a = array_module(a).asarray(a)
-        xs.append(a.astype(np.float64) if a.dtype.kind == "f" else a)
-    diff = [i for i, a in enumerate(xs) if a.dtype.kind == "f"]
-    if not diff:
-        raise TypeError("gradcheck: no float input to differentiate")
-    rng = np.random.default_rng(seed)
     report = GradcheckReport(atol=atol, rtol=rtol)
     with auto_forward(True):
-        y0 = f(*[Variable.from_array(a) for a in xs])
-        if not isinstance(y0, Variable):
-            raise TypeError(f"gradcheck: f must return a Variable, got {type(y0).__name__}")
-        refuse_batched_output("gradcheck", y0)
-        xp = array_module(y0.d)
-        u = xp.asarray(rng.standard_normal(y0.shape))
-        directions = [
-            [xp.asarray(rng.standard_normal(xs[i].shape)) for i in diff] for _ in range(order - 1)
-        ]
-
-        def scalar(k: int, arrays: Sequence[Any]) -> tuple[Variable, list[Variable]]:
-            return directional(f, k, arrays, diff, u, directions)
-
+        xs, diff, rng, xp, scalar = _probes(f, inputs, order, seed)
         for k in range(1, order + 1):
             d = [xp.asarray(rng.standard_normal(xs[i].shape)) for i in diff]
             s, vs = scalar(k, xs)
@@ -252,44 +272,9 @@ def gradcheck(
         quick = fast_gradcheck(f, inputs, order, eps, atol, rtol, seed)
         if quick.passed:
             return quick
-    raw = list(inputs) if isinstance(inputs, tuple | list) else [inputs]
-    xs: list[Any] = []
-    for a in raw:
-        a = a.d if isinstance(a, Variable) else a
-        xp = array_module(a)
-        a = xp.asarray(a)
-        xs.append(a.astype(np.float64) if a.dtype.kind == "f" else a)
-    diff = [i for i, a in enumerate(xs) if a.dtype.kind == "f"]
-    if not diff:
-        raise TypeError("gradcheck: no float input to differentiate")
-    for i in diff:
-        if xs[i].size == 0:
-            raise ValueError(
-                f"gradcheck: input {i} has no elements (shape {xs[i].shape}): nothing would be "
-                "checked"
-            )
-    rng = np.random.default_rng(seed)
     report = GradcheckReport(atol=atol, rtol=rtol)
-
     with auto_forward(True):
-        y0 = f(*[Variable.from_array(a) for a in xs])
-        if not isinstance(y0, Variable):
-            raise TypeError(f"gradcheck: f must return a Variable, got {type(y0).__name__}")
-        refuse_batched_output("gradcheck", y0)
-        if y0.size == 0:
-            raise ValueError(
-                f"gradcheck: f returned an empty output (shape {y0.shape}): nothing would be "
-                "checked"
-            )
-        xp = array_module(y0.d)
-        u = xp.asarray(rng.standard_normal(y0.shape))
-        directions = [
-            [xp.asarray(rng.standard_normal(xs[i].shape)) for i in diff] for _ in range(order - 1)
-        ]
-
-        def scalar(k: int, arrays: Sequence[Any]) -> tuple[Variable, list[Variable]]:
-            return directional(f, k, arrays, diff, u, directions)
-
+        xs, diff, _, _, scalar = _probes(f, inputs, order, seed)
         for k in range(1, order + 1):
             s, vs = scalar(k, xs)
             analytic = grad(s, [vs[i] for i in diff], allow_unused=True)
