@@ -87,7 +87,7 @@ import copy
 import functools
 import re
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -126,6 +126,29 @@ _ref = weakref.ref
 _new_variable = object.__new__
 #: set by hodiff.vmap: called with (function, inputs) when an input has no value
 _BATCH_HOOK: Any = None
+
+
+class _Out(weakref.ref["Variable"]):
+    """The weak reference to a one-output node's output, which is also that node's ``_outputs``.
+
+    It reads as the one-element sequence of weak references that ``_outputs`` is for several
+    outputs (``len``, ``[0]``, iteration), so that a link makes one GC-tracked object where a
+    list and a reference made two: the collector traverses every live node at each full
+    collection (bench/graph_size.py). Hot loops test ``type(refs) is _Out`` and call it.
+    """
+
+    __slots__ = ()
+
+    def __len__(self) -> int:
+        return 1
+
+    def __getitem__(self, i: int) -> _Out:
+        if i == 0 or i == -1:
+            return self
+        raise IndexError("a node's output index out of range")
+
+    def __iter__(self) -> Iterator[_Out]:
+        yield self
 
 
 def _renew(f: Function) -> Function:
@@ -201,8 +224,11 @@ class Function:
     #: the clock time of the last forward pass (hodiff/graph.py) that recomputed this node's
     #: values; they are as of ``max(seq, _computed)`` (graph.check_values)
     _computed: int = -1
-    _outputs: list[weakref.ref[Variable]]
-    _ydata: list[Any] | None
+    #: weak references to the outputs: a list, or for one output its :class:`_Out`
+    _outputs: list[weakref.ref[Variable]] | _Out
+    #: the output values backward needs (``need_outputs``): a tuple of arrays, which the
+    #: collector untracks
+    _ydata: Sequence[Any] | None
     _out_meta: list[tuple[tuple[int, ...], Any]]
 
     #: the constructor's ``(args, kwargs)``, recorded by :func:`_recorded` (None: no arguments)
@@ -411,11 +437,10 @@ class Function:
         node = self if self.seq < 0 else _renew(self)  # a linked instance: a copy
         node.inputs = inputs
         node.seq = next(_seq)
-        if self.need_outputs:  # backward reads y: keep it (the list also serves as ydata)
-            node._ydata = [y]
-        else:
-            node._ydata = None
-        node._outputs = [_ref(v)]
+        # one GC-tracked object per link: the weak reference is the node's _outputs, and a
+        # kept value is in a tuple of arrays, which the collector untracks
+        node._outputs = _Out(v)
+        node._ydata = (y,) if self.need_outputs else None
         v.parent = node
         return v
 
@@ -434,7 +459,7 @@ class Function:
             node._outputs = [_ref(v) for v in outputs]
             for v in outputs:
                 v.parent = node
-            node._ydata = [v._data for v in outputs] if self.need_outputs else None
+            node._ydata = tuple([v._data for v in outputs]) if self.need_outputs else None
             node._out_meta = [(v._shape, v._dtype) for v in outputs]  # for dropped outputs
         return tuple(outputs)
 
@@ -466,7 +491,11 @@ class Function:
             v._data, v._shape, v._dtype, v._grad = y, y.shape, y.dtype, None
             v.parent = self
             v.need_grad = True
-            self._outputs[i] = weakref.ref(v)
+            refs = self._outputs
+            if isinstance(refs, _Out):  # one output: its reference is the node's _outputs
+                self._outputs = _Out(v)
+            else:
+                refs[i] = weakref.ref(v)
         elif v._data is None and self._ydata is not None:  # freed by clear_buffer, but retained
             v._data = self._ydata[i]
         return v

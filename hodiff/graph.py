@@ -17,7 +17,7 @@ from __future__ import annotations
 import gc
 import threading
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from operator import attrgetter
 from typing import Any
 
@@ -31,6 +31,7 @@ from hodiff.function import (
     GradientShapeError,
     Slot,
     _as_declared,
+    _Out,
     array_module_of,
     as_array,
 )
@@ -99,9 +100,9 @@ def check_values(plan: _Plan, where: str) -> None:
     last = _last_free[0]
     if _variable._last_write[0] > last:
         last = _variable._last_write[0]
-    if not plan.steps or plan.steps[0][0].seq > last:
+    if not plan.nodes or plan.nodes[0].seq > last:
         return
-    for f, _, _ in plan.steps:
+    for f in plan.nodes:
         t = f.seq
         if f._computed > t:
             t = f._computed
@@ -211,14 +212,14 @@ def _set_outputs(f: Function, xs: list[Any], ys: list[Any]) -> None:
     if len(ys) > 1:
         f._out_meta = [(y.shape, y.dtype) for y in ys]
     if f.need_outputs:
-        f._ydata = ys
+        f._ydata = tuple(ys)  # untracked by the collector (see Function._ydata)
 
 
 # A static graph's flat schedule, per root: one entry per node, in order, with what running it
-# needs resolved once. Entries hold the nodes, their inputs (which the root's graph holds
-# anyway) and their lists of weak references to outputs (read at run time: a re-linked output
-# replaces its reference in that list), never the root itself (it is the weak key).
-_Entry = tuple[Any, Sequence[Variable], int, "list[weakref.ref[Variable]]", bool, Function]
+# needs resolved once. Entries hold the nodes and their inputs (which the root's graph holds
+# anyway), never the root itself (it is the weak key); a node's weak references to its outputs
+# are read at run time (a re-linked output replaces them, see Function.output_variable).
+_Entry = tuple[Any, Sequence[Variable], int, bool, Function]
 _SCHEDULES: weakref.WeakKeyDictionary[Variable, tuple[list[_Entry], list[Variable]]] = (
     weakref.WeakKeyDictionary()
 )
@@ -237,9 +238,9 @@ def _schedule(root: Variable) -> tuple[list[_Entry], list[Variable]]:
             if x.parent is None:
                 leaves[x] = None
         if len(f._outputs) == 1:  # the common case, run inline
-            entries.append((f.forward_impl, ins, len(ins), f._outputs, f.need_outputs, f))
+            entries.append((f.forward_impl, ins, len(ins), f.need_outputs, f))
         else:
-            entries.append((None, ins, len(ins), f._outputs, False, f))
+            entries.append((None, ins, len(ins), False, f))
     return entries, list(leaves)
 
 
@@ -260,7 +261,7 @@ def _run_schedule(root: Variable) -> None:
             v.d  # noqa: B018 (an unfilled leaf reads as zeros, as in the general loop)
     nd = np.ndarray
     now = next(_function._seq)  # the nodes' values are as of now (graph.check_values)
-    for fwd, ins, n, refs, need_out, f in entries:
+    for fwd, ins, n, need_out, f in entries:
         if n == 1:
             xs = [ins[0]._data]
         elif n == 2:
@@ -279,28 +280,30 @@ def _run_schedule(root: Variable) -> None:
         y = ys[0]
         if type(y) is not nd:
             y = as_array(y)
-        out = refs[0]()
+        refs = f._outputs
+        out = refs() if type(refs) is _Out else refs[0]()
         if out is not None:
             if (y.dtype is not out._dtype and y.dtype != out._dtype) or y.shape != out._shape:
                 _set_outputs(f, xs, [y])  # as declared, or as the dynamic mode would store it
                 continue
             out._data = y
         if need_out:
-            f._ydata = [y]
+            f._ydata = (y,)
     _plan_checked(root)
 
 
 class _Plan:
     """Which nodes a reverse pass visits and their prop_down flags.
 
-    ``steps`` holds ``(node, prop_down, leaves)`` in forward order, where
-    ``leaves`` are the distinct leaf inputs the node sends a gradient to;
-    ``leaf_uses`` counts, per leaf, the steps that do (a leaf's gradient is final
-    when its last one has run); ``used`` is every variable some step sends a
-    gradient to (towards ``wrt`` only).
+    Its steps, in forward order, are three lists of the same length (no tuple per step: a
+    plan lives through its pass, and every tracked object is one more for the collector to
+    traverse): ``nodes``, their ``props`` (prop_down) and ``sends``, the distinct leaf inputs
+    each node sends a gradient to (or None). ``leaf_uses`` counts, per leaf, the steps that
+    do (a leaf's gradient is final when its last one has run); ``used`` is every variable
+    some step sends a gradient to (towards ``wrt`` only).
     """
 
-    __slots__ = ("leaf_uses", "leaves", "steps", "used")
+    __slots__ = ("leaf_uses", "leaves", "nodes", "props", "sends", "used")
 
     def __init__(self, roots: Sequence[Variable], wrt: Sequence[Variable] | None) -> None:
         # wrt=None: the plain pass, towards every leaf with need_grad.
@@ -308,18 +311,21 @@ class _Plan:
         self.leaf_uses: dict[Variable, int] = {}
         self.used: set[Variable] = set()
         self.leaves: tuple[Variable, ...] = ()
+        self.nodes: list[Function] = []
+        self.props: list[Sequence[bool]] = []
+        self.sends: list[list[Variable] | None] = []
         order = topological_order(roots)
         if wrt is None:
-            self.steps = self._plain(order)
+            self._plain(order)
         else:
-            self.steps = self._towards(order, set(wrt))
+            self._towards(order, set(wrt))
 
-    def _plain(self, order: list[Function]) -> list[tuple[Function, Sequence[bool], Any]]:
+    def _plain(self, order: list[Function]) -> None:
         """Steps towards every leaf with need_grad: a node is visited when an input needs a
         gradient (a leaf with need_grad, or the output of a visited node).
         """
         relevant: set[Variable] = set()
-        steps: list[tuple[Function, Sequence[bool], list[Variable] | None]] = []
+        add_node, add_prop, add_sends = self.nodes.append, self.props.append, self.sends.append
         leaf_uses = self.leaf_uses
         base_rule = Function.backward_impl
         all_leaves: dict[Variable, None] = {}
@@ -354,23 +360,22 @@ class _Plan:
             if type(f).backward_impl is base_rule:
                 f.backward_impl([], [], prop, prop)  # raises NotImplementedError naming f
             refs = f._outputs
-            if len(refs) == 1:  # inline: the common case
-                v = refs[0]()
+            if type(refs) is _Out:  # inline: the common case
+                v = refs()
                 if v is not None:
                     relevant.add(v)
             else:
                 _add_alive(refs, relevant)
-            steps.append((f, prop, leaves))
+            add_node(f)
+            add_prop(prop)
+            add_sends(leaves)
         self.leaves = tuple(all_leaves)
-        return steps
 
-    def _towards(
-        self, order: list[Function], relevant: set[Variable]
-    ) -> list[tuple[Function, Sequence[bool], Any]]:
+    def _towards(self, order: list[Function], relevant: set[Variable]) -> None:
         """Steps towards the variables in ``relevant`` (a node is visited when an input is
         relevant; its outputs become relevant).
         """
-        steps: list[tuple[Function, Sequence[bool], list[Variable] | None]] = []
+        add_node, add_prop = self.nodes.append, self.props.append
         used = self.used
         base_rule = Function.backward_impl
         for f in order:
@@ -409,17 +414,18 @@ class _Plan:
             if type(f).backward_impl is base_rule:
                 f.backward_impl([], [], prop, prop)  # raises NotImplementedError naming f
             refs = f._outputs
-            if len(refs) == 1:  # inline: the common case
-                v = refs[0]()
+            if type(refs) is _Out:  # inline: the common case
+                v = refs()
                 if v is not None:
                     relevant.add(v)
             else:
                 _add_alive(refs, relevant)
-            steps.append((f, prop, None))
-        return steps
+            add_node(f)
+            add_prop(prop)
+        self.sends = [None] * len(self.nodes)  # one list: no leaf is committed
 
 
-def _add_alive(refs: Sequence[weakref.ref[Variable]], into: set[Variable]) -> None:
+def _add_alive(refs: Iterable[weakref.ref[Variable]], into: set[Variable]) -> None:
     """Adds the outputs still alive (of a multi-output node) to ``into``."""
     for ref in refs:
         v = ref()
@@ -494,9 +500,17 @@ def _check_seed(root: Variable, grad: Any, where: str) -> Any:
 def backward(
     root: Variable, grad: Any = None, clear_buffer: bool = False, retain_grad: bool = False
 ) -> None:
-    """Plain reverse pass from ``root`` (see :meth:`Variable.backward`): runs it to the end."""
-    for _ in backward_steps(root, grad, clear_buffer, retain_grad):
-        pass
+    """Plain reverse pass from ``root`` (see :meth:`Variable.backward`): runs it to the end.
+
+    The collector is paused while it runs, as in :func:`grad_graph` (``iter_grads``, which
+    hands control back to the caller between gradients, is not paused).
+    """
+    _pause_collector()
+    try:
+        for _ in backward_steps(root, grad, clear_buffer, retain_grad):
+            pass
+    finally:
+        _resume_collector()
 
 
 def backward_steps(
@@ -591,11 +605,11 @@ def _recording_pass(
     x_slots, y_slots, ab_slots = [x_slot], [y_slot], [x_slot, b_slot]
     accum1 = _ACCUM
     try:
-        for f, prop, _ in reversed(plan.steps):
+        for f, prop in zip(reversed(plan.nodes), reversed(plan.props), strict=True):
             refs = f._outputs
             out_slots: list[Slot] = y_slots
-            if len(refs) == 1:
-                o = refs[0]()
+            if type(refs) is _Out:
+                o = refs()
                 gy = None if o is None else grads.get(o) if o in wanted else grads.pop(o, None)
                 if gy is None:
                     continue
@@ -659,11 +673,14 @@ def _plain_pass(
     mark = keep is not None
     token: Any = _raw.set(True)
     try:
-        for f, prop, leaves in reversed(plan.steps):
+        # zip reuses its tuple: nothing is allocated per step
+        for f, prop, leaves in zip(
+            reversed(plan.nodes), reversed(plan.props), reversed(plan.sends), strict=True
+        ):
             refs = f._outputs
             out_slots: list[Slot] = y_slots
-            if len(refs) == 1:
-                o = refs[0]()
+            if type(refs) is _Out:
+                o = refs()
                 gy = None if o is None else grads.get(o) if o in wanted else grads.pop(o, None)
                 if gy is None:
                     continue
@@ -813,12 +830,14 @@ def _commit(leaf: Variable, g: Any, handed: dict[int, Any]) -> None:
         buf += g
 
 
-# The recording pass pauses Python's cyclic collector (gc): a pass links only new nodes, whose
-# graph has no reference cycle (a node refers to its outputs weakly), and it makes many: every
-# full collection during it would traverse every live node, so that the cost per node would
-# grow with the size of the graph (bench/graph_size.py). What it allocates is collected as
-# usual once it returns. Passes in several threads (or nested) share one pause: the collector
-# is enabled again when the last one ends, if it was enabled when the first began.
+# The reverse passes (hd.grad's recording pass, a plain .backward() run to its end) pause
+# Python's cyclic collector (gc). Neither makes a reference cycle (a node refers to its
+# outputs weakly), so a collection during them frees nothing of what they make, and a
+# recording pass makes many objects: every full collection would traverse every live node,
+# and the cost per node would grow with the size of the graph (bench/graph_size.py). What a
+# pass allocated is collected as usual once it returns. Passes in several threads (or
+# nested) share one pause: the collector is enabled again when the last one ends, if it was
+# enabled when the first began.
 _pause_lock = threading.Lock()
 _pauses = [0, False]  # the passes in progress; whether the collector was enabled before them
 

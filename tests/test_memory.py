@@ -69,3 +69,80 @@ def test_the_recording_pass_restores_the_collector() -> None:
     with pytest.raises(ZeroDivisionError):
         hd.grad(F.sum(Fails()(x)), x)
     assert gc.isenabled()
+
+
+def _tracked_per_op(n: int) -> dict[str, float]:
+    """GC-tracked objects the graphs keep per op of a chain of n tanh, after each step."""
+    x = hd.Variable.from_array(np.linspace(-1.0, 1.0, 16), need_grad=True)
+
+    def count() -> int:
+        gc.collect()  # tuples of arrays (kept values) are untracked by a collection
+        return len(gc.get_objects())
+
+    before = count()
+    y = x
+    for _ in range(n):
+        y = F.tanh(y)
+    forward = count()
+    (g,) = hd.grad(F.sum(y), x)
+    first = count()
+    (h,) = hd.grad(F.sum(g), x)
+    second = count()
+    assert h.shape == x.shape
+    return {
+        "forward": (forward - before) / n,
+        "grad": (first - forward) / n,
+        "grad of grad": (second - first) / n,
+    }
+
+
+def test_a_one_output_node_keeps_four_tracked_objects() -> None:
+    # node, output Variable, inputs tuple, the output's weak reference (which is _outputs);
+    # every full collection traverses them all (bench/graph_size.py)
+    per_op = _tracked_per_op(500)
+    assert per_op["forward"] < 4.1, per_op
+    assert per_op["grad"] < 4.1, per_op  # one TanhBackward per tanh
+    assert per_op["grad of grad"] < 16.1, per_op  # four nodes per TanhBackward, MulN's list
+
+
+def test_a_one_output_node_reads_as_a_sequence_of_one_reference() -> None:
+    x = hd.Variable.from_array(np.ones(3), need_grad=True)
+    y = F.tanh(x)
+    refs = y.parent._outputs
+    assert len(refs) == 1
+    assert refs[0]() is y
+    assert refs[-1]() is y
+    assert [r() for r in refs] == [y]
+    with pytest.raises(IndexError):
+        refs[1]
+    assert y.parent._ydata is not None
+    assert y.parent._ydata[0] is y.d
+
+
+def test_a_plain_backward_restores_the_collector() -> None:
+    x = hd.Variable.from_array(np.ones(3), need_grad=True)
+    seen = []
+
+    class Spy(hd.Function):
+        def forward_impl(self, inputs, outputs):
+            outputs[0] = inputs[0] * 1.0
+
+        def backward_impl(self, inputs, outputs, prop_down, accum):
+            seen.append(gc.isenabled())
+            if len(seen) > 1:
+                raise ZeroDivisionError
+            inputs[0].store(outputs[0].grad, accum[0])
+
+    F.sum(Spy()(x)).backward()
+    assert seen == [False]  # paused during the pass
+    assert gc.isenabled()
+    np.testing.assert_array_equal(x.g, np.ones(3))
+    with pytest.raises(ZeroDivisionError):
+        F.sum(Spy()(x)).backward()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        F.sum(F.exp(x)).backward()
+        assert not gc.isenabled()  # a collector the user disabled stays disabled
+    finally:
+        gc.enable()
