@@ -151,12 +151,38 @@ class _Strong:
         return self.v
 
 
-def _dispatch(f: Any, inputs: list[Variable]) -> Any:  # noqa: C901 (the batching dispatch: one branch per case of the protocol)
+def _dispatch(f: Any, inputs: list[Variable]) -> Any:
     """``Function.__call__`` with a batched input: the batch rule, and the per-example node.
 
-    Returns None when no input is batched (the normal path goes on). Written with plain
-    loops: it runs once per primitive call inside ``vmap``.
+    Returns None when no input is batched (the normal path goes on). The steps: find the
+    innermost vmap level among the inputs; check the per-example arguments (``setup_impl``,
+    so that errors name the per-example shapes, as without vmap; skipped inside
+    ``hd.grad``); run the primitive's ``batch_rule`` on the batched values; wrap its outputs
+    as per-example variables; link the per-example node.
     """
+    level, mixed = _level_of(inputs)
+    if not level:
+        return None
+    if level not in _active:
+        raise RuntimeError(
+            f"{f.name}: a batched variable is used outside the hd.vmap that made it "
+            "(return it from the mapped function instead of keeping it)"
+        )
+    trusted = _trusted.get()
+    specs = None if trusted else f.setup_impl(inputs)
+    values, axes, first = _batched_values(inputs, level, mixed)
+    ref = first._data
+    if ref is not None and type(ref) is not np.ndarray:
+        _same_backend(ref, values, axes)
+    outs = _run_rule(f, values, axes, trusted)
+    outputs = _per_example(f, outs, first._shape[0], level, specs)
+    if _recording.get():
+        _link(f, inputs, outputs)
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+def _level_of(inputs: list[Variable]) -> tuple[int, bool]:
+    """The innermost vmap level of the batched inputs (0: none), and whether levels mix."""
     level = 0
     mixed = False
     for x in inputs:
@@ -166,16 +192,15 @@ def _dispatch(f: Any, inputs: list[Variable]) -> Any:  # noqa: C901 (the batchin
                 mixed = mixed or level != 0
                 if lv > level:
                     level = lv
-    if not level:
-        return None
-    if level not in _active:
-        raise RuntimeError(
-            f"{f.name}: a batched variable is used outside the hd.vmap that made it "
-            "(return it from the mapped function instead of keeping it)"
-        )
-    # argument errors name the per-example shapes, as without vmap (skipped inside hd.grad)
-    trusted = _trusted.get()
-    specs = None if trusted else f.setup_impl(inputs)
+    return level, mixed
+
+
+def _batched_values(
+    inputs: list[Variable], level: int, mixed: bool
+) -> tuple[list[Any], list[int | None], Variable]:
+    """The rule's inputs: the batch of each input batched at ``level`` (axis 0), the others
+    as they are (axis None), and the first batch.
+    """
     values: list[Any] = []
     axes: list[int | None] = []
     first = None
@@ -190,24 +215,31 @@ def _dispatch(f: Any, inputs: list[Variable]) -> Any:  # noqa: C901 (the batchin
             values.append(x)
             axes.append(None)
     assert first is not None
-    ref = first._data
-    if ref is not None and type(ref) is not np.ndarray:
-        _same_backend(ref, values, axes)
+    return values, axes, first
+
+
+def _run_rule(f: Any, values: list[Any], axes: list[int | None], trusted: bool) -> tuple[Any, ...]:
+    """The primitive's batch rule (the generic loop without one), its outputs as a tuple; the
+    rule's own calls are trusted (the arguments were checked).
+    """
     rule = getattr(type(f), "batch_rule", None) or loop
     if trusted:
         result = rule(f, values, axes)
-    else:  # checked above: the rule's own calls are consistent by construction
+    else:
         token = _trusted.set(True)
         try:
             result = rule(f, values, axes)
         finally:
             _trusted.reset(token)
-    outs = (
-        result
-        if type(result) is tuple
-        else (tuple(result) if isinstance(result, list) else (result,))
-    )
-    size = first._shape[0]
+    if type(result) is tuple:
+        return result
+    return tuple(result) if isinstance(result, list) else (result,)
+
+
+def _per_example(
+    f: Any, outs: tuple[Any, ...], size: int, level: int, specs: Any
+) -> list[BatchedVariable]:
+    """The rule's batched outputs as per-example variables, checked against the protocol."""
     outputs = []
     ok = len(outs) == f.n_outputs
     for k, o in enumerate(outs):
@@ -231,27 +263,30 @@ def _dispatch(f: Any, inputs: list[Variable]) -> Any:  # noqa: C901 (the batchin
         t.need_grad = False
         t.parent = None
         outputs.append(t)
-    if _recording.get():  # the per-example node, linked as Function.__call__ links one
-        need = False
-        if f.differentiable:
-            for x in inputs:
-                if x.need_grad:
-                    need = True
-                    break
-        node = f if "seq" not in f.__dict__ else renew(f)
-        node.inputs = inputs
-        node.seq = next(_function._seq)
-        keep = f.need_outputs and len(outputs) > 1
-        refs: list[Any] = []
-        for v in outputs:
-            v.need_grad = need
-            v.parent = node
-            refs.append(_Strong(v) if keep else _ref(v))
-        node._outputs = refs
-        node._ydata = [None] * len(outputs) if f.need_outputs else None
-        if len(outputs) > 1:
-            node._out_meta = [(v._shape, v._dtype) for v in outputs]
-    return outputs[0] if len(outputs) == 1 else tuple(outputs)
+    return outputs
+
+
+def _link(f: Any, inputs: list[Variable], outputs: list[BatchedVariable]) -> None:
+    """Links the per-example node, as ``Function.__call__`` links one."""
+    need = False
+    if f.differentiable:
+        for x in inputs:
+            if x.need_grad:
+                need = True
+                break
+    node = f if "seq" not in f.__dict__ else renew(f)
+    node.inputs = inputs
+    node.seq = next(_function._seq)
+    keep = f.need_outputs and len(outputs) > 1
+    refs: list[Any] = []
+    for v in outputs:
+        v.need_grad = need
+        v.parent = node
+        refs.append(_Strong(v) if keep else _ref(v))
+    node._outputs = refs
+    node._ydata = [None] * len(outputs) if f.need_outputs else None
+    if len(outputs) > 1:
+        node._out_meta = [(v._shape, v._dtype) for v in outputs]
 
 
 def _same_backend(ref: Any, values: list[Any], axes: list[int | None]) -> None:
