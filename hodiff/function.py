@@ -303,17 +303,36 @@ class Function:
             return self._forward_arrays(args)
         if self.n_outputs == 1 and not mode & STATIC:  # define-by-run, one output, and
             n = len(args)
-            a = args[0] if n else None
+            a = b = args[0] if n else None
             if n == 1 and type(a) is Variable and a._data is not None:  # one Variable
-                return self._link1(args, self._compute(args, [a._data], mode)[0], mode)
-            if (  # or two
+                xs = [a._data]
+            elif (  # or two
                 n == 2
                 and type(a) is Variable
                 and type(b := args[1]) is Variable
                 and a._data is not None
                 and b._data is not None
             ):
-                return self._link1(args, self._compute(args, [a._data, b._data], mode)[0], mode)
+                xs = [a._data, b._data]
+            else:
+                return self._call(args, mode)
+            # no check needed: hd.grad's rules (trusted), or a skippable elementwise setup
+            if mode & TRUSTED or (
+                self._elementwise_setup and a._dtype.kind == "f" and b._dtype is a._dtype  # type: ignore[union-attr]
+            ):
+                try:
+                    uf = self._fast_forward
+                    if uf is not None and n == 1 and type(xs[0]) is np.ndarray:
+                        y = uf(xs[0], self.val) if self._fast_val else uf(xs[0])  # type: ignore[attr-defined]
+                    else:
+                        ys: list[Any] = [None]
+                        self.forward_impl(xs, ys)
+                        y = ys[0]
+                except Exception:  # the general path raises the clearest error
+                    return self._call(args, mode)
+                if mode & TRUSTED or getattr(y, "dtype", None) is a._dtype:  # type: ignore[union-attr]
+                    return self._link1(args, y, mode)
+            return self._link1(args, self._compute(args, xs, mode)[0], mode)
         # ---------------------------------------------------------------- general path
         return self._call(args, mode)
 
