@@ -830,8 +830,8 @@ def _commit(leaf: Variable, g: Any, handed: dict[int, Any]) -> None:
         buf += g
 
 
-# The reverse passes (hd.grad's recording pass, a plain .backward() run to its end) pause
-# Python's cyclic collector (gc). Neither makes a reference cycle (a node refers to its
+# The reverse passes (planning them, hd.grad's passes, a plain .backward() run to its end)
+# pause Python's cyclic collector (gc). None makes a reference cycle (a node refers to its
 # outputs weakly), so a collection during them frees nothing of what they make, and a
 # recording pass makes many objects: every full collection would traverse every live node,
 # and the cost per node would grow with the size of the graph (bench/graph_size.py). What a
@@ -893,8 +893,12 @@ def grad_values(
     grads: dict[Variable, Any] = {}
     for o, s in zip(outputs, seeds, strict=True):
         grads[o] = grads[o] + s if o in grads else s
-    for _ in _plain_pass(plan, grads, set(inputs), {}):
-        pass  # a plan towards inputs has no leaves to commit: nothing is yielded
+    _pause_collector()
+    try:
+        for _ in _plain_pass(plan, grads, set(inputs), {}):
+            pass  # a plan towards inputs has no leaves to commit: nothing is yielded
+    finally:
+        _resume_collector()
     out: list[Any] = []
     for x in inputs:
         g = grads.get(x)
@@ -907,8 +911,14 @@ def grad_values(
 
 
 def plan(outputs: Sequence[Variable], inputs: Sequence[Variable]) -> _Plan:
-    """The reverse pass from ``outputs`` towards ``inputs`` (see :func:`grad_graph`)."""
-    return _Plan(outputs, inputs)
+    """The reverse pass from ``outputs`` towards ``inputs`` (see :func:`grad_graph`); the
+    collector is paused while it is made (see :func:`_pause_collector`).
+    """
+    _pause_collector()
+    try:
+        return _Plan(outputs, inputs)
+    finally:
+        _resume_collector()
 
 
 def unused_inputs(
