@@ -157,3 +157,21 @@ def test_page_fault_benchmark_runs(capsys):
         assert f1 >= 0
         assert f0 >= 0
     assert "faults/step" in capsys.readouterr().out
+
+
+def test_graph_size_benchmark_runs_and_its_steps_agree(capsys):
+    import hodiff as hd
+    from bench import graph_size
+
+    x0 = np.linspace(-1.0, 1.0, 16)
+    values = {
+        s: graph_size.step(hd.Variable.from_array(x0, need_grad=True), 5, s)
+        for s in graph_size.STEPS
+    }
+    # the second derivative of tanh applied 5 times, by the three second steps: the same
+    np.testing.assert_allclose(values["grad"], values["values"], rtol=1e-13)
+    np.testing.assert_allclose(values["grad"], values["backward"], rtol=1e-13)
+    results = graph_size.main(["--sizes", "4", "8", "--repeats", "1", "--ops", "16"])
+    assert set(results) == {f"{s}|{c}" for s in graph_size.STEPS for c in ("on", "off")}
+    assert all(t > 0 for d in results.values() for t in d.values())
+    assert "8/4" in capsys.readouterr().out
