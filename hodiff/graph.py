@@ -682,7 +682,8 @@ def _plain_pass(
             if type(refs) is _Out:
                 o = refs()
                 gy = None if o is None else grads.get(o) if o in wanted else grads.pop(o, None)
-                if gy is None:
+                if gy is None:  # no gradient reached the node: its leaves are counted all the same
+                    yield from _skipped(f, leaves, leaf_uses, grads, handed, root, clear_buffer)
                     continue
                 if mark and o is not root:
                     o._grad = gy if keep else freed  # type: ignore[union-attr]
@@ -693,6 +694,7 @@ def _plain_pass(
             else:
                 out_slots = _out_slots(f, grads, wanted, keep, root, handed, False)
                 if not out_slots:
+                    yield from _skipped(f, leaves, leaf_uses, grads, handed, root, clear_buffer)
                     continue
             inputs = f.inputs
             n = len(inputs)
@@ -730,6 +732,33 @@ def _plain_pass(
     finally:
         if token is not None:
             _raw.reset(token)
+
+
+def _skipped(
+    f: Function,
+    leaves: list[Variable] | None,
+    leaf_uses: dict[Variable, int],
+    grads: dict[Variable, Any],
+    handed: dict[int, Any],
+    root: Variable | None,
+    clear_buffer: bool,
+) -> Iterator[Variable]:
+    """A node of the plain pass that no gradient reached: its values are freed (with
+    ``clear_buffer``) and the leaves it would have sent to are counted down, so that a leaf
+    whose other consumers ran is still committed (e.g. a weight reached only through a
+    recorded gradient graph, whose forward node gets no gradient). Runs outside raw mode:
+    the caller yields what it yields.
+    """
+    if clear_buffer:
+        _free_values(f, root)
+    if leaves:
+        done = _final_leaves(leaves, leaf_uses, grads, handed)
+        if done:
+            token = _raw.set(False)
+            try:
+                yield from done
+            finally:
+                _raw.reset(token)
 
 
 def _run_general(

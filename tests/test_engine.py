@@ -523,6 +523,42 @@ def test_a_leaf_used_by_several_nodes_is_final_after_the_last_one() -> None:
     np.testing.assert_allclose(g, hd.grad(loss, w)[0].d)
 
 
+@pytest.mark.parametrize("static", [False, True])
+@pytest.mark.parametrize("clear_buffer", [False, True])
+def test_a_leaf_whose_consumer_gets_no_gradient_still_receives_the_others(
+    static: bool, clear_buffer: bool
+) -> None:
+    # The double backprop of a ReLU network: the forward node affine(x, W) gets no
+    # gradient (relu's mask is a constant), W's gradient comes only through the recorded
+    # gradient graph. loss = sum((m W^T)^2) for a fixed mask m, so dloss/dW = 2 (m W^T)^T m.
+    rng = np.random.default_rng(0)
+    with hd.auto_forward(not static):
+        x = var(rng.standard_normal((5, 3)))
+        w = var(rng.standard_normal((3, 4)))
+        h = F.affine(x, w)
+        (g,) = hd.grad(F.sum(F.relu(h)), x)
+        loss = F.sum(g * g)
+        if static:
+            loss.forward()
+    m = (x.d @ w.d > 0).astype(np.float64)
+    expected = 2 * (m @ w.d.T).T @ m
+    w.g = 0
+    loss.backward(clear_buffer=clear_buffer)
+    np.testing.assert_allclose(w.g, expected, rtol=1e-13)
+
+
+def test_iter_grads_yields_a_leaf_whose_last_consumer_gets_no_gradient() -> None:
+    w = var([0.5, -1.5])
+    x = var([1.0, 2.0], need_grad=False)
+    a = x * w  # a consumer of w that no gradient reaches: greater() is not differentiable
+    loss = F.sum(w * w) + F.sum(F.greater(a, 0.0) * x)
+    got = dict((id(p), g.copy()) for p, g in hd.iter_grads(loss))
+    np.testing.assert_allclose(got[id(w)], 2 * w.d)
+    w.g = 0
+    loss.backward()
+    np.testing.assert_allclose(w.g, 2 * w.d)
+
+
 def test_static_forward_of_a_0d_result_is_an_array() -> None:
     with hd.auto_forward(False):
         x = hd.Variable((3,), dtype=np.float64)
