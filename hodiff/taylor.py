@@ -3,7 +3,7 @@
 A *jet* of a variable ``x`` along a curve ``x(t)`` is its value ``x0 = x(0)`` and the
 derivatives ``x_k = d^k x / dt^k (0)`` for ``k = 1..K`` (factorial-scaled, as
 ``jax.experimental.jet``). Here every coefficient carries a leading *direction* axis:
-``x_k`` has shape ``(R, *x.shape)`` for ``R`` curves through the same point, so that one
+``x_k`` has shape ``(nr, *x.shape)`` for ``nr`` curves through the same point, so that one
 pass computes the jets of many directions (the ``D`` unit vectors of a Laplacian) with
 one matrix product per layer.
 
@@ -36,8 +36,8 @@ per-direction coefficients) are summed over the direction axis.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 import math
+from collections.abc import Callable, Sequence
 from math import comb
 from typing import Any
 
@@ -46,7 +46,7 @@ import numpy as np
 from hodiff import batching as _batching
 from hodiff import functions as F
 from hodiff.autograd import grad as _autograd_grad
-from hodiff.context import _raw, _recording
+from hodiff.context import _raw, _recording, auto_forward
 from hodiff.function import Elementwise, Function, array_module_of
 from hodiff.functions import activation as _activation
 from hodiff.functions import arithmetic as _arith
@@ -62,7 +62,7 @@ from hodiff.functions import shaping as _shaping
 from hodiff.variable import Variable
 from hodiff.variable import _seq as _clock
 
-__all__ = ["JetPass", "jet", "rule_kinds", "run_jet"]
+__all__ = ["JetPass", "clock", "jet", "push", "rule_kinds", "run_jet"]
 
 Coeffs = list[Any]  # c_1..c_K, each (R_k, *shape) or None (zero)
 
@@ -106,6 +106,7 @@ _DERIVATIVE: dict[type, Callable[[Any, Any, Any], Any]] = {
     **dict.fromkeys(_cls(_arith, "RDivScalar"), lambda f, x, y: -y / x),
     **dict.fromkeys(_cls(_arith, "RPowScalar"), lambda f, x, y: _rpow_derivative(f.val, y)),
 }
+
 
 def _pow_derivative(c: float, x: Any) -> Any:
     """``d x^c / dx = c x^(c-1)``; a constant for ``c`` in (0, 1), ``x`` itself for 2."""
@@ -151,7 +152,7 @@ def rule_kinds() -> dict[str, str]:
 
 def _all_primitives(base: type) -> list[type]:
     found: list[type] = []
-    stack = list(base.__subclasses__())
+    stack: list[type] = list(base.__subclasses__())
     while stack:
         c = stack.pop()
         stack.extend(c.__subclasses__())
@@ -188,7 +189,7 @@ class JetPass:
     """
 
     def __init__(self, order: int, collapsed: bool = False, record: bool = False) -> None:
-        self.K = order
+        self.kk = order
         self.collapsed = collapsed
         self.record = record
         self.series: dict[Variable, Coeffs] = {}
@@ -217,7 +218,7 @@ class JetPass:
     # -- helpers for rules
     def top(self, k: int) -> bool:
         """Whether order ``k`` is the collapsed top coefficient."""
-        return self.collapsed and k == self.K
+        return self.collapsed and k == self.kk
 
     def sum_dirs(self, c: Any) -> Any:
         """``c`` summed over the direction axis, kept as an axis of 1."""
@@ -242,24 +243,24 @@ def _add_all(terms: list[Any]) -> Any:
     return out
 
 
-def _rule(J: JetPass, f: Function, ins: list[Coeffs | None], outs: list[Any]) -> list[Any]:
+def _rule(jp: JetPass, f: Function, ins: list[Coeffs | None], outs: list[Any]) -> list[Any]:
     cls = type(f)
     kind = _kind(cls)
     if kind == "constant":
         return [None] * len(outs)
     if kind == "linear":
-        return _linear(J, f, ins, outs)
+        return _linear(jp, f, ins, outs)
     if kind == "multilinear":
-        return _multilinear(J, f, ins, outs)
+        return _multilinear(jp, f, ins, outs)
     if kind == "custom":
-        return _CUSTOM[cls](J, f, ins, outs)
+        return _CUSTOM[cls](jp, f, ins, outs)
     if kind == "elementwise":
-        return [_elementwise(J, f, ins[0], outs[0])]
-    return _generic(J, f, ins, outs)
+        return [_elementwise(jp, f, ins[0], outs[0])]
+    return _generic(jp, f, ins, outs)
 
 
 def _as_tuple(y: Any) -> tuple[Any, ...]:
-    return y if isinstance(y, tuple | list) else (y,)
+    return tuple(y) if isinstance(y, tuple | list) else (y,)
 
 
 def _batched(f: Function, inputs: list[Any], axes: list[int | None]) -> tuple[Any, ...]:
@@ -267,12 +268,12 @@ def _batched(f: Function, inputs: list[Any], axes: list[int | None]) -> tuple[An
     return _as_tuple(type(f).batch_rule(f, inputs, axes))  # type: ignore[attr-defined]
 
 
-def _zeros(J: JetPass, x: Variable, r: int) -> Any:
+def _zeros(jp: JetPass, x: Variable, r: int) -> Any:
     xp = array_module_of(x)
     return xp.zeros((r, *x.shape), dtype=x.dtype if x.dtype.kind == "f" else np.float64)
 
 
-def _dirs(J: JetPass, ins: list[Coeffs | None], k: int) -> int:
+def _dirs(jp: JetPass, ins: list[Coeffs | None], k: int) -> int:
     """The direction count of order ``k`` among the inputs' coefficients."""
     for s in ins:
         if s is not None and s[k - 1] is not None:
@@ -280,27 +281,27 @@ def _dirs(J: JetPass, ins: list[Coeffs | None], k: int) -> int:
     return 1
 
 
-def _linear(J: JetPass, f: Function, ins: list[Coeffs | None], outs: list[Any]) -> list[Any]:
+def _linear(jp: JetPass, f: Function, ins: list[Coeffs | None], outs: list[Any]) -> list[Any]:
     which = LINEAR_IN.get(type(f))
     for i, s in enumerate(ins):
         if s is not None and which is not None and i not in which:
-            return _generic(J, f, ins, outs)  # a series into a constant slot
+            return _generic(jp, f, ins, outs)  # a series into a constant slot
     result: list[Coeffs] = [[] for _ in outs]
-    for k in range(1, J.K + 1):
+    for k in range(1, jp.kk + 1):
         cs = [None if s is None else s[k - 1] for s in ins]
         if all(c is None for c in cs):
             for r in result:
                 r.append(None)
             continue
-        r_k = _dirs(J, ins, k)
+        r_k = _dirs(jp, ins, k)
         args: list[Any] = []
         axes: list[int | None] = []
         for i, (x, c) in enumerate(zip(f.inputs, cs, strict=True)):
             if which is not None and i not in which:
-                args.append(J.val(x))
+                args.append(jp.val(x))
                 axes.append(None)
             elif c is None:
-                args.append(_zeros(J, x, r_k))
+                args.append(_zeros(jp, x, r_k))
                 axes.append(0)
             else:
                 args.append(c)
@@ -311,18 +312,17 @@ def _linear(J: JetPass, f: Function, ins: list[Coeffs | None], outs: list[Any]) 
     return result
 
 
-def _multilinear(
-    J: JetPass, f: Function, ins: list[Coeffs | None], outs: list[Any]
-) -> list[Any]:
+def _multilinear(jp: JetPass, f: Function, ins: list[Coeffs | None], outs: list[Any]) -> list[Any]:
     a, b = f.inputs[0], f.inputs[1]
     sa, sb = ins[0], ins[1]
     bias = ins[2] if len(ins) > 2 else None
     out: Coeffs = []
-    for k in range(1, J.K + 1):
-        per_dir, with_top = [], []
+    for k in range(1, jp.kk + 1):
+        per_dir: list[Any] = []
+        with_top: list[Any] = []
         for j in range(k + 1):
-            ca = J.val(a) if j == 0 else (None if sa is None else sa[j - 1])
-            cb = J.val(b) if j == k else (None if sb is None else sb[k - j - 1])
+            ca = jp.val(a) if j == 0 else (None if sa is None else sa[j - 1])
+            cb = jp.val(b) if j == k else (None if sb is None else sb[k - j - 1])
             if ca is None or cb is None:
                 continue
             (t,) = _batched(f, [ca, cb], [None if j == 0 else 0, None if j == k else 0])
@@ -333,12 +333,12 @@ def _multilinear(
         if bias is not None and bias[k - 1] is not None:
             c = bias[k - 1]
             with_top.append(_bias_term(f, c))
-        out.append(J.combine(k, per_dir, with_top))
+        out.append(jp.combine(k, per_dir, with_top))
     return [out]
 
 
 def _bias_term(f: Function, c: Any) -> Any:
-    """A bias coefficient ``(R, *b.shape)`` broadcast as the function adds its bias."""
+    """A bias coefficient ``(nr, *b.shape)`` broadcast as the function adds its bias."""
     y = f.output_shape(0)
     b_shape = tuple(f.inputs[2].shape)
     if isinstance(f, _linalg.Affine):
@@ -356,7 +356,7 @@ def _bias_term(f: Function, c: Any) -> Any:
 
 
 # ---------------------------------------------------------------- elementwise
-def _derivative(J: JetPass, f: Function, x: Any, y: Any) -> Any:
+def _derivative(jp: JetPass, f: Function, x: Any, y: Any) -> Any:
     cls = type(f)
     if cls in _DERIVATIVE:
         return _DERIVATIVE[cls](f, x, y)
@@ -366,7 +366,7 @@ def _derivative(J: JetPass, f: Function, x: Any, y: Any) -> Any:
     )
 
 
-def _elementwise(J: JetPass, f: Function, sx: Coeffs | None, y: Variable) -> Coeffs:
+def _elementwise(jp: JetPass, f: Function, sx: Coeffs | None, y: Variable) -> Coeffs:
     """``y = f(x)`` elementwise: ``y_k = sum_{j<k} C(k-1, j) z_j x_{k-j}`` with ``z = f'(x)``,
     whose coefficients come from a jet of the derivative's own graph.
     """
@@ -374,15 +374,16 @@ def _elementwise(J: JetPass, f: Function, sx: Coeffs | None, y: Variable) -> Coe
     x = f.inputs[0]
     cls = type(f)
     if cls in _PIECEWISE_LINEAR:
-        m = _PIECEWISE_LINEAR[cls](f, J.val(x))
+        m = _PIECEWISE_LINEAR[cls](f, jp.val(x))
         return [None if c is None else c * m for c in sx]
-    z0 = _derivative(J, f, J.val(x), J.val(y))
+    z0 = _derivative(jp, f, jp.val(x), jp.val(y))
     ys: Coeffs = []
     zs: Coeffs = []  # z_1.. as they become computable
-    for k in range(1, J.K + 1):
+    for k in range(1, jp.kk + 1):
         if k >= 2:
-            zs = _derivative_series(J, f, x, y, sx[: k - 1], ys[: k - 1])
-        per_dir, with_top = [], []
+            zs = _derivative_series(jp, f, x, y, sx[: k - 1], ys[: k - 1])
+        per_dir: list[Any] = []
+        with_top: list[Any] = []
         for j in range(k):
             cx = sx[k - j - 1]
             cz = z0 if j == 0 else zs[j - 1]
@@ -390,30 +391,30 @@ def _elementwise(J: JetPass, f: Function, sx: Coeffs | None, y: Variable) -> Coe
                 continue
             t = cz * cx if comb(k - 1, j) == 1 else cz * cx * float(comb(k - 1, j))
             (with_top if j == 0 else per_dir).append(t)
-        ys.append(J.combine(k, per_dir, with_top))
+        ys.append(jp.combine(k, per_dir, with_top))
     return ys
 
 
 def _derivative_series(
-    J: JetPass, f: Function, x: Variable, y: Variable, sx: Coeffs, sy: Coeffs
+    jp: JetPass, f: Function, x: Variable, y: Variable, sx: Coeffs, sy: Coeffs
 ) -> Coeffs:
     """The coefficients 1..len(sx) of ``z(t) = f'(x(t))`` (all per direction)."""
-    with _recording_on():
-        xv = x if J.record else _leaf(x._data)
-        yv = y if J.record else _leaf(y._data)
+    with _RecordingOn():
+        xv = x if jp.record else _leaf(x._data)
+        yv = y if jp.record else _leaf(y._data)
         start = next(_clock)
-        z = _derivative(J, f, xv, yv)
+        z = _derivative(jp, f, xv, yv)
     if not isinstance(z, Variable):  # a constant derivative
         return [None] * len(sx)
     nodes = _nodes_since(z, start)
-    sub = JetPass(len(sx), collapsed=False, record=J.record)
+    sub = JetPass(len(sx), collapsed=False, record=jp.record)
     sub.series[xv] = sx
     sub.series[yv] = sy
     sub.run(nodes)
     return sub.series.get(z, [None] * len(sx))
 
 
-class _recording_on:
+class _RecordingOn:
     """Records a graph (not raw mode) for the duration."""
 
     def __enter__(self) -> None:
@@ -450,23 +451,24 @@ def _nodes_since(root: Variable, start: int) -> list[Function]:
 
 
 # ---------------------------------------------------------------- custom rules
-def _add_scalar(J: JetPass, f: Function, ins: list[Any], outs: list[Any]) -> list[Any]:
+def _add_scalar(jp: JetPass, f: Function, ins: list[Any], outs: list[Any]) -> list[Any]:
     return [list(ins[0])]  # (x + c)_k = x_k
 
 
-def _rsub_scalar(J: JetPass, f: Function, ins: list[Any], outs: list[Any]) -> list[Any]:
+def _rsub_scalar(jp: JetPass, f: Function, ins: list[Any], outs: list[Any]) -> list[Any]:
     return [[None if c is None else -c for c in ins[0]]]  # (c - x)_k = -x_k
 
 
-def _div2(J: JetPass, f: Function, ins: list[Any], outs: list[Any]) -> list[Any]:
+def _div2(jp: JetPass, f: Function, ins: list[Any], outs: list[Any]) -> list[Any]:
     """``y = a / b`` from ``y b = a``: ``y_k = (a_k - sum_{j<k} C(k, j) y_j b_{k-j}) / b0``."""
-    a, b = f.inputs
+    b = f.inputs[1]
     sa, sb = ins
-    b0 = J.val(b)
-    y0 = J.val(outs[0])
+    b0 = jp.val(b)
+    y0 = jp.val(outs[0])
     ys: Coeffs = []
-    for k in range(1, J.K + 1):
-        per_dir, with_top = [], []
+    for k in range(1, jp.kk + 1):
+        per_dir: list[Any] = []
+        with_top: list[Any] = []
         if sa is not None and sa[k - 1] is not None:
             with_top.append(sa[k - 1])
         if sb is not None:
@@ -477,7 +479,7 @@ def _div2(J: JetPass, f: Function, ins: list[Any], outs: list[Any]) -> list[Any]
                     continue
                 t = -(cy * cb) * float(comb(k, j))
                 (with_top if j == 0 else per_dir).append(t)
-        c = J.combine(k, per_dir, with_top)
+        c = jp.combine(k, per_dir, with_top)
         ys.append(None if c is None else c / b0)
     return [ys]
 
@@ -490,48 +492,50 @@ _CUSTOM: dict[type, Callable[[JetPass, Function, list[Any], list[Any]], list[Any
 
 
 # ---------------------------------------------------------------- the generic rule
-def _generic(J: JetPass, f: Function, ins: list[Coeffs | None], outs: list[Any]) -> list[Any]:
+def _generic(jp: JetPass, f: Function, ins: list[Coeffs | None], outs: list[Any]) -> list[Any]:
     """Any primitive: per direction, the derivatives in ``t`` of ``f`` along its input
     curves ``x(t) = x0 + sum_k x_k t^k / k!``, nested first derivatives (each the transposed
     vjp of the previous one). Exact to any order and differentiable; slower than a rule.
     At a collapsed top, the top coefficient enters through one more first derivative (the
     rule is linear in it).
     """
-    K = J.K
-    R = max((s[k].shape[0] for s in ins if s is not None for k in range(K) if s[k] is not None))
-    per: list[list[list[Any]]] = []  # per direction r: per output, coefficients 1..K
-    low = K - 1 if J.collapsed else K  # orders computed per direction
-    for r in range(R):
+    kk = jp.kk
+    nr = max(s[k].shape[0] for s in ins if s is not None for k in range(kk) if s[k] is not None)
+    per: list[list[list[Any]]] = []  # per direction r: per output, coefficients 1..kk
+    low = kk - 1 if jp.collapsed else kk  # orders computed per direction
+    for r in range(nr):
         curves: list[Coeffs | None] = []
         for s in ins:
             if s is None:
                 curves.append(None)
                 continue
-            curves.append([_row(c, r) for c in s[:low]] + [None] * (K - low))
-        per.append(_curve_derivatives(J, f, curves, K))
+            curves.append([_row(c, r) for c in s[:low]] + [None] * (kk - low))
+        per.append(_curve_derivatives(jp, f, curves, kk))
     result: list[Any] = []
     for i in range(len(outs)):
         coeffs: Coeffs = []
-        for k in range(1, K + 1):
-            rows = [per[r][i][k - 1] for r in range(R)]
+        for k in range(1, kk + 1):
+            rows = [per[r][i][k - 1] for r in range(nr)]
             if any(v is None for v in rows):
                 coeffs.append(None)
                 continue
-            c = F.stack(*rows, axis=0) if R > 1 else F.reshape(rows[0], (1, *rows[0].shape))
-            if J.top(k):
-                c = J.sum_dirs(c)
+            c = F.stack(*rows, axis=0) if nr > 1 else F.reshape(rows[0], (1, *rows[0].shape))
+            if jp.top(k):
+                c = jp.sum_dirs(c)
             coeffs.append(c)
         result.append(coeffs)
-    if J.collapsed:  # + J x_K, from the summed top coefficients
-        tops = [None if s is None or s[K - 1] is None else [_row(s[K - 1], 0)] for s in ins]
-        if any(t is not None for t in tops):
-            d1 = _curve_derivatives(J, f, tops, 1)
-            for i, c in enumerate(d1):
-                if c[0] is None:
+    if jp.collapsed:  # + J x_K, from the summed top coefficients
+        tops: list[Coeffs | None] = [
+            None if s is None or s[kk - 1] is None else [_row(s[kk - 1], 0)] for s in ins
+        ]
+        if any(top is not None for top in tops):
+            d1 = _curve_derivatives(jp, f, tops, 1)
+            for i, di in enumerate(d1):
+                if di[0] is None:
                     continue
-                t = F.reshape(c[0], (1, *c[0].shape))
-                old = result[i][K - 1]
-                result[i][K - 1] = t if old is None else old + t
+                t = F.reshape(di[0], (1, *di[0].shape))
+                old = result[i][kk - 1]
+                result[i][kk - 1] = t if old is None else old + t
     return result
 
 
@@ -540,22 +544,22 @@ def _row(c: Any, r: int) -> Any:
 
 
 def _curve_derivatives(
-    J: JetPass, f: Function, curves: list[Coeffs | None], K: int
+    jp: JetPass, f: Function, curves: list[Coeffs | None], kk: int
 ) -> list[list[Any]]:
     """``d^k/dt^k f(x(t))`` at ``t = 0`` for ``k = 1..K``, per output (None: zero)."""
-    with _recording_on():
+    with _RecordingOn():
         dtypes = [x.dtype for x in f.inputs if x.dtype.kind == "f"]
         t = Variable.from_array(np.zeros((), dtype=dtypes[0] if dtypes else np.float64), True)
         args = []
         for x, cs in zip(f.inputs, curves, strict=True):
-            x0 = J.val(x) if J.record else _leaf(x._data)
+            x0 = jp.val(x) if jp.record else _leaf(x._data)
             if cs is None or all(c is None for c in cs):
                 args.append(x0)
                 continue
             acc: Any = None  # Horner: x1 + t/2 (x2 + t/3 (x3 + ...))
             for k in range(len(cs), 0, -1):
                 c = cs[k - 1]
-                if c is not None and not J.record:
+                if c is not None and not jp.record:
                     c = _const(c)
                 if acc is None:
                     acc = c
@@ -570,11 +574,11 @@ def _curve_derivatives(
         for y in ys:
             derivs: list[Any] = []
             cur: Any = y
-            for _ in range(K):
+            for _ in range(kk):
                 cur = None if cur is None else _d_dt(cur, t)
                 derivs.append(cur)
             out.append(derivs)
-    if not J.record:
+    if not jp.record:
         out = [[None if d is None else d.d for d in ds] for ds in out]
     return out
 
@@ -608,34 +612,49 @@ def run_jet(
     order: int,
     collapsed: bool = False,
     record: bool = False,
+    name: str = "jet",
 ) -> tuple[Any, list[Coeffs]]:
     """Calls ``f(*primals)`` and pushes ``series`` (per primal, coefficients with a leading
     direction axis) through its graph. Returns ``f``'s output(s) and, per output, its
     coefficients 1..order (None where zero).
     """
-    with _recording_on():
+    with _RecordingOn(), auto_forward(True):
         start = next(_clock)
         y = f(*primals)
-    ys = _as_tuple(y)
-    for o in ys:
+    for o in _as_tuple(y):
         if not isinstance(o, Variable):
-            raise TypeError(f"jet: f must return a hodiff.Variable, got {type(o).__name__}")
-    J = JetPass(order, collapsed=collapsed, record=record)
+            raise TypeError(f"{name}: f must return a hodiff.Variable, got {type(o).__name__}")
+    return y, push(y, start, primals, series, order, collapsed, record)
+
+
+def push(
+    y: Any,
+    start: int,
+    primals: Sequence[Variable],
+    series: Sequence[Coeffs | None],
+    order: int,
+    collapsed: bool = False,
+    record: bool = False,
+) -> list[Coeffs]:
+    """The jet pass over the nodes made since the clock read ``start`` (see :func:`run_jet`)
+    towards the output(s) ``y``.
+    """
+    ys = _as_tuple(y)
+    jp = JetPass(order, collapsed=collapsed, record=record)
     for x, s in zip(primals, series, strict=True):
         if s is not None:
-            J.series[x] = list(s)
+            jp.series[x] = list(s)
     nodes: dict[Function, None] = {}
     for o in ys:
         for g in _nodes_since(o, start):
             nodes[g] = None
-    J.run(sorted(nodes, key=lambda g: g.seq))
-    outs = []
-    for o in ys:
-        s = J.series.get(o)
-        if s is None and o in J.series:
-            s = J.series[o]
-        outs.append(s if s is not None else [None] * order)
-    return y, outs
+    jp.run(sorted(nodes, key=lambda g: g.seq))
+    return [jp.series.get(o) or [None] * order for o in ys]
+
+
+def clock() -> int:
+    """A reading of the node clock: nodes made after it have a larger ``seq``."""
+    return next(_clock)
 
 
 # ---------------------------------------------------------------- the public function
@@ -683,12 +702,12 @@ def jet(
         raise ValueError(
             f"jet: series must be a tuple with one list per primal ({len(primals)}), got {n}"
         )
-    with _recording_on():
+    with _RecordingOn():
         xs = [_primal(p, create_graph) for p in primals]
     orders = {len(s) for s in series}
     if len(orders) != 1:
         raise ValueError(f"jet: every list of series must have the same length, got {orders}")
-    K = orders.pop()
+    kk = orders.pop()
     coeffs: list[Coeffs | None] = []
     for i, (x, s) in enumerate(zip(xs, series, strict=True)):
         row: Coeffs = []
@@ -700,12 +719,12 @@ def jet(
                 )
             row.append(_coefficient(c, x, create_graph))
         coeffs.append(row)
-    if K == 0:
-        with _recording_on():
+    if kk == 0:
+        with _RecordingOn():
             y0 = f(*xs)
         _check_output(y0)
         return (y0 if create_graph else _copy(y0.d)), []
-    y, outs = run_jet(f, xs, coeffs, K, collapsed=False, record=create_graph)
+    y, outs = run_jet(f, xs, coeffs, kk, collapsed=False, record=create_graph)
     _check_output(y)
     ks = [_squeeze(c, y, create_graph) for c in outs[0]]
     if create_graph:
