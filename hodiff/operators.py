@@ -233,7 +233,7 @@ def _nested_laplacian(
             e = xp.ascontiguousarray(xp.broadcast_to(e[:, None], (d, *xv.shape)))
         _, hv = hvp(total, xv.d, e)  # (D, *x.shape)
         diag = (hv * e).reshape((d, *xv.shape[:1], -1) if batch_axis == 0 else (d, -1))
-        return diag.sum(axis=(0, -1))
+        return xp.asarray(diag.sum(axis=(0, -1)))
     y = f(xv)
     _check_output("laplacian", y, xv, batch_axis)
     (g,) = grad(F.sum(y), xv)

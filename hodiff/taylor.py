@@ -462,7 +462,8 @@ def _rsub_scalar(jp: JetPass, f: Function, ins: list[Any], outs: list[Any]) -> l
 def _div2(jp: JetPass, f: Function, ins: list[Any], outs: list[Any]) -> list[Any]:
     """``y = a / b`` from ``y b = a``: ``y_k = (a_k - sum_{j<k} C(k, j) y_j b_{k-j}) / b0``."""
     b = f.inputs[1]
-    sa, sb = ins
+    ndim = len(f.output_shape(0))
+    sa, sb = ([_align(c, ndim) for c in s] if s is not None else None for s in ins)
     b0 = jp.val(b)
     y0 = jp.val(outs[0])
     ys: Coeffs = []
@@ -482,6 +483,15 @@ def _div2(jp: JetPass, f: Function, ins: list[Any], outs: list[Any]) -> list[Any
         c = jp.combine(k, per_dir, with_top)
         ys.append(None if c is None else c / b0)
     return [ys]
+
+
+def _align(c: Any, ndim: int) -> Any:
+    """A coefficient ``(R, *shape)`` with axes of 1 after ``R`` up to ``ndim`` per-direction
+    dimensions (numpy's broadcasting aligns the trailing axes: the direction axis stays first).
+    """
+    if c is None or c.ndim - 1 >= ndim:
+        return c
+    return F.reshape(c, (c.shape[0], *(1,) * (ndim - c.ndim + 1), *c.shape[1:]))
 
 
 _CUSTOM: dict[type, Callable[[JetPass, Function, list[Any], list[Any]], list[Any]]] = {
