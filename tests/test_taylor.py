@@ -10,6 +10,7 @@ sum of per-direction jets, create_graph against the plain pass, and float32.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -170,10 +171,10 @@ def test_collapsed_top_is_the_sum_of_the_directions(spec: Spec) -> None:
 @pytest.mark.parametrize("spec", SPECS, ids=IDS)
 def test_recorded_jet_equals_the_plain_pass(spec: Spec) -> None:
     order = min(spec.order, 2)
-    xs, vs, us = _setup(spec)
+    xs, vs, _ = _setup(spec)
     series = [None if v is None else [v] + [None] * (order - 1) for v in vs]
-    y, plain = _jet(spec, xs, series, order)
-    yr, rec = _jet(spec, xs, series, order, record=True)
+    _, plain = _jet(spec, xs, series, order)
+    _, rec = _jet(spec, xs, series, order, record=True)
     for s, r in zip(plain, rec, strict=True):
         for a, b in zip(s, r, strict=True):
             b = b.d if isinstance(b, hd.Variable) else b  # an array where the rule made none
@@ -187,7 +188,7 @@ def test_recorded_jet_equals_the_plain_pass(spec: Spec) -> None:
 def _mlp(rng: np.random.Generator, sizes: tuple[int, ...]) -> tuple[list[Any], Any]:
     ws = [
         hd.Variable.from_array(rng.standard_normal((a, b)) / np.sqrt(a), need_grad=True)
-        for a, b in zip(sizes[:-1], sizes[1:], strict=False)
+        for a, b in itertools.pairwise(sizes)
     ]
     bs = [hd.Variable.from_array(rng.standard_normal(b) * 0.1, need_grad=True) for b in sizes[1:]]
 
@@ -218,7 +219,8 @@ def test_laplacian_methods_agree_with_the_trace_of_the_hessian() -> None:
 
     for method in ("taylor", "nested"):
         got = hd.laplacian(g, x, method=method)
-        assert isinstance(got, np.ndarray) and got.shape == ()
+        assert isinstance(got, np.ndarray)
+        assert got.shape == ()
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
     # finite differences: sum_i (f(x + h e_i) - 2 f(x) + f(x - h e_i)) / h^2
     h = 1e-4
@@ -258,7 +260,8 @@ def test_laplacian_with_create_graph_is_differentiable_with_respect_to_the_weigh
     grads = {}
     for method in ("taylor", "nested"):
         lap = hd.laplacian(f, x, batch_axis=0, method=method, create_graph=True)
-        assert isinstance(lap, hd.Variable) and lap.shape == (4,)
+        assert isinstance(lap, hd.Variable)
+        assert lap.shape == (4,)
         loss = F.sum(lap * lap)
         g = hd.grad(loss, params, allow_unused=True)  # the last bias does not matter
         assert g[-1] is None or not np.any(g[-1].d)
@@ -349,7 +352,7 @@ def test_jet_api_matches_closed_forms_and_checks_shapes() -> None:
     np.testing.assert_allclose(y2, e * v**2)
     np.testing.assert_allclose(y3, e * v**3)
     # two primals: d^k/dt^k of (a + t va) (b + t vb) sin(...) checked against nested grads
-    yv, ks = hd.jet(lambda a, b: a * b, (x, x[::-1].copy()), ([v, v], [v, -v]))
+    _, ks = hd.jet(lambda a, b: a * b, (x, x[::-1].copy()), ([v, v], [v, -v]))
     np.testing.assert_allclose(ks[0], v * x[::-1] + x * v)
     np.testing.assert_allclose(ks[1], 2 * v * v + x * (-v) + v * 0 + x[::-1] * v)
     with pytest.raises(ValueError, match=r"series\[0\]\[1\] has shape \(3,\)"):
@@ -357,7 +360,8 @@ def test_jet_api_matches_closed_forms_and_checks_shapes() -> None:
     with pytest.raises(ValueError, match="one list per primal"):
         hd.jet(F.exp, (x,), ([v], [v]))
     y, ks = hd.jet(F.sin, (x,), ([v],), create_graph=True)
-    assert isinstance(y, hd.Variable) and isinstance(ks[0], hd.Variable)
+    assert isinstance(y, hd.Variable)
+    assert isinstance(ks[0], hd.Variable)
 
 
 def test_jvp_is_forward_mode_and_matches_the_transposed_vjp() -> None:
