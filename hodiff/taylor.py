@@ -325,7 +325,10 @@ def _multilinear(jp: JetPass, f: Function, ins: list[Coeffs | None], outs: list[
             cb = jp.val(b) if j == k else (None if sb is None else sb[k - j - 1])
             if ca is None or cb is None:
                 continue
-            (t,) = _batched(f, [ca, cb], [None if j == 0 else 0, None if j == k else 0])
+            if j > 0 and j == k and _rows_repeat(f, ca):
+                t = _on_one_row(f, ca, cb)  # the same direction for every row (a Laplacian's)
+            else:
+                (t,) = _batched(f, [ca, cb], [None if j == 0 else 0, None if j == k else 0])
             if (j == 0 or j == k) and k > 0:
                 with_top.append(t if comb(k, j) == 1 else t * float(comb(k, j)))
             else:
@@ -335,6 +338,25 @@ def _multilinear(jp: JetPass, f: Function, ins: list[Coeffs | None], outs: list[
             with_top.append(_bias_term(f, c))
         out.append(jp.combine(k, per_dir, with_top))
     return [out]
+
+
+def _rows_repeat(f: Function, c: Any) -> bool:
+    """Whether ``c`` (a numpy coefficient ``(R, N, K)`` of ``affine``'s ``x``) repeats one row
+    for every ``n`` (a broadcast view, stride 0): then one row is computed and broadcast.
+    """
+    return (
+        type(f) is _linalg.Affine
+        and type(c) is np.ndarray
+        and c.ndim == 3
+        and c.strides[1] == 0
+        and f._axis(c.ndim - 1) == 1  # type: ignore[attr-defined]
+    )
+
+
+def _on_one_row(f: Function, c: Any, w: Any) -> Any:
+    (t,) = _batched(f, [c[:, :1], w], [0, None])
+    shape = (c.shape[0], c.shape[1], *t.shape[2:])
+    return F.broadcast(t, shape) if isinstance(t, Variable) else np.broadcast_to(t, shape)
 
 
 def _bias_term(f: Function, c: Any) -> Any:
@@ -367,8 +389,15 @@ def _derivative(jp: JetPass, f: Function, x: Any, y: Any) -> Any:
 
 
 def _elementwise(jp: JetPass, f: Function, sx: Coeffs | None, y: Variable) -> Coeffs:
-    """``y = f(x)`` elementwise: ``y_k = sum_{j<k} C(k-1, j) z_j x_{k-j}`` with ``z = f'(x)``,
-    whose coefficients come from a jet of the derivative's own graph.
+    """``y = f(x)`` elementwise, by Faa di Bruno's formula::
+
+        y_k = sum_{m=1..k} f^(m)(x0) B_{k,m}(x_1, ..., x_{k-m+1})
+
+    (``B`` the partial Bell polynomials: ``y2 = f^(1) x2 + f^(2) x1^2``, ``y3 = f^(1) x3 +
+    3 f^(2) x1 x2 + f^(3) x1^3``). The derivatives ``f^(m)(x0)`` are those of a jet along
+    the unit curve ``x0 + t`` (one direction: cheap), computed by :func:`_recurrence`. At a
+    collapsed top the Bell polynomials (``m >= 2``: lower orders only) are summed over the
+    directions before the product with ``f^(m)``.
     """
     assert sx is not None
     x = f.inputs[0]
@@ -376,7 +405,58 @@ def _elementwise(jp: JetPass, f: Function, sx: Coeffs | None, y: Variable) -> Co
     if cls in _PIECEWISE_LINEAR:
         m = _PIECEWISE_LINEAR[cls](f, jp.val(x))
         return [None if c is None else c * m for c in sx]
+    kk = jp.kk
     z0 = _derivative(jp, f, jp.val(x), jp.val(y))
+    ds: list[Any] = [z0]  # f^(1), f^(2), ...
+    if kk >= 2:
+        xp = array_module_of(x)
+        ones = xp.ones((1, *x.shape), dtype=x.dtype if x.dtype.kind == "f" else np.float64)
+        unit = JetPass(kk, collapsed=False, record=jp.record)
+        ds += [None if d is None else d[0] for d in _recurrence(unit, f, [ones], y, z0)[1:]]
+    memo: dict[tuple[int, int], Any] = {}
+    one = object()
+
+    def bell(n: int, m: int) -> Any:
+        if m == 0:
+            return one if n == 0 else None
+        if n < m:
+            return None
+        key = (n, m)
+        if key in memo:
+            return memo[key]
+        total = None
+        for i in range(1, n - m + 2):
+            xi, b = sx[i - 1], bell(n - i, m - 1)
+            if xi is None or b is None:
+                continue
+            term = xi if b is one else xi * b
+            c = comb(n - 1, i - 1)
+            term = term if c == 1 else term * float(c)
+            total = term if total is None else total + term
+        memo[key] = total
+        return total
+
+    ys: Coeffs = []
+    for k in range(1, kk + 1):
+        terms = []
+        for m in range(1, k + 1):
+            b, d = bell(k, m), ds[m - 1]
+            if b is None or d is None:
+                continue
+            if jp.top(k) and m >= 2:
+                b = jp.sum_dirs(b)
+            terms.append(d * b)
+        ys.append(_add_all(terms) if terms else None)
+    return ys
+
+
+def _recurrence(jp: JetPass, f: Function, sx: Coeffs, y: Variable, z0: Any) -> Coeffs:
+    """``y = f(x)`` elementwise: ``y_k = sum_{j<k} C(k-1, j) z_j x_{k-j}`` (from ``y' = z x'``)
+    with ``z = f'(x)``, whose coefficients come from a jet of the derivative's own graph.
+    ``sx`` may be shorter than the order (the rest zero).
+    """
+    x = f.inputs[0]
+    sx = list(sx) + [None] * (jp.kk - len(sx))
     ys: Coeffs = []
     zs: Coeffs = []  # z_1.. as they become computable
     for k in range(1, jp.kk + 1):
