@@ -383,19 +383,13 @@ class Variable:
         Variable's operator; any other numpy ufunc (``np.tanh(v)``) raises a TypeError
         naming the hodiff function to use.
         """
-        name = ufunc.__name__
-        if name in ("equal", "not_equal") and method == "__call__" and len(inputs) == 2:
-            same = inputs[0] is inputs[1]  # ``array == v``: identity, as ``v == array``
-            return same if name == "equal" else not same
-        ops = _OPERATORS.get(name) if method == "__call__" and not kwargs else None
-        if ops is not None and (len(inputs) == 1) == (not ops[1]):
-            if len(inputs) == 1:
-                return getattr(inputs[0], ops[0])()
+        if method == "__call__" and len(inputs) == 2 and not kwargs:
             a, b = inputs
-            if isinstance(a, Variable):
-                return getattr(a, ops[0])(b)
-            return getattr(b, ops[1])(a)
-        raise TypeError(_numpy_refused(f"numpy.{name}", name, inputs))
+            if b is self and not isinstance(a, Variable):  # ndarray * v: the common case
+                op = _REFLECTED.get(ufunc)
+                if op is not None:
+                    return op(b, a)
+        return _array_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
         """A numpy function (``np.sum(v)``, ``np.stack([v, w])``) raises a TypeError naming
@@ -707,6 +701,33 @@ def _numpy_refused(what: str, name: str, args: Any) -> str:
         f"graph, so its derivative would be lost; {use}, or v.d for the value (inside a "
         "backward_impl the slots hold Variables when hd.grad records)"
     )
+
+
+def _array_ufunc(ufunc: Any, method: str, inputs: Any, kwargs: Any) -> Any:
+    """:meth:`Variable.__array_ufunc__` past its fast path: the other operators, or the
+    TypeError that names the hodiff function to use.
+    """
+    name = ufunc.__name__
+    if name in ("equal", "not_equal") and method == "__call__" and len(inputs) == 2:
+        same = inputs[0] is inputs[1]  # ``array == v``: identity, as ``v == array``
+        return same if name == "equal" else not same
+    ops = _OPERATORS.get(name) if method == "__call__" and not kwargs else None
+    if ops is not None and (len(inputs) == 1) == (not ops[1]):
+        if len(inputs) == 1:
+            return getattr(inputs[0], ops[0])()
+        a, b = inputs
+        if isinstance(a, Variable):
+            return getattr(a, ops[0])(b)
+        return getattr(b, ops[1])(a)
+    raise TypeError(_numpy_refused(f"numpy.{name}", name, inputs))
+
+
+#: numpy's binary operator ufuncs -> the Variable's reflected operator (``ndarray * v``)
+_REFLECTED: dict[Any, Any] = {
+    getattr(np, name): getattr(Variable, reflected)
+    for name, (_, reflected) in _OPERATORS.items()
+    if reflected
+}
 
 
 _NO_COPY = (
