@@ -45,6 +45,7 @@ array([0., 0.])
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -85,11 +86,46 @@ def _unit(name: str, arg: str, value: Any) -> float:
     return v
 
 
+def _is_params(value: Any) -> bool:
+    """Whether a solver's first positional argument is parameters (torch.optim's habit)."""
+    if isinstance(value, Mapping | Variable):
+        return True
+    if isinstance(value, str | bytes) or hasattr(value, "shape"):  # lr as a 0-d array
+        return False
+    return hasattr(value, "__iter__")
+
+
+def _params_first(init: Any) -> Any:
+    """``__init__`` that also takes the parameters first, as ``torch.optim`` does:
+    ``S.Adam(params, lr=1e-3)`` is ``S.Adam(lr=1e-3)`` then ``set_parameters(params)``.
+    """
+
+    @functools.wraps(init)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
+        if args and _is_params(args[0]):
+            params, args = args[0], args[1:]
+            init(self, *args, **kwargs)
+            if isinstance(params, Variable):
+                params = [params]
+            elif not isinstance(params, Mapping | Sequence):
+                params = list(params)  # dict values, a generator
+            self.set_parameters(params)
+        else:
+            init(self, *args, **kwargs)
+
+    return wrapper
+
+
 class Solver:
     """Base class: parameters, states, gradient utilities, saving; subclasses define ``_step``."""
 
     #: names of the per-parameter state arrays, in the order the rule uses them
     states: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__:
+            cls.__init__ = _params_first(cls.__dict__["__init__"])  # type: ignore[method-assign]
 
     def __init__(self, lr: float) -> None:
         self._lr = _positive(type(self).__name__, "lr", lr)

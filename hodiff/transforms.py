@@ -37,6 +37,8 @@ import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import numpy as np
+
 import hodiff.functions as F
 from hodiff import graph
 from hodiff import taylor as _taylor
@@ -95,8 +97,12 @@ def _inputs(name: str, inputs: Any, keep: bool = False) -> tuple[list[Variable],
             x = a.unlinked(need_grad=True)
             if x._data is None:
                 x._data = a.d
+        elif isinstance(a, bool | int | float | list) and not isinstance(a, np.generic):
+            # Python numbers have no dtype: float64, as numpy makes 2.0 (an int 2 too)
+            x = Variable.from_array(np.asarray(a, dtype=np.float64), need_grad=True)
         else:  # the graph outlives the call only with keep: only then is a copy needed
-            x = Variable.from_array(a, need_grad=True, copy=keep)
+            x = Variable.from_array(a, copy=keep)
+            x.need_grad = x.dtype.kind == "f"  # (ints are refused below)
         if x.dtype.kind != "f":
             raise TypeError(
                 f"{name}: {_label(i, multi)} has dtype {x.dtype}; derivatives need float inputs"
