@@ -506,7 +506,9 @@ class _RecordingOn:
 
 
 def _leaf(a: Any) -> Variable:
-    return Variable.from_array(a, need_grad=True, copy=False)
+    """A leaf holding ``a`` (not copied); with need_grad when it is float (a graph is wanted)."""
+    kind = getattr(getattr(a, "dtype", None), "kind", "f")
+    return Variable.from_array(a, need_grad=kind == "f", copy=False)
 
 
 def _nodes_since(root: Variable, start: int) -> list[Function]:
