@@ -253,7 +253,7 @@ def test_a_damaged_state_file_raises_value_error_naming_the_file(tmp_path: Path,
     solver.save_states(path)
     bad = _damaged(path, how)
     before = _snapshot(solver)
-    with pytest.raises(ValueError, match="Adam.load_states") as e:
+    with pytest.raises(ValueError, match=r"Adam\.load_states") as e:
         solver.load_states(bad)
     assert str(bad) in str(e.value)
     assert _same(_snapshot(solver), before)
