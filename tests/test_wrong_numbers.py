@@ -142,3 +142,64 @@ def test_jacobian_and_vjp_of_a_float32_input_are_float32() -> None:
     assert jac.dtype == np.float32
     assert vj.dtype == np.float32
     np.testing.assert_allclose(np.diag(jac), np.cos(x0 * c) * c, rtol=1e-6)
+
+
+# ---------------------------------------------------------------- F.pinv at full rank
+def _conditioned(shape: tuple[int, ...], smallest: float, seed: int) -> np.ndarray:
+    """Matrices with singular values from 1 down to ``smallest``."""
+    rng = np.random.default_rng(seed)
+    *lead, m, n = shape
+    k = min(m, n)
+    u, _ = np.linalg.qr(rng.standard_normal((*lead, m, m)))
+    v, _ = np.linalg.qr(rng.standard_normal((*lead, n, n)))
+    s = np.zeros((*lead, m, n))
+    idx = np.arange(k)
+    s[..., idx, idx] = np.geomspace(1.0, smallest, k)
+    return u @ s @ np.swapaxes(v, -1, -2)
+
+
+def _grad_of_grad(inverse, x0: np.ndarray) -> np.ndarray:
+    """d/dX of ||d/dX sum(inverse(X)^2)||^2 (second derivatives of ``inverse``)."""
+    x = hd.Variable.from_array(x0, need_grad=True)
+    (g,) = hd.grad(F.sum(inverse(x) ** 2), x)
+    (h,) = hd.grad(F.sum(g * g), x)
+    return h.d
+
+
+def _normal_equations(a):
+    """pinv of a full-rank matrix through batch_inv: (A^T A)^-1 A^T or A^T (A A^T)^-1."""
+    m, n = a.shape[-2:]
+    if m >= n:
+        return F.batch_matmul(F.batch_inv(F.batch_matmul(a, a, transpose_a=True)), a, False, True)
+    return F.batch_matmul(a, F.batch_inv(F.batch_matmul(a, a, transpose_b=True)), True, False)
+
+
+def test_pinv_second_derivative_of_a_full_rank_gram_matrix_keeps_its_digits() -> None:
+    # the issue's case: pinv(X^T X), X of (2, 5, 5); here cond(X^T X) = 1e6
+    x0 = _conditioned((2, 5, 5), 1e-3, seed=3)
+
+    def gram(x):
+        return F.batch_matmul(x, x, transpose_a=True)
+
+    got = _grad_of_grad(lambda x: F.pinv(gram(x)), x0)
+    ref = _grad_of_grad(lambda x: F.batch_inv(gram(x)), x0)
+    # rounding of P itself is eps * cond ~ 1e-10; the projector terms gave ~1e-6
+    np.testing.assert_allclose(got, ref, rtol=1e-8, atol=1e-8 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("shape", [(2, 4, 4), (6, 3), (3, 6), (2, 5, 2)])
+def test_pinv_higher_derivatives_at_full_rank_match_the_normal_equations(shape) -> None:
+    # tall, wide and square: the one projector term kept (or none) is the right one
+    x0 = _conditioned(shape, 1e-2, seed=4)
+    got = _grad_of_grad(F.pinv, x0)
+    ref = _grad_of_grad(_normal_equations, x0)
+    np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-9 * np.abs(ref).max())
+
+
+def test_pinv_keeps_the_projector_terms_below_full_rank() -> None:
+    # A = B C of rank 2 in (4, 3): the rank is constant as B and C move, and the full
+    # constant-rank rule is right to second order (finite differences)
+    rng = np.random.default_rng(5)
+    b0, c0 = rng.standard_normal((4, 2)), rng.standard_normal((2, 3))
+    hd.gradcheck(lambda b, c: F.sum(F.pinv(b @ c) ** 2), (b0, c0), order=2)
+    hd.gradcheck(lambda b, c: F.sum(F.pinv((b @ c).T) ** 2), (b0, c0), order=2)
