@@ -203,3 +203,61 @@ def test_pinv_keeps_the_projector_terms_below_full_rank() -> None:
     b0, c0 = rng.standard_normal((4, 2)), rng.standard_normal((2, 3))
     hd.gradcheck(lambda b, c: F.sum(F.pinv(b @ c) ** 2), (b0, c0), order=2)
     hd.gradcheck(lambda b, c: F.sum(F.pinv((b @ c).T) ** 2), (b0, c0), order=2)
+
+
+# ---------------------------------------------------------------- random functions in hd.vmap
+RANDOM = [
+    lambda shape: F.rand(-1.0, 2.0, shape=shape),
+    lambda shape: F.randn(0.5, 2.0, shape=shape),
+    lambda shape: F.randint(0, 2**30, shape=shape),
+    lambda shape: F.rand(shape=shape, seed=3),
+]
+
+
+@pytest.mark.parametrize("draw", RANDOM)
+def test_random_functions_draw_per_example_inside_vmap(draw) -> None:
+    y = hd.vmap(lambda x: x + draw((3,)))(np.zeros((6, 3)))
+    assert y.shape == (6, 3)
+    assert len(np.unique(y.d)) == 18  # as a loop over the examples: no two rows alike
+    nested = hd.vmap(hd.vmap(lambda x: x + draw(())))(np.zeros((4, 5)))
+    assert nested.shape == (4, 5)
+    assert len(np.unique(nested.d)) == 20
+
+
+def test_random_draws_in_vmap_follow_the_node_stream_and_its_distribution() -> None:
+    # a seeded node draws the whole batch from default_rng(seed), as the docs give it
+    y = hd.vmap(lambda x: x + F.rand(-1.0, 1.0, shape=(2,), seed=7))(np.zeros((3, 2)))
+    u = np.random.default_rng(7).random((3, 2))
+    np.testing.assert_allclose(y.d, (-1.0 + 2.0 * u).astype(np.float32), rtol=1e-6)
+    hd.seed(0)
+    z = hd.vmap(lambda x: x + F.randn(shape=()))(np.zeros(4000)).d
+    assert abs(z.mean()) < 0.1
+    assert abs(z.std() - 1.0) < 0.1
+
+
+def test_a_per_example_draw_is_the_one_its_gradient_sees() -> None:
+    def f(x):
+        r = F.randn(shape=(3,))
+        return [r, hd.grad(F.sum(x * r), x)[0]]
+
+    r, g = hd.vmap(f)(np.ones((4, 3)))
+    np.testing.assert_array_equal(g.d, r.d)
+    assert len(np.unique(r.d)) == 12
+
+
+def test_a_static_graph_in_vmap_redraws_every_example_on_each_forward() -> None:
+    with hd.auto_forward(False):
+        y = hd.vmap(lambda x: x * F.rand(shape=(2,)))(np.ones((3, 2)))
+    y.forward()
+    first = y.d.copy()
+    y.forward()
+    assert len(np.unique(first)) == 6
+    assert not np.any(first == y.d)
+
+
+def test_the_rows_of_a_hessian_share_one_draw() -> None:
+    # hd.hessian batches its rows with vmap over the reverse pass: f runs once, one draw
+    x0 = np.array([0.3, -0.2, 0.9])
+    h = hd.hessian(lambda x: F.sum(x * x * F.rand(shape=(3,), seed=1)), x0)
+    r = np.random.default_rng(1).random(3).astype(np.float32)
+    np.testing.assert_allclose(h, np.diag(2.0 * r), rtol=1e-6)
