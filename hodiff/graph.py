@@ -909,13 +909,7 @@ def grad_graph(
     finally:
         _resume_collector()
         _trusted.reset(token)
-    out: list[Variable | None] = []
-    for x in inputs:
-        g = grads.get(x)
-        if g is not None and g._dtype != x._grad_dtype():
-            g = g.astype(x._grad_dtype())  # an input's gradient has its dtype, as in backward
-        out.append(g)
-    return out
+    return [grads.get(x) for x in inputs]
 
 
 def grad_values(
