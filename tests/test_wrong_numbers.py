@@ -134,6 +134,19 @@ def test_second_order_and_static_graphs_keep_the_leaf_dtype() -> None:
     np.testing.assert_allclose(gs.d, g.d, rtol=1e-6)
 
 
+@pytest.mark.parametrize("create_graph", [True, False])
+def test_per_example_gradients_in_vmap_keep_the_float32_dtype(create_graph: bool) -> None:
+    c = hd.Variable.from_array(np.array([2.0, 3.0]))
+
+    def per_example(x):
+        return hd.grad(F.sum(F.sin(x) * c), x, create_graph=create_graph)[0]
+
+    x0 = np.linspace(-1, 1, 8, dtype=np.float32).reshape(4, 2)
+    g = hd.vmap(per_example)(x0)
+    assert g.dtype == g.d.dtype == np.float32
+    np.testing.assert_allclose(g.d, np.cos(x0) * np.array([2.0, 3.0]), rtol=1e-6)
+
+
 def test_jacobian_and_vjp_of_a_float32_input_are_float32() -> None:
     c = np.array([3.0, 4.0])
     x0 = np.array([0.5, -1.0], dtype=np.float32)
