@@ -341,7 +341,8 @@ class Function:
         inputs = self._as_inputs(args)
         xs = [x._data for x in inputs]
         unfilled = any(d is None for d in xs)
-        if unfilled and _BATCH_HOOK is not None:  # hd.vmap: a batched input (hodiff/vmap.py)
+        if (unfilled or not inputs) and _BATCH_HOOK is not None:  # hd.vmap (hodiff/vmap.py):
+            # a batched input, or no input at all (a random function draws per example)
             out = _BATCH_HOOK(self, inputs)
             if out is not None:
                 return out

@@ -961,7 +961,9 @@ def grad_values(
     out: list[Any] = []
     for x in inputs:
         g = grads.get(x)
-        if g is not None and (
+        if g is not None and g.dtype != x._grad_dtype():
+            g = g.astype(x._grad_dtype())  # an input's gradient has its dtype, as in backward
+        elif g is not None and (
             g.base is not None or any(g is s for s in seeds) or any(g is o for o in out)
         ):
             g = g.copy()
