@@ -33,6 +33,7 @@ TUTORIALS: tuple[str, ...] = (
     "quickstart.md",
     "engine.md",
     "hvp.md",
+    "taylor.md",
     "gradient_penalty.md",
     "training.md",
     "curvature.md",
