@@ -48,12 +48,15 @@ from hodiff import functions as F
 from hodiff.autograd import grad as _autograd_grad
 from hodiff.context import _raw, _recording, auto_forward
 from hodiff.function import Elementwise, Function, array_module_of
+from hodiff.grad_functions import arithmetic as _garith
+from hodiff.grad_functions import math as _gmath
 from hodiff.functions import activation as _activation
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions import array as _array
 from hodiff.functions import conv as _conv
 from hodiff.functions import indexing as _indexing
 from hodiff.functions import linalg as _linalg
+from hodiff.functions import loss as _loss
 from hodiff.functions import math as _math
 from hodiff.functions import pooling as _pooling
 from hodiff.functions import reduction as _reduction
@@ -79,6 +82,7 @@ LINEAR: tuple[type, ...] = (
     *_cls(_indexing, "Transpose", "GetItem"),
     *_cls(_shaping, "Reshape", "Broadcast", "Concatenate", "Stack", "Split", "Flip", "Transpose"),
     *_cls(_reduction, "Sum", "CumSum"),
+    *_cls(_garith, "SumTo"),
     *_cls(_pooling, "SumPooling", "AveragePooling"),
 )
 
@@ -104,6 +108,7 @@ _DERIVATIVE: dict[type, Callable[[Any, Any, Any], Any]] = {
     **dict.fromkeys(_cls(_activation, "Sigmoid"), lambda f, x, y: y * (1.0 - y)),
     **dict.fromkeys(_cls(_arith, "PowScalar"), lambda f, x, y: _pow_derivative(f.val, x)),
     **dict.fromkeys(_cls(_arith, "RDivScalar"), lambda f, x, y: -y / x),
+    **dict.fromkeys(_cls(_activation, "Softplus"), lambda f, x, y: F.sigmoid(x * f.beta)),
     **dict.fromkeys(_cls(_arith, "RPowScalar"), lambda f, x, y: _rpow_derivative(f.val, y)),
 }
 
@@ -142,7 +147,8 @@ _LOCALLY_CONSTANT: tuple[type, ...] = (
 
 def rule_kinds() -> dict[str, str]:
     """Which rule each registered primitive takes, by name: ``"linear"``, ``"multilinear"``,
-    ``"elementwise"``, ``"custom"``, ``"constant"`` or ``"generic"`` (:func:`_generic`).
+    ``"elementwise"``, ``"custom"``, ``"composite"`` (:data:`_EXPAND`), ``"constant"`` or
+    ``"generic"`` (:func:`_generic`).
     """
     out = {}
     for cls in _all_primitives(Function):
@@ -170,6 +176,8 @@ def _kind(cls: type) -> str:
         return "multilinear"
     if cls in _CUSTOM:
         return "custom"
+    if cls in _EXPAND:
+        return "composite"
     if cls in _DERIVATIVE or cls in _PIECEWISE_LINEAR or _has_dydx(cls):
         return "elementwise"
     return "generic"
@@ -254,6 +262,8 @@ def _rule(jp: JetPass, f: Function, ins: list[Coeffs | None], outs: list[Any]) -
         return _multilinear(jp, f, ins, outs)
     if kind == "custom":
         return _CUSTOM[cls](jp, f, ins, outs)
+    if kind == "composite":
+        return _composite(jp, f, ins, outs)
     if kind == "elementwise":
         return [_elementwise(jp, f, ins[0], outs[0])]
     return _generic(jp, f, ins, outs)
@@ -581,6 +591,69 @@ _CUSTOM: dict[type, Callable[[JetPass, Function, list[Any], list[Any]], list[Any
     **dict.fromkeys(_cls(_arith, "RSubScalar"), _rsub_scalar),
     **dict.fromkeys(_cls(_arith, "Div2"), _div2),
 }
+
+
+# ---------------------------------------------------------------- composite rules
+def _shift(x: Any, axis: Any) -> Any:
+    """A constant shift (the max along ``axis`` of ``x``'s value) for a stable exponential:
+    a jet does not depend on it (``softmax(x - c) = softmax(x)`` for a constant ``c``).
+    """
+    a = x.d if isinstance(x, Variable) else x
+    return a.max(axis=axis, keepdims=True) if a.size else a
+
+
+def _softmax_expr(f: Any, x: Any) -> Any:
+    ax = f._axis(x.ndim)
+    e = F.exp(x - _shift(x, ax))
+    return e / F.sum(e, axis=ax, keepdims=True)
+
+
+def _log_softmax_expr(f: Any, x: Any) -> Any:
+    ax = f._axis(x.ndim)
+    z = x - _shift(x, ax)
+    return z - F.log(F.sum(F.exp(z), axis=ax, keepdims=True))
+
+
+def _logsumexp_expr(f: Any, x: Any) -> Any:
+    axes = f._axes(x.ndim)
+    m = _shift(x, axes)
+    y = F.log(F.sum(F.exp(x - m), axis=axes, keepdims=True)) + m
+    return y if f.keepdims else F.reshape(y, tuple(f.output_shape(0)))
+
+
+def _extremum2_expr(f: Any, a: Any, b: Any, larger: bool) -> Any:
+    av = a.d if isinstance(a, Variable) else a
+    bv = b.d if isinstance(b, Variable) else b
+    m = (av >= bv) if larger else (av <= bv)  # the selected side, constant near the point
+    m = np.asarray(m, dtype=np.result_type(av.dtype, bv.dtype, np.float32))
+    return a * m + b * (1.0 - m)
+
+
+#: primitives whose jet is that of a short expression in other primitives (traced on the
+#: node's inputs, then pushed through with the same pass settings)
+_EXPAND: dict[type, Callable[..., Any]] = {
+    **dict.fromkeys(_cls(_gmath, "TanhBackward"), lambda f, gy, y: gy * (1.0 - y * y)),
+    **dict.fromkeys(_cls(_gmath, "SigmoidBackward"), lambda f, gy, y: gy * y * (1.0 - y)),
+    **dict.fromkeys(_cls(_gmath, "SoftplusBackward"), lambda f, gy, x: gy * F.sigmoid(x * f.beta)),
+    **dict.fromkeys(_cls(_loss, "Softmax"), _softmax_expr),
+    **dict.fromkeys(_cls(_loss, "LogSoftmax"), _log_softmax_expr),
+    **dict.fromkeys(_cls(_reduction, "LogSumExp"), _logsumexp_expr),
+    **dict.fromkeys(_cls(_arith, "Maximum2"), lambda f, a, b: _extremum2_expr(f, a, b, True)),
+    **dict.fromkeys(_cls(_arith, "Minimum2"), lambda f, a, b: _extremum2_expr(f, a, b, False)),
+}
+
+
+def _composite(jp: JetPass, f: Function, ins: list[Coeffs | None], outs: list[Any]) -> list[Any]:
+    with _RecordingOn():
+        xs = [x if jp.record else _leaf(x._data) for x in f.inputs]
+        start = next(_clock)
+        y = _EXPAND[type(f)](f, *xs)
+    sub = JetPass(jp.kk, collapsed=jp.collapsed, record=jp.record)
+    for x, s in zip(xs, ins, strict=True):
+        if s is not None:
+            sub.series[x] = s
+    sub.run(_nodes_since(y, start))
+    return [sub.series.get(y)]
 
 
 # ---------------------------------------------------------------- the generic rule

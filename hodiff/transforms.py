@@ -442,7 +442,8 @@ def hvp(f: Callable[..., Variable], inputs: Any, v: Any, mode: str = "rev-rev") 
             batched reverse pass (``hd.vmap``).
         mode: ``"rev-rev"`` (default: reverse-over-reverse, a plain reverse pass
             over the recorded gradient graph) or ``"fwd-rev"`` (forward-over-reverse:
-            the jvp of the gradient, by the transpose trick); rev-rev is faster.
+            the jvp of the gradient in forward mode, a jet pass over the recorded gradient
+            graph; inside ``hd.vmap`` by the transpose trick).
 
     Returns:
         ``(y, Hv)``: the value of ``f`` and an array of each input's shape (a
@@ -470,12 +471,15 @@ def hvp(f: Callable[..., Variable], inputs: Any, v: Any, mode: str = "rev-rev") 
         batched = _any_batched(*xs, v)
         if not batched:
             vs: list[Any] = _directions("hvp", v, xs, multi, batch=k)
+        start = _taylor.clock()
         y = _call("hvp", f, xs)
         _scalar("hvp", y)
         batched = batched or type(y) is BatchedVariable
         if batched:  # inside hd.vmap: recorded, Variables
             vs = _vdirections("hvp", v, xs, multi, batch=k)
         gs = grad(y, xs, allow_unused=True)
+        if mode == "fwd-rev" and not batched:  # forward mode over the recorded gradient graph
+            return _fwd_rev(y, gs, xs, vs, k, start, multi)
         if mode == "rev-rev":
             roots, wrt = gs, xs  # sum_j (d g_j / dx)^T v_j = H v
         else:
@@ -498,6 +502,33 @@ def hvp(f: Callable[..., Variable], inputs: Any, v: Any, mode: str = "rev-rev") 
         else:  # a batch of directions: one batched reverse pass
             _evaluate([y, *roots])
             hv = _batched_pass(roots, wrt, k, lambda a, b: [d[a:b] for d in vs], None, False)
+    return _value(y, xs), _pack(hv, multi)
+
+
+def _fwd_rev(
+    y: Variable,
+    gs: list[Any],
+    xs: list[Variable],
+    vs: list[Any],
+    k: int | None,
+    start: int,
+    multi: bool,
+) -> tuple[Any, Any]:
+    """``H v`` as the jvp of the gradient: a jet of order 1 (forward mode) pushed through the
+    recorded gradient graph and the forward graph under it; ``k`` directions in one pass.
+    """
+    _evaluate([y, *[g for g in gs if g is not None]])
+    series = [[v if k is not None else v.reshape((1, *v.shape))] for v in vs]
+    roots = [g for g in gs if g is not None]
+    outs = iter(_taylor.push(tuple(roots), start, xs, series, 1))
+    hv = []
+    for g, x in zip(gs, xs, strict=True):
+        c = next(outs)[0] if g is not None else None
+        shape = (k, *x.shape) if k is not None else tuple(x.shape)
+        if c is None:
+            hv.append(array_module_of(x).zeros(shape, dtype=x._grad_dtype()))
+        else:
+            hv.append(c.reshape(shape))
     return _value(y, xs), _pack(hv, multi)
 
 

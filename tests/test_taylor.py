@@ -386,9 +386,35 @@ def test_every_primitive_has_a_rule_kind() -> None:
         "multilinear",
         "elementwise",
         "custom",
+        "composite",
         "constant",
         "generic",
     }
     # the hot ones have their own rules, not the generic one
     for name in ("Affine", "Mul2", "Add2", "Tanh", "Exp", "Sum", "Reshape", "BatchMatmul"):
         assert kinds[name] != "generic", name
+
+
+F32 = [s for s in SPECS if s.float32]
+F32_IDS = spec_ids(F32)
+
+
+@pytest.mark.parametrize("spec", F32, ids=F32_IDS)
+def test_jets_in_float32_stay_float32_and_agree(spec: Spec) -> None:
+    order = min(spec.order, 2)
+    xs, vs, _ = _setup(spec)
+    series = [None if v is None else [v] + [None] * (order - 1) for v in vs]
+    _, outs64 = _jet(spec, xs, series, order)
+    xs32 = [x.astype(np.float32) if is_float(x) else x for x in xs]
+    s32 = [
+        None if s is None else [None if c is None else c.astype(np.float32) for c in s]
+        for s in series
+    ]
+    _, outs32 = _jet(spec, xs32, s32, order)
+    for a, b in zip(outs64, outs32, strict=True):
+        for c64, c32 in zip(a, b, strict=True):
+            if c64 is None or c32 is None:
+                continue
+            assert c32.dtype == np.float32, f"{spec.name}: a float32 jet gave {c32.dtype}"
+            scale = max(1.0, float(np.abs(c64).max()))
+            np.testing.assert_allclose(c32, c64, rtol=2e-3, atol=2e-3 * scale, err_msg=spec.name)
