@@ -48,8 +48,6 @@ from hodiff import functions as F
 from hodiff.autograd import grad as _autograd_grad
 from hodiff.context import _raw, _recording, auto_forward
 from hodiff.function import Elementwise, Function, array_module_of
-from hodiff.grad_functions import arithmetic as _garith
-from hodiff.grad_functions import math as _gmath
 from hodiff.functions import activation as _activation
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions import array as _array
@@ -62,6 +60,8 @@ from hodiff.functions import pooling as _pooling
 from hodiff.functions import reduction as _reduction
 from hodiff.functions import rounding as _rounding
 from hodiff.functions import shaping as _shaping
+from hodiff.grad_functions import arithmetic as _garith
+from hodiff.grad_functions import math as _gmath
 from hodiff.variable import Variable
 from hodiff.variable import _seq as _clock
 
