@@ -206,19 +206,39 @@ class JetPass:
     def val(self, v: Variable) -> Any:
         return v if self.record else v._data
 
-    def run(self, nodes: Sequence[Function]) -> None:
-        """Visits ``nodes`` (inputs before consumers) and fills :attr:`series`."""
+    def run(self, nodes: Sequence[Function], keep: Sequence[Variable] | None = None) -> None:
+        """Visits ``nodes`` (inputs before consumers) and fills :attr:`series`.
+
+        With ``keep`` (the variables whose coefficients are wanted), the coefficients of
+        every other variable are dropped once its last consumer among ``nodes`` has run,
+        so that a plain pass holds only a few layers' coefficients at a time.
+        """
+        uses: dict[Variable, int] | None = None
+        if keep is not None:
+            uses = {}
+            for f in nodes:
+                for x in f.inputs:
+                    uses[x] = uses.get(x, 0) + 1
+            for v in keep:
+                uses[v] = uses.get(v, 0) + len(nodes) + 1  # never dropped
+        series = self.series
         token = None if self.record else _raw.set(True)
         try:
             for f in nodes:
-                ins = [self.series.get(x) for x in f.inputs]
+                ins = [series.get(x) for x in f.inputs]
                 if all(s is None for s in ins):
                     continue
                 outs = [r() for r in f._outputs]
                 result = _rule(self, f, ins, outs)
                 for o, s in zip(outs, result, strict=True):
                     if o is not None and s is not None and any(c is not None for c in s):
-                        self.series[o] = s
+                        series[o] = s
+                if uses is not None:
+                    for x in f.inputs:
+                        left = uses[x] - 1
+                        uses[x] = left
+                        if left == 0:
+                            series.pop(x, None)
         finally:
             if token is not None:
                 _raw.reset(token)
@@ -231,6 +251,14 @@ class JetPass:
     def sum_dirs(self, c: Any) -> Any:
         """``c`` summed over the direction axis, kept as an axis of 1."""
         return F.sum(c, axis=0, keepdims=True)
+
+    def sum_prod(self, a: Any, b: Any) -> Any:
+        """``sum_r a[r] b[r]``, kept as an axis of 1, without the ``(R, ...)`` product in
+        memory on arrays (``einsum``).
+        """
+        if not self.record and type(a) is np.ndarray and type(b) is np.ndarray:
+            return np.einsum("r...,r...->...", a, b)[None]
+        return F.sum(a * b, axis=0, keepdims=True)
 
     def combine(self, k: int, per_dir: list[Any], with_top: list[Any]) -> Any:
         """The coefficient of order ``k`` from terms without (``per_dir``) and with
@@ -423,41 +451,35 @@ def _elementwise(jp: JetPass, f: Function, sx: Coeffs | None, y: Variable) -> Co
         ones = xp.ones((1, *x.shape), dtype=x.dtype if x.dtype.kind == "f" else np.float64)
         unit = JetPass(kk, collapsed=False, record=jp.record)
         ds += [None if d is None else d[0] for d in _recurrence(unit, f, [ones], y, z0)[1:]]
-    memo: dict[tuple[int, int], Any] = {}
-    one = object()
-
-    def bell(n: int, m: int) -> Any:
-        if m == 0:
-            return one if n == 0 else None
-        if n < m:
-            return None
-        key = (n, m)
-        if key in memo:
-            return memo[key]
-        total = None
-        for i in range(1, n - m + 2):
-            xi, b = sx[i - 1], bell(n - i, m - 1)
-            if xi is None or b is None:
-                continue
-            term = xi if b is one else xi * b
-            c = comb(n - 1, i - 1)
-            term = term if c == 1 else term * float(c)
-            total = term if total is None else total + term
-        memo[key] = total
-        return total
-
     ys: Coeffs = []
+    one = _ONE
+    table: dict[tuple[int, int], Any] = {(0, 0): one}  # B_{n,m}, per direction
     for k in range(1, kk + 1):
         terms = []
         for m in range(1, k + 1):
-            b, d = bell(k, m), ds[m - 1]
-            if b is None or d is None:
-                continue
-            if jp.top(k) and m >= 2:
-                b = jp.sum_dirs(b)
-            terms.append(d * b)
+            d = ds[m - 1]
+            summed = jp.top(k) and m >= 2  # sum_r B_{k,m}[r], without B_{k,m} in memory
+            total = None
+            for i in range(1, k - m + 2):
+                xi, b = sx[i - 1], table.get((k - i, m - 1))
+                if xi is None or b is None:
+                    continue
+                if summed:
+                    term = jp.sum_prod(xi, b)
+                else:
+                    term = xi if b is one else xi * b
+                c = comb(k - 1, i - 1)
+                term = term if c == 1 else term * float(c)
+                total = term if total is None else total + term
+            if not summed:
+                table[(k, m)] = total
+            if d is not None and total is not None:
+                terms.append(d * total)
         ys.append(_add_all(terms) if terms else None)
     return ys
+
+
+_ONE = object()  # B_{0,0} = 1
 
 
 def _recurrence(jp: JetPass, f: Function, sx: Coeffs, y: Variable, z0: Any) -> Coeffs:
@@ -813,7 +835,7 @@ def push(
     for o in ys:
         for g in _nodes_since(o, start):
             nodes[g] = None
-    jp.run(sorted(nodes, key=lambda g: g.seq))
+    jp.run(sorted(nodes, key=lambda g: g.seq), keep=ys)
     return [jp.series.get(o) or [None] * order for o in ys]
 
 
