@@ -464,10 +464,12 @@ def _elementwise(jp: JetPass, f: Function, sx: Coeffs | None, y: Variable) -> Co
                 xi, b = sx[i - 1], table.get((k - i, m - 1))
                 if xi is None or b is None:
                     continue
-                if summed:
+                if summed:  # sum_r B_{k,m}[r]
                     term = jp.sum_prod(xi, b)
+                elif b is one:
+                    term = xi
                 else:
-                    term = xi if b is one else xi * b
+                    term = xi * b
                 c = comb(k - 1, i - 1)
                 term = term if c == 1 else term * float(c)
                 total = term if total is None else total + term
