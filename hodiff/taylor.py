@@ -738,7 +738,8 @@ def _curve_derivatives(
     """``d^k/dt^k f(x(t))`` at ``t = 0`` for ``k = 1..K``, per output (None: zero)."""
     with _RecordingOn():
         dtypes = [x.dtype for x in f.inputs if x.dtype.kind == "f"]
-        t = Variable.from_array(np.zeros((), dtype=dtypes[0] if dtypes else np.float64), True)
+        xp = array_module_of(*f.inputs)
+        t = Variable.from_array(xp.zeros((), dtype=dtypes[0] if dtypes else np.float64), True)
         args = []
         for x, cs in zip(f.inputs, curves, strict=True):
             x0 = jp.val(x) if jp.record else _leaf(x._data)

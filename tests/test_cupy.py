@@ -149,3 +149,26 @@ def test_labels_out_of_range_raise_on_the_gpu() -> None:
     for bad in ([[0], [3], [1], [2]], [[0], [-1], [1], [2]]):
         with pytest.raises(ValueError, match=r"must lie in \[0, 3\)"):
             F.softmax_cross_entropy(x, cp.asarray(bad))
+
+
+def test_taylor_mode_on_cupy_matches_numpy() -> None:
+    rng = np.random.default_rng(0)
+    ws = [rng.standard_normal((3, 16)), rng.standard_normal(16), rng.standard_normal((16, 1))]
+    x = rng.standard_normal((5, 3))
+    results = []
+    for to in (np.asarray, cp.asarray):
+        w1, b1, w2 = (hd.Variable.from_array(to(w)) for w in ws)
+
+        def f(z, w1=w1, b1=b1, w2=w2):
+            return hd.functions.affine(hd.functions.tanh(hd.functions.affine(z, w1, b1)), w2)
+
+        lap = hd.laplacian(f, to(x), batch_axis=0)
+        _, jv = hd.jvp(f, to(x), to(np.ones_like(x)))
+        results.append(
+            [
+                cp.asnumpy(lap) if to is cp.asarray else lap,
+                cp.asnumpy(jv) if to is cp.asarray else jv,
+            ]
+        )
+    for a, b in zip(*results, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)

@@ -418,3 +418,12 @@ def test_jets_in_float32_stay_float32_and_agree(spec: Spec) -> None:
             assert c32.dtype == np.float32, f"{spec.name}: a float32 jet gave {c32.dtype}"
             scale = max(1.0, float(np.abs(c64).max()))
             np.testing.assert_allclose(c32, c64, rtol=2e-3, atol=2e-3 * scale, err_msg=spec.name)
+
+
+@pytest.mark.parametrize("spec", THIRD, ids=THIRD_IDS)
+def test_fourth_order_jet_equals_nested_derivatives(spec: Spec) -> None:
+    xs, vs, us = _setup(spec, seed=5)
+    want = _nested(spec, xs, vs, us, 4)
+    series = [None if v is None else [v, None, None, None] for v in vs]
+    y, outs = _jet(spec, xs, series, 4)
+    _close(_project(y, outs, list(us), 4), want, spec)
