@@ -26,6 +26,7 @@ from hodiff.graphio import load_graph, save_graph, to_dot
 from hodiff.transforms import *  # noqa: F403
 from hodiff.variable import Variable
 from hodiff.vmap import vmap
+from hodiff.checkpoint import checkpoint  # noqa: I001 (after vmap, which it uses)
 
 __version__ = "0.1.0"
 
@@ -36,6 +37,7 @@ __all__ = [
     "GradcheckReport",
     "Variable",
     "auto_forward",
+    "checkpoint",
     "context_scope",
     "curvature",
     "functions",
