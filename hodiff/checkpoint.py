@@ -36,10 +36,10 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from hodiff import autograd
+from hodiff import autograd, graph
 from hodiff import random as _random
 from hodiff import variable as _variable
-from hodiff.context import NO_GRAD, RAW, _mode
+from hodiff.context import NO_GRAD, RAW, STATIC, _mode
 from hodiff.function import Flags, Function, Slots
 from hodiff.variable import Variable
 from hodiff.vmap import BatchedVariable, vmap
@@ -242,7 +242,12 @@ class Checkpoint(Function, register=False):
     def _backward_values(
         self, inputs: Slots, outputs: Slots, wanted: list[int], accum: Flags
     ) -> None:
-        """The plain pass: rebuild the segment, a plain pass over it, drop it."""
+        """The plain pass: rebuild the segment, a plain pass over it, drop it.
+
+        The segment of a recorded gradient (:class:`_Vjp`) is rebuilt with its gradient
+        graph linked but not computed, and only the values its rules read are then
+        computed (:func:`_run_needed`): the gradient's own result is never needed.
+        """
         n = len(self.positions)
         known = self.inputs
         token = _mode.set(0)  # define-by-run and recording, to rebuild the segment's graph
@@ -252,17 +257,23 @@ class Checkpoint(Function, register=False):
                 for s, x in zip(inputs[:n], known[:n], strict=True)
             ]
             start = next(_variable._seq)
-            outs = self._replay(leaves)
+            if isinstance(self.f, _Vjp):
+                with _random.replaying(self._tape, self.name):
+                    outs, linked = self.f.lazily(leaves)
+                self._check_specs(outs)
+                _run_needed(outs, linked)
+            else:
+                outs = self._replay(leaves)
             wrt = [leaves[i] if i < n else known[i] for i in wanted]
-            gys = [Variable.from_array(s.grad, copy=False) for s in outputs]
-            gs = autograd.grad(outs, wrt, grad_outputs=gys, allow_unused=True, create_graph=False)
+            gs = graph.grad_values(outs, wrt, [s.grad for s in outputs], graph.plan(outs, wrt))
             extra = _reached(outs, leaves, start)
             del outs, leaves, wrt
         finally:
             _mode.reset(token)
         _check_same_externals(self, _alive(extra))
         for i, g in zip(wanted, gs, strict=True):
-            inputs[i].store(g._data, accum[i])
+            if g is not None:
+                inputs[i].store(g, accum[i])
 
 
 class _Vjp:
@@ -280,12 +291,62 @@ class _Vjp:
         self.__name__ = f"vjp_of_{node.name}"
 
     def __call__(self, *args: Variable) -> tuple[Variable, ...]:
+        outs, wrt, gys = self._forward(args)
+        return tuple(autograd.grad(outs, wrt, grad_outputs=gys, allow_unused=True))
+
+    def lazily(self, args: Sequence[Variable]) -> tuple[list[Variable], int]:
+        """The same graph, its gradient part linked but not computed (static mode), and the
+        clock time before that part. A rule never reads a value to decide what to link (see
+        hodiff/function.py), so linking it first is safe; ``f`` itself runs as it is (a
+        user's ``f`` may read values).
+        """
+        outs, wrt, gys = self._forward(args)
+        linked = next(_variable._seq)
+        token = _mode.set(_mode.get() | STATIC)
+        try:
+            return autograd.grad(outs, wrt, grad_outputs=gys, allow_unused=True), linked
+        finally:
+            _mode.reset(token)
+
+    def _forward(self, args: Sequence[Variable]) -> tuple[list[Variable], ...]:
+        """The node's outputs recomputed, the variables to differentiate, the seeds."""
         node = self.node
         n = len(node.positions)
-        leaves, gys = args[:n], list(args[n:])
+        leaves = list(args[:n])
         outs = node._replay(leaves)
         wrt = [leaves[i] if i < n else node.inputs[i] for i in self.wanted]
-        return tuple(autograd.grad(outs, wrt, grad_outputs=gys, allow_unused=True))
+        return outs, wrt, list(args[n:])
+
+
+def _run_needed(outs: Sequence[Variable], start: int) -> None:
+    """Computes the values, in the graph of ``outs``, of the nodes linked (in static mode,
+    without computing) since ``start`` that a reverse pass or another of them reads.
+
+    A value is needed when a rule reads it (``need_inputs`` of its consumers,
+    ``need_outputs`` of its producer) or a needed node computes from it; the others (the
+    gradient's result itself, a sum only added to it) are never computed.
+    """
+    nodes = [f for f in graph.topological_order(list(outs)) if f.seq > start]
+    needed: set[int] = set()
+    run = []
+    for f in reversed(nodes):
+        go = f.need_outputs
+        if not go:
+            for r in f._outputs:
+                o = r()
+                if o is not None and id(o) in needed:
+                    go = True
+                    break
+        if go:
+            run.append(f)
+        for i, x in enumerate(f.inputs):
+            if go or (f.differentiable and f.needs_input(i)):
+                needed.add(id(x))
+    for f in reversed(run):
+        xs = [x._data for x in f.inputs]
+        ys: list[Any] = [None] * f.n_outputs
+        f.forward_impl(xs, ys)
+        graph._set_outputs(f, xs, ys)
 
 
 # ---------------------------------------------------------------------- tracing
