@@ -11,6 +11,7 @@ array([ 3., 12.])
 from hodiff import _malloc, curvature, distributed, functions, transforms
 from hodiff.autograd import grad, iter_grads
 from hodiff.check import GradcheckError, GradcheckReport, gradcheck, gradgradcheck
+from hodiff.checkpoint import checkpoint
 from hodiff.context import (
     Context,
     auto_forward,
@@ -26,7 +27,6 @@ from hodiff.graphio import load_graph, save_graph, to_dot
 from hodiff.transforms import *  # noqa: F403
 from hodiff.variable import Variable
 from hodiff.vmap import vmap
-from hodiff.checkpoint import checkpoint  # noqa: I001 (after vmap, which it uses)
 
 __version__ = "0.1.0"
 

@@ -32,6 +32,7 @@ example gradients through a checkpoint are checkpointed too (see :meth:`Checkpoi
 
 from __future__ import annotations
 
+import contextvars
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -133,6 +134,8 @@ class Checkpoint(Function, register=False):
         self._tape = _random.Tape()
         self._specs: list[Spec] = []
         self._pending: list[Any] | None = None
+        #: the caller's context variables (parameter scope, array context), for recomputing
+        self._context = contextvars.copy_context()
 
     def _setup(self, specs: list[Spec], values: list[Any] | None, n_externals: int) -> None:
         """Declares the outputs (and the first run's values, taken by the first forward)."""
@@ -209,11 +212,16 @@ class Checkpoint(Function, register=False):
 
     # ------------------------------------------------------------ recomputation
     def _call_f(self, leaves: Sequence[Variable]) -> Any:
-        """``f`` on the statics with the Variable arguments replaced by ``leaves``."""
+        """``f`` on the statics with the Variable arguments replaced by ``leaves``.
+
+        It runs in the context variables of the ``checkpoint`` call (the parameter scope
+        and array context ``f`` was called in, which a reverse pass run elsewhere does not
+        have), with the current mode and random tapes.
+        """
         call = list(self.statics)
         for p, v in zip(self.positions, leaves, strict=True):
             call[p] = v
-        return self.f(*call)
+        return self._context.copy().run(_run_in, self.f, call, _mode.get(), _random.current())
 
     def _replaying_call(self, *leaves: Variable) -> Any:
         with _random.replaying(self._tape, "checkpoint"):
@@ -349,6 +357,12 @@ def _run_needed(outs: Sequence[Variable], start: int) -> None:
         graph._set_outputs(f, xs, ys)
 
 
+def _run_in(f: Callable[..., Any], call: list[Any], mode: int, tapes: Any) -> Any:
+    _mode.set(mode)
+    _random.restore(tapes)
+    return f(*call)
+
+
 # ---------------------------------------------------------------------- tracing
 def _trace(
     node: Checkpoint, xs: list[Variable]
@@ -404,9 +418,7 @@ def _as_outputs(name: str, out: Any) -> tuple[type | None, list[Variable]]:
     )
 
 
-def _reached(
-    outs: Sequence[Variable], leaves: Sequence[Variable], start: int
-) -> list[Any]:
+def _reached(outs: Sequence[Variable], leaves: Sequence[Variable], start: int) -> list[Any]:
     """What the graph of ``outs`` reaches that it did not make from ``leaves``.
 
     The walk stops at the ``leaves`` (skipped), at other leaves and at variables made by

@@ -33,10 +33,20 @@ import contextvars
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 
-__all__ = ["Tape", "generator", "node_generator", "recording", "replaying", "seed"]
+__all__ = [
+    "Tape",
+    "current",
+    "generator",
+    "node_generator",
+    "recording",
+    "replaying",
+    "restore",
+    "seed",
+]
 
 _lock = threading.Lock()
 _global = np.random.default_rng()
@@ -98,6 +108,16 @@ _tapes: contextvars.ContextVar[tuple[Tape | _Replay, ...]] = contextvars.Context
 )
 
 
+def current() -> Any:
+    """The tapes in effect (for :func:`restore` in another context)."""
+    return _tapes.get()
+
+
+def restore(tapes: Any) -> None:
+    """Puts back tapes read by :func:`current` (in a copied context that runs a segment)."""
+    _tapes.set(tapes)
+
+
 @contextmanager
 def recording(tape: Tape) -> Iterator[Tape]:
     """Within it, the seed of every new random node (``seed=-1``) is appended to ``tape``."""
@@ -121,7 +141,7 @@ def replaying(tape: Tape, name: str = "replay") -> Iterator[None]:
     token = _tapes.set((*_tapes.get(), replay))
     try:
         yield
-    except _Exhausted:
+    except _ExhaustedError:
         raise RuntimeError(
             f"{name}: the recomputation made more random nodes than the first run "
             f"({len(tape.seeds)}): the function must make the same random calls every time"
@@ -135,7 +155,7 @@ def replaying(tape: Tape, name: str = "replay") -> Iterator[None]:
         )
 
 
-class _Exhausted(Exception):
+class _ExhaustedError(Exception):
     """A replayed tape had no seed left (turned into RuntimeError by :func:`replaying`)."""
 
 
@@ -159,7 +179,7 @@ def node_generator(seed: int) -> np.random.Generator:
         replay = tapes[source]
         assert type(replay) is _Replay
         if replay.pos >= len(replay.tape.seeds):
-            raise _Exhausted
+            raise _ExhaustedError
         s = replay.tape.seeds[replay.pos]
         replay.pos += 1
     for t in tapes if source is None else tapes[source + 1 :]:  # the recordings inside it
