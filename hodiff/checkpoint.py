@@ -182,7 +182,16 @@ class Checkpoint(Function, register=False):
             return
         n = len(self.positions)
         vjp = _Vjp(self, wanted)
-        gxs = checkpoint(vjp, *[s.data for s in inputs[:n]], *[s.grad for s in outputs])
+        xs, gys = [s.data for s in inputs[:n]], [s.grad for s in outputs]
+        mode = _mode.get()
+        if mode & NO_GRAD:  # values only (hd.grad under no_grad): record the segment, unlink
+            token = _mode.set(mode & ~NO_GRAD)
+            try:
+                gxs = tuple(g.unlinked() for g in vjp(*[x.unlinked() for x in xs], *gys))
+            finally:
+                _mode.reset(token)
+        else:
+            gxs = checkpoint(vjp, *xs, *gys)
         if not isinstance(gxs, tuple):
             gxs = (gxs,)
         node = gxs[0].parent
