@@ -681,3 +681,35 @@ def test_peak_resident_set_of_a_plain_backward() -> None:
     without, with_ = res["False"], res["True"]
     assert without >= 3 * LAYERS * A
     assert with_ <= (LAYERS + 12) * A + 2 * 2**20
+
+
+def test_hd_grad_inside_the_segment() -> None:
+    w = leaf(WS[0])
+
+    def f(a: hd.Variable) -> hd.Variable:
+        (g,) = hd.grad(F.sum(F.tanh(a @ w) ** 2), a)  # a gradient inside the segment
+        return g * a
+
+    res = []
+    for ckpt in (True, False):
+        x = leaf(X0)
+        w.zero_grad()
+        y = hd.checkpoint(f, x) if ckpt else f(x)
+        gx, gw = hd.grad(F.sum(y**2), [x, w])
+        (h,) = hd.grad(F.sum(gx**2), w)
+        F.sum(y**2).backward()
+        res.append([y.d, gx.d, gw.d, h.d, w.g.copy()])
+    for u, v in zip(*res, strict=True):
+        same(u, v)
+
+
+def test_bench_checkpoint_runs_at_a_tiny_size(tmp_path: Any) -> None:
+    from bench import checkpoint as bench_checkpoint
+
+    out, png = tmp_path / "c.json", tmp_path / "c.png"
+    args = ["--size", "tiny", "--repeats", "1", "--no-rss", "--no-torch"]
+    assert bench_checkpoint.main([*args, "--out", str(out), "--plot", str(png)]) == 0
+    result = json.loads(out.read_text())
+    assert max(result["errors"].values()) <= 1e-5  # float32: checkpointed == plain
+    assert {r["segments"] for r in result["sweep"]} == {None, 1, 2, 3}
+    assert png.stat().st_size > 0
