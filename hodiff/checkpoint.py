@@ -37,11 +37,11 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from hodiff import autograd, graph
+from hodiff import graph
 from hodiff import random as _random
 from hodiff import variable as _variable
 from hodiff.context import NO_GRAD, RAW, STATIC, _mode
-from hodiff.function import Flags, Function, Slots
+from hodiff.function import Flags, Function, Slots, array_module_of
 from hodiff.variable import Variable
 from hodiff.vmap import BatchedVariable, vmap
 
@@ -282,7 +282,8 @@ class Checkpoint(Function, register=False):
             else:
                 outs = self._replay(leaves)
             wrt = [leaves[i] if i < n else known[i] for i in wanted]
-            gs = graph.grad_values(outs, wrt, [s.grad for s in outputs], graph.plan(outs, wrt))
+            plan = _segment_plan(outs, wrt, start)
+            gs = graph.grad_values(outs, wrt, [s.grad for s in outputs], plan)
             extra = _reached(outs, leaves, start)
             del outs, leaves, wrt
         finally:
@@ -308,8 +309,9 @@ class _Vjp:
         self.__name__ = f"vjp_of_{node.name}"
 
     def __call__(self, *args: Variable) -> tuple[Variable, ...]:
+        start = next(_variable._seq)
         outs, wrt, gys = self._forward(args)
-        return tuple(autograd.grad(outs, wrt, grad_outputs=gys, allow_unused=True))
+        return tuple(_grad(outs, wrt, gys, start))
 
     def lazily(self, args: Sequence[Variable]) -> tuple[list[Variable], int]:
         """The same graph, its gradient part linked but not computed (static mode), and the
@@ -317,11 +319,12 @@ class _Vjp:
         hodiff/function.py), so linking it first is safe; ``f`` itself runs as it is (a
         user's ``f`` may read values).
         """
+        start = next(_variable._seq)
         outs, wrt, gys = self._forward(args)
         linked = next(_variable._seq)
         token = _mode.set(_mode.get() | STATIC)
         try:
-            return autograd.grad(outs, wrt, grad_outputs=gys, allow_unused=True), linked
+            return _grad(outs, wrt, gys, start), linked
         finally:
             _mode.reset(token)
 
@@ -333,6 +336,38 @@ class _Vjp:
         outs = node._replay(leaves)
         wrt = [leaves[i] if i < n else node.inputs[i] for i in self.wanted]
         return outs, wrt, list(args[n:])
+
+
+def _segment_plan(outs: Sequence[Variable], wrt: Sequence[Variable], start: int) -> Any:
+    """The reverse pass from a recomputed segment's ``outs`` to ``wrt`` through the nodes the
+    recomputation made (numbered after ``start``) only.
+
+    So the gradient with respect to an external that is a value of the enclosing graph is
+    the segment's partial derivative: when ``f`` uses two such values, one computed from the
+    other, the enclosing graph's own pass carries the gradient between them (through the
+    whole graph it would be counted twice).
+    """
+    plan = graph.plan(list(outs), list(wrt))
+    nodes = plan.nodes  # in creation order: the enclosing graph's nodes first
+    k = 0
+    while k < len(nodes) and nodes[k].seq <= start:
+        k += 1
+    if k:
+        plan.nodes, plan.props, plan.sends = nodes[k:], plan.props[k:], plan.sends[k:]
+    return plan
+
+
+def _grad(
+    outs: list[Variable], wrt: list[Variable], gys: list[Variable], start: int
+) -> list[Variable]:
+    """``hd.grad(outs, wrt, gys, allow_unused=True)`` through the segment's nodes only."""
+    gs = graph.grad_graph(outs, wrt, gys, _segment_plan(outs, wrt, start))
+    out = []
+    for x, g in zip(wrt, gs, strict=True):
+        if g is None:  # not used by the outputs: zeros
+            g = Variable.from_array(array_module_of(x).zeros(x.shape, dtype=x._grad_dtype()))
+        out.append(g)
+    return out
 
 
 def _run_needed(outs: Sequence[Variable], start: int) -> None:

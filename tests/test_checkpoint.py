@@ -713,3 +713,25 @@ def test_bench_checkpoint_runs_at_a_tiny_size(tmp_path: Any) -> None:
     assert max(result["errors"].values()) <= 1e-5  # float32: checkpointed == plain
     assert {r["segments"] for r in result["sweep"]} == {None, 1, 2, 3}
     assert png.stat().st_size > 0
+
+
+def test_closed_over_values_of_the_enclosing_graph_one_made_from_the_other() -> None:
+    # f closes over e1 = sin(x) and e2 = 3 e1: the segment's gradient with respect to e1 is
+    # its partial derivative (the enclosing pass carries e2's gradient back to e1 itself)
+    b = np.array([0.5, 1.5, -0.7])
+    res = []
+    for ckpt in (True, False):
+        x = leaf(b)
+        e1 = F.sin(x)
+        e2 = e1 * 3.0
+        body = lambda a: a * e1 * e2  # noqa: E731
+        y = F.sum(hd.checkpoint(body, x) if ckpt else body(x))
+        y.backward()
+        (g,) = hd.grad(y, x)
+        (h,) = hd.grad(F.sum(g**2), x)
+        (t,) = hd.grad(F.sum(h**2), x)
+        res.append([x.g.copy(), g.d, h.d, t.d])
+    for u, v in zip(*res, strict=True):
+        same(u, v)
+    # y = 3 x sin(x)^2: y' = 3 sin^2 + 6 x sin cos
+    np.testing.assert_allclose(res[0][1], 3 * np.sin(b) ** 2 + 6 * b * np.sin(b) * np.cos(b))
