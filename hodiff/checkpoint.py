@@ -51,7 +51,11 @@ Spec = tuple[tuple[int, ...], Any]
 
 
 def checkpoint(f: Callable[..., Any], *args: Any) -> Any:
-    """``f(*args)``, keeping only the arguments and the outputs; the rest is recomputed.
+    """``y = f(*args)``, keeping only the arguments and the outputs; the rest is recomputed.
+
+    ``y`` has the values (and shapes, dtypes) of ``f(*args)``, and
+    ``d y / d x = d f(x) / d x`` at every order, for every argument and every variable
+    ``f`` uses.
 
     The values computed inside ``f`` are not kept: a reverse pass (``.backward()``,
     ``hd.grad`` at any order) that needs them runs ``f`` again on the same inputs. Values
