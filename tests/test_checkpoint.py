@@ -724,7 +724,7 @@ def test_closed_over_values_of_the_enclosing_graph_one_made_from_the_other() -> 
         x = leaf(b)
         e1 = F.sin(x)
         e2 = e1 * 3.0
-        body = lambda a: a * e1 * e2  # noqa: E731
+        body = lambda a, e1=e1, e2=e2: a * e1 * e2  # noqa: E731
         y = F.sum(hd.checkpoint(body, x) if ckpt else body(x))
         y.backward()
         (g,) = hd.grad(y, x)
