@@ -39,6 +39,7 @@ TUTORIALS: tuple[str, ...] = (
     "curvature.md",
     "scipy.md",
     "vmap.md",
+    "checkpointing.md",
     "graphs.md",
     "distributed.md",
     "checking.md",

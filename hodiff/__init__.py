@@ -11,6 +11,7 @@ array([ 3., 12.])
 from hodiff import _malloc, curvature, distributed, functions, transforms
 from hodiff.autograd import grad, iter_grads
 from hodiff.check import GradcheckError, GradcheckReport, gradcheck, gradgradcheck
+from hodiff.checkpoint import checkpoint
 from hodiff.context import (
     Context,
     auto_forward,
@@ -38,6 +39,7 @@ __all__ = [
     "GradcheckReport",
     "Variable",
     "auto_forward",
+    "checkpoint",
     "context_scope",
     "curvature",
     "functions",

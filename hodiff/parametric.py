@@ -31,12 +31,14 @@ import numpy as np
 
 import hodiff.functions as F
 from hodiff import initializers as I
+from hodiff.checkpoint import checkpoint
 from hodiff.parameter import get_parameter_or_create, parameter_scope
 from hodiff.variable import Variable, as_variable
 
 __all__ = [
     "affine",
     "batch_normalization",
+    "checkpoint_sequential",
     "convolution",
     "deconvolution",
     "depthwise_convolution",
@@ -627,3 +629,79 @@ def spectral_norm(
             need_grad=False,
         )
     return F.spectral_norm(wv, u, dim=dim, itr=itr, eps=eps, test=test)
+
+
+def checkpoint_sequential(
+    blocks: Sequence[Callable[[Any], Any]], x: Any, segments: int | None = None
+) -> Any:
+    """``x`` through ``blocks`` in order, the blocks cut into ``segments`` checkpointed runs.
+
+    ``y = b_{n-1}(... b_1(b_0(x)))``, where each run of consecutive blocks is one
+    :func:`hodiff.checkpoint`: only the runs' inputs and outputs are kept, and a reverse
+    pass recomputes one run at a time. ``segments=None`` (the default) checkpoints every
+    block; ``segments=k`` makes ``k`` runs of ``n // k`` or ``n // k + 1`` blocks (about
+    ``sqrt(n)`` runs keeps the fewest values, see docs/checkpointing.md). Values and
+    every derivative equal those of the blocks called without it.
+
+    A block is a callable ``h -> h`` (a Variable in, a Variable out) that may create
+    its parameters with PF functions: they are created by the first call, in the
+    parameter scope the blocks are called in, and reused by the recomputations.
+
+    Args:
+        blocks: the callables, in order (at least one).
+        x: the input Variable (or array).
+        segments: the number of checkpointed runs, ``1 <= segments <= len(blocks)``.
+
+    Returns:
+        The output of the last block.
+
+    Raises:
+        ValueError: no blocks, or ``segments`` out of range.
+        TypeError: a block is not callable, or ``segments`` is not an int.
+
+    >>> import functools, numpy as np, hodiff as hd, hodiff.parametric as PF
+    >>> import hodiff.functions as F
+    >>> hd.clear_parameters()
+    >>> def block(h, name):
+    ...     return h + F.tanh(PF.affine(h, 4, name=name))
+    >>> blocks = [functools.partial(block, name=f"b{i}") for i in range(6)]
+    >>> x = hd.Variable.from_array(np.ones((2, 4)), need_grad=True)
+    >>> y = PF.checkpoint_sequential(blocks, x, segments=3)
+    >>> y.shape, len(hd.get_parameters())
+    ((2, 4), 12)
+    >>> hd.clear_parameters()
+    """
+    blocks = list(blocks)
+    if not blocks:
+        raise ValueError("checkpoint_sequential: blocks is empty")
+    for i, b in enumerate(blocks):
+        if not callable(b):
+            raise TypeError(
+                f"checkpoint_sequential: blocks[{i}] is a {type(b).__name__}, not callable"
+            )
+    n = len(blocks)
+    if segments is None:
+        segments = n
+    if isinstance(segments, bool) or not isinstance(segments, int | np.integer):
+        raise TypeError(
+            f"checkpoint_sequential: segments must be an int, got {type(segments).__name__}"
+        )
+    if not 1 <= segments <= n:
+        raise ValueError(
+            f"checkpoint_sequential: segments must be between 1 and len(blocks) = {n}, "
+            f"got {segments}"
+        )
+    size, extra = divmod(n, int(segments))
+    h = x
+    start = 0
+    for k in range(int(segments)):
+        stop = start + size + (1 if k < extra else 0)
+        h = checkpoint(_run_blocks, blocks[start:stop], h)
+        start = stop
+    return h
+
+
+def _run_blocks(blocks: Sequence[Callable[[Any], Any]], h: Any) -> Any:
+    for b in blocks:
+        h = b(h)
+    return h

@@ -18,15 +18,35 @@ host with numpy and moved to the device, so numpy and cupy give the same ones.
 
 The global generator is shared by all threads (``seed`` from one thread
 affects the others); numpy's generator serialises concurrent draws.
+
+``hd.checkpoint`` recomputes a segment with the same numbers: while it runs the
+segment the first time it *records* the seed every new random node takes from
+the global generator (a :class:`Tape`), and while it recomputes it *replays*
+them, so the recomputed nodes draw what the first ones drew and the global
+generator is not advanced. Tapes nest (a checkpoint inside a checkpoint); they
+live in a context variable, so each thread has its own.
 """
 
 from __future__ import annotations
 
+import contextvars
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 
-__all__ = ["generator", "node_generator", "seed"]
+__all__ = [
+    "Tape",
+    "current",
+    "generator",
+    "node_generator",
+    "recording",
+    "replaying",
+    "restore",
+    "seed",
+]
 
 _lock = threading.Lock()
 _global = np.random.default_rng()
@@ -63,10 +83,106 @@ def generator() -> np.random.Generator:
     return _global
 
 
+class Tape:
+    """The seeds the random nodes of one run of a segment took, in order (``hd.checkpoint``)."""
+
+    __slots__ = ("seeds",)
+
+    def __init__(self) -> None:
+        self.seeds: list[int] = []
+
+
+class _Replay:
+    """A tape being replayed: the next seed is ``tape.seeds[pos]``."""
+
+    __slots__ = ("pos", "tape")
+
+    def __init__(self, tape: Tape) -> None:
+        self.tape = tape
+        self.pos = 0
+
+
+# the tapes in effect, innermost last: a Tape records, a _Replay replays
+_tapes: contextvars.ContextVar[tuple[Tape | _Replay, ...]] = contextvars.ContextVar(
+    "hodiff_random_tapes", default=()
+)
+
+
+def current() -> Any:
+    """The tapes in effect (for :func:`restore` in another context)."""
+    return _tapes.get()
+
+
+def restore(tapes: Any) -> None:
+    """Puts back tapes read by :func:`current` (in a copied context that runs a segment)."""
+    _tapes.set(tapes)
+
+
+@contextmanager
+def recording(tape: Tape) -> Iterator[Tape]:
+    """Within it, the seed of every new random node (``seed=-1``) is appended to ``tape``."""
+    token = _tapes.set((*_tapes.get(), tape))
+    try:
+        yield tape
+    finally:
+        _tapes.reset(token)
+
+
+@contextmanager
+def replaying(tape: Tape, name: str = "replay") -> Iterator[None]:
+    """Within it, new random nodes (``seed=-1``) take the seeds of ``tape`` in order.
+
+    Raises:
+        RuntimeError: the code inside made more random nodes than ``tape`` holds, or
+            fewer (it is not the code that recorded it, or it branched differently);
+            ``name`` starts the message.
+    """
+    replay = _Replay(tape)
+    token = _tapes.set((*_tapes.get(), replay))
+    try:
+        yield
+    except _ExhaustedError:
+        raise RuntimeError(
+            f"{name}: the recomputation made more random nodes than the first run "
+            f"({len(tape.seeds)}): the function must make the same random calls every time"
+        ) from None
+    finally:
+        _tapes.reset(token)
+    if replay.pos != len(tape.seeds):
+        raise RuntimeError(
+            f"{name}: the recomputation made {replay.pos} random node(s), the first run "
+            f"{len(tape.seeds)}: the function must make the same random calls every time"
+        )
+
+
+class _ExhaustedError(Exception):
+    """A replayed tape had no seed left (turned into RuntimeError by :func:`replaying`)."""
+
+
 def node_generator(seed: int) -> np.random.Generator:
-    """A random node's own generator: ``default_rng(seed)``, or seeded from the global one."""
+    """A random node's own generator: ``default_rng(seed)``, or seeded from the global one
+    (or, inside :func:`replaying`, from the tape; inside :func:`recording`, noted on it).
+    """
     if seed >= 0:
         return np.random.default_rng(seed)
-    with _lock:
-        s = int(_global.integers(0, 2**63))
+    tapes = _tapes.get()
+    source = None
+    for k in range(len(tapes) - 1, -1, -1):  # the innermost replay gives the seed
+        t = tapes[k]
+        if type(t) is _Replay:
+            source = k
+            break
+    if source is None:
+        with _lock:
+            s = int(_global.integers(0, 2**63))
+    else:
+        replay = tapes[source]
+        assert type(replay) is _Replay
+        if replay.pos >= len(replay.tape.seeds):
+            raise _ExhaustedError
+        s = replay.tape.seeds[replay.pos]
+        replay.pos += 1
+    for t in tapes if source is None else tapes[source + 1 :]:  # the recordings inside it
+        if type(t) is Tape:
+            t.seeds.append(s)
     return np.random.default_rng(s)

@@ -1,17 +1,17 @@
-"""W8: forward and Taylor mode (issue 22).
+"""W12: forward and Taylor mode (issue 22).
 
 The paper's network (Dangel et al. 2025): a tanh MLP ``D -> 768 -> 768 -> 512 -> 512 -> 1``
 in float64.
 
-- W8a / W8b: the per-datum Laplacian at D = 50, batch 8 / 64. hodiff: collapsed Taylor
-  mode (``hd.laplacian``, ``method="taylor"``); W8an / W8bn the same with
+- W12a / W12b: the per-datum Laplacian at D = 50, batch 8 / 64. hodiff: collapsed Taylor
+  mode (``hd.laplacian``, ``method="taylor"``); W12an / W12bn the same with
   ``method="nested"`` (Hessian-vector products). Peers: ``vmap(trace(hessian))``
   (torch.func; JAX under ``jit``), the same for both rows.
-- W8c / W8cn: the per-datum biharmonic at D = 5, batch 8 (hodiff taylor / nested; peers:
+- W12c / W12cn: the per-datum biharmonic at D = 5, batch 8 (hodiff taylor / nested; peers:
   the trace of the Hessian of the Laplacian, vmapped).
-- W8d: ``hd.jvp`` of W1's MLP scores (784-512-512-10 tanh, batch 128) with respect to the
-  input; W8f its forward alone (the jvp costs at least one forward).
-- W8e: a PINN step on a 2 -> 64 -> 64 -> 64 -> 1 tanh MLP, batch 512: the loss
+- W12d: ``hd.jvp`` of W1's MLP scores (784-512-512-10 tanh, batch 128) with respect to the
+  input; W12f its forward alone (the jvp costs at least one forward).
+- W12e: a PINN step on a 2 -> 64 -> 64 -> 64 -> 1 tanh MLP, batch 512: the loss
   ``mean((Laplace u + f)^2)`` and its gradient with respect to every weight (hodiff:
   ``hd.laplacian(create_graph=True)`` then ``.backward()``; torch.func: ``grad`` of the
   loss of ``vmap(trace(hessian))``; JAX: ``jit(grad)`` of the same).
@@ -106,15 +106,15 @@ def hodiff_fns(inp: dict[str, Any]) -> Fns:
         return [p.g for p in pinn_ps]
 
     return {
-        "W8a": laplacian(inp["x8"], "taylor"),
-        "W8an": laplacian(inp["x8"], "nested"),
-        "W8b": laplacian(inp["x64"], "taylor"),
-        "W8bn": laplacian(inp["x64"], "nested"),
-        "W8c": biharmonic("taylor"),
-        "W8cn": biharmonic("nested"),
-        "W8d": lambda: hd.jvp(jv, inp["xj"], inp["vj"])[1],
-        "W8f": lambda: jv(hd.Variable.from_array(inp["xj"])).d,
-        "W8e": pinn_step,
+        "W12a": laplacian(inp["x8"], "taylor"),
+        "W12an": laplacian(inp["x8"], "nested"),
+        "W12b": laplacian(inp["x64"], "taylor"),
+        "W12bn": laplacian(inp["x64"], "nested"),
+        "W12c": biharmonic("taylor"),
+        "W12cn": biharmonic("nested"),
+        "W12d": lambda: hd.jvp(jv, inp["xj"], inp["vj"])[1],
+        "W12f": lambda: jv(hd.Variable.from_array(inp["xj"])).d,
+        "W12e": pinn_step,
     }
 
 
@@ -154,15 +154,15 @@ def torch_fns(inp: dict[str, Any]) -> Fns:
     pinn_grad = tf.grad(pinn_loss)
     x8, x64, xb = (torch.from_numpy(inp[k]) for k in ("x8", "x64", "xb"))
     return {
-        "W8a": lambda: laplacian(x8),
-        "W8an": lambda: laplacian(x8),
-        "W8b": lambda: laplacian(x64),
-        "W8bn": lambda: laplacian(x64),
-        "W8c": lambda: biharmonic(xb),
-        "W8cn": lambda: biharmonic(xb),
-        "W8d": lambda: tf.jvp(jv, (xj,), (vj,))[1],
-        "W8f": lambda: jv(xj),
-        "W8e": lambda: pinn_grad(pinn_arrays),
+        "W12a": lambda: laplacian(x8),
+        "W12an": lambda: laplacian(x8),
+        "W12b": lambda: laplacian(x64),
+        "W12bn": lambda: laplacian(x64),
+        "W12c": lambda: biharmonic(xb),
+        "W12cn": lambda: biharmonic(xb),
+        "W12d": lambda: tf.jvp(jv, (xj,), (vj,))[1],
+        "W12f": lambda: jv(xj),
+        "W12e": lambda: pinn_grad(pinn_arrays),
     }
 
 
@@ -209,15 +209,15 @@ def jax_fns(inp: dict[str, Any]) -> Fns:
 
     pinn_grad = jax.jit(jax.grad(pinn_loss))
     return {
-        "W8a": jax_blocking(jax, laplacian, inp["x8"]),
-        "W8an": jax_blocking(jax, laplacian, inp["x8"]),
-        "W8b": jax_blocking(jax, laplacian, inp["x64"]),
-        "W8bn": jax_blocking(jax, laplacian, inp["x64"]),
-        "W8c": jax_blocking(jax, biharmonic, inp["xb"]),
-        "W8cn": jax_blocking(jax, biharmonic, inp["xb"]),
-        "W8d": jax_blocking(jax, jvp, inp["xj"], inp["vj"]),
-        "W8f": jax_blocking(jax, fwd, inp["xj"]),
-        "W8e": jax_blocking(jax, pinn_grad, list(inp["pinn"]), inp["xp"]),
+        "W12a": jax_blocking(jax, laplacian, inp["x8"]),
+        "W12an": jax_blocking(jax, laplacian, inp["x8"]),
+        "W12b": jax_blocking(jax, laplacian, inp["x64"]),
+        "W12bn": jax_blocking(jax, laplacian, inp["x64"]),
+        "W12c": jax_blocking(jax, biharmonic, inp["xb"]),
+        "W12cn": jax_blocking(jax, biharmonic, inp["xb"]),
+        "W12d": jax_blocking(jax, jvp, inp["xj"], inp["vj"]),
+        "W12f": jax_blocking(jax, fwd, inp["xj"]),
+        "W12e": jax_blocking(jax, pinn_grad, list(inp["pinn"]), inp["xp"]),
     }
 
 
@@ -226,15 +226,15 @@ WORKLOAD = Workload(
     title="forward and Taylor mode: per-datum Laplacian and biharmonic of the paper's tanh MLP, "
     "jvp of W1's MLP, a PINN step",
     tasks=(
-        Task("W8a", "Laplacian, D=50, batch 8 (hodiff: collapsed Taylor)"),
-        Task("W8an", "Laplacian, D=50, batch 8 (hodiff: nested HVPs)"),
-        Task("W8b", "Laplacian, D=50, batch 64 (hodiff: collapsed Taylor)"),
-        Task("W8bn", "Laplacian, D=50, batch 64 (hodiff: nested HVPs)"),
-        Task("W8c", "biharmonic, D=5, batch 8 (hodiff: Taylor of Taylor)"),
-        Task("W8cn", "biharmonic, D=5, batch 8 (hodiff: nested)"),
-        Task("W8d", "jvp of W1's MLP w.r.t. its input, batch 128"),
-        Task("W8f", "the forward of W1's MLP alone, batch 128"),
-        Task("W8e", "PINN step: Laplacian (create_graph), loss, weight gradients"),
+        Task("W12a", "Laplacian, D=50, batch 8 (hodiff: collapsed Taylor)"),
+        Task("W12an", "Laplacian, D=50, batch 8 (hodiff: nested HVPs)"),
+        Task("W12b", "Laplacian, D=50, batch 64 (hodiff: collapsed Taylor)"),
+        Task("W12bn", "Laplacian, D=50, batch 64 (hodiff: nested HVPs)"),
+        Task("W12c", "biharmonic, D=5, batch 8 (hodiff: Taylor of Taylor)"),
+        Task("W12cn", "biharmonic, D=5, batch 8 (hodiff: nested)"),
+        Task("W12d", "jvp of W1's MLP w.r.t. its input, batch 128"),
+        Task("W12f", "the forward of W1's MLP alone, batch 128"),
+        Task("W12e", "PINN step: Laplacian (create_graph), loss, weight gradients"),
     ),
     dtypes=("float64",),
     make_inputs=make_inputs,

@@ -1,0 +1,248 @@
+"""Checkpointing (issue 23): memory and time with and without it, and against PyTorch's.
+
+The workloads are those of ``bench/workloads/checkpoint.py`` (W8-W11, each with a ``c``
+twin that checkpoints every layer). Run (one thread, one CPU)::
+
+    unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
+    taskset -c 0 python -m bench.checkpoint [--repeats 7] [--no-torch]
+
+It reports, from one run:
+
+* time: the best of ``--repeats`` interleaved samples of every callable's CPU time (the
+  machine is shared: CPU time leaves out the waits for a core, and the best sample is the
+  least disturbed one), and the ratios ``Wc / W`` (hodiff)
+  and hodiff's ``W8c`` / PyTorch's ``W8c`` (``torch.utils.checkpoint``,
+  ``use_reentrant=False``);
+* memory: the tracemalloc peak of one call (numpy's arrays; hodiff's ratios), and the
+  growth of the resident set at its peak in a child process per callable in which glibc
+  maps every array of 64 KiB or more on its own (counts every allocator: hodiff against
+  PyTorch);
+* the sweep: the WGAN-GP step of W8 cut into 1, 2, 3, 4, 6, 8, 12 and 24 checkpointed
+  segments, peak memory (tracemalloc) and time against the segment count, drawn in
+  ``docs/img/checkpoint_memory.png`` (``--plot``) and written with the rest as JSON
+  (``--out``, default ``bench/results/checkpoint.json``).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+import argparse
+import gc
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import timing
+from bench.run import rel_err
+from bench.workloads import checkpoint as W
+from bench.workloads import to_numpy
+
+ROOT = Path(__file__).resolve().parent.parent
+PAIRS = (("W8", "W8c"), ("W9", "W9c"), ("W10", "W10c"), ("W11", "W11c"))
+SEGMENTS = (1, 2, 3, 4, 6, 8, 12, 24)
+#: the issue's targets: (numerator, denominator, measure, bound)
+TARGETS = (
+    ("hodiff W8c", "hodiff W8", "memory", 0.4),
+    ("hodiff W8c", "hodiff W8", "time", 1.35),
+    ("hodiff W9c", "hodiff W9", "memory", 0.4),
+    ("hodiff W9c", "hodiff W9", "time", 1.35),
+    ("hodiff W10c", "hodiff W10", "memory", 0.4),
+    ("hodiff W10c", "hodiff W10", "time", 1.35),
+    ("hodiff W8c", "torch W8c", "memory", 1.0),
+    ("hodiff W8c", "torch W8c", "time", 1.0),
+)
+
+
+def builders(libs: list[str], size: str) -> dict[str, Any]:
+    inp = W.make_inputs(size, "float32")
+    fns = {}
+    if "hodiff" in libs:
+        fns.update({f"hodiff {k}": f for k, f in W.hodiff_fns(inp).items()})
+    if "torch" in libs:
+        import torch
+
+        torch.set_num_threads(1)
+        fns.update({f"torch {k}": f for k, f in W.torch_fns(inp).items()})
+    return fns
+
+
+def check(fns: dict[str, Any]) -> dict[str, float]:
+    """Relative error of each callable against hodiff's uncheckpointed task."""
+    outs = {k: to_numpy(f()) for k, f in fns.items()}
+    errs = {}
+    for k, o in outs.items():
+        ref = "hodiff " + k.split()[1].rstrip("c")
+        errs[k] = rel_err(o, outs[ref])
+    return errs
+
+
+def rss_child(key: str, size: str) -> None:
+    """(child) The resident-set peak of one call of ``key``, after one warm-up call."""
+    lib = key.split()[0]
+    fn = builders([lib], size)[key]
+    fn()
+    print(json.dumps({"rss": timing.peak_rss(fn)}))
+
+
+def rss(key: str, size: str) -> int | None:
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", MALLOC_TRIM_THRESHOLD_="65536")
+    cmd = [sys.executable, "-m", "bench.checkpoint", "--rss-child", key, "--size", size]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, check=False)
+    if out.returncode:
+        print(out.stderr[-2000:], file=sys.stderr)
+        return None
+    return json.loads(out.stdout.strip().splitlines()[-1])["rss"]
+
+
+def best_times(fns: dict[Any, Any], repeats: int) -> dict[Any, float]:
+    """The best of ``repeats`` samples of each callable's CPU time (``time.process_time``),
+    interleaved in an order rotated by one each round, each after a collection and an
+    untimed call (as ``bench.timing.interleaved``). CPU time leaves out the time the process
+    waits for a core, which on a shared machine is most of the noise of wall time.
+    """
+    keys = list(fns)
+    best = dict.fromkeys(keys, float("inf"))
+    for r in range(repeats):
+        for k in keys[r % len(keys) :] + keys[: r % len(keys)]:
+            gc.collect()
+            fns[k]()
+            t0 = time.process_time()
+            fns[k]()
+            best[k] = min(best[k], time.process_time() - t0)
+    return best
+
+
+def sweep(size: str, repeats: int) -> list[dict[str, Any]]:
+    """The WGAN-GP step of W8 with ``k`` checkpointed segments: peak memory and time."""
+    cfg = W.make_inputs(size, "float32")["a"]
+    layers = (len(cfg["params"]) - 2) // 2
+    rows = []
+    steps = {None: W.hodiff_steps(cfg, None)["wgan"]}
+    for k in SEGMENTS:
+        if k <= layers:
+            steps[k] = W.hodiff_steps(cfg, -(-layers // k))["wgan"]
+    best = best_times(steps, repeats)
+    for k, f in steps.items():
+        f()
+        rows.append({"segments": k, "peak_traced": timing.peak_traced(f), "time_s": best[k]})
+    return rows
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    base = next(r for r in rows if r["segments"] is None)
+    seg = [r for r in rows if r["segments"] is not None]
+    ks = [r["segments"] for r in seg]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.6))
+    a.plot(ks, [r["peak_traced"] / 2**20 for r in seg], "o-", label="checkpointed")
+    a.axhline(base["peak_traced"] / 2**20, color="C3", ls="--", label="no checkpointing")
+    a.set_xscale("log", base=2)
+    a.set_xticks(ks, [str(k) for k in ks])
+    a.set_xlabel("checkpointed segments (24 layers)")
+    a.set_ylabel("peak memory (MiB, tracemalloc)")
+    a.set_ylim(bottom=0)
+    a.legend()
+    b.plot(ks, [r["time_s"] / base["time_s"] for r in seg], "o-")
+    b.axhline(1.0, color="C3", ls="--")
+    b.set_xscale("log", base=2)
+    b.set_xticks(ks, [str(k) for k in ks])
+    b.set_xlabel("checkpointed segments (24 layers)")
+    b.set_ylabel("time / time without")
+    b.set_ylim(bottom=0)
+    fig.suptitle("WGAN-GP critic step, residual tanh MLP 24 x 128, batch 1024, float32")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+
+
+def compute_ratios(result: dict[str, Any], fns: dict[str, Any], torch: bool) -> list[dict]:
+    """The issue's ratios (with their bounds), W11's, and PyTorch's own (for reference)."""
+
+    def ratio(num: str, den: str, what: str) -> float:
+        if what == "time":
+            return result["time_s"][num] / result["time_s"][den]
+        key = "peak_rss" if den.startswith("torch") or num.startswith("torch") else "peak_traced"
+        a, b = result.get(key, {}).get(num), result.get(key, {}).get(den)
+        return a / b if a and b else float("nan")
+
+    rows = [(n, d, w, b) for n, d, w, b in TARGETS]
+    rows += [("hodiff W11c", "hodiff W11", w, None) for w in ("memory", "time")]
+    if torch:
+        rows += [
+            (f"torch {c}", f"torch {p}", w, None) for p, c in PAIRS for w in ("memory", "time")
+        ]
+    return [
+        {"num": n, "den": d, "measure": w, "ratio": ratio(n, d, w), "bound": b}
+        for n, d, w, b in rows
+        if n in fns and d in fns
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.checkpoint", description=__doc__)
+    p.add_argument("--size", choices=("full", "tiny"), default="full")
+    p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--no-torch", dest="torch", action="store_false")
+    p.add_argument("--no-rss", dest="rss", action="store_false")
+    p.add_argument("--no-sweep", dest="sweep", action="store_false")
+    p.add_argument("--out", default=str(ROOT / "bench" / "results" / "checkpoint.json"))
+    p.add_argument("--plot", default=str(ROOT / "docs" / "img" / "checkpoint_memory.png"))
+    p.add_argument("--rss-child", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.rss_child:
+        rss_child(args.rss_child, args.size)
+        return 0
+    libs = ["hodiff"] + (["torch"] if args.torch else [])
+    fns = builders(libs, args.size)
+    errors = check(fns)
+    print("relative error against hodiff's uncheckpointed task:")
+    for k, e in errors.items():
+        print(f"  {k:12s} {e:.1e}")
+    result: dict[str, Any] = {"errors": errors, "time_s": best_times(fns, args.repeats)}
+    result["peak_traced"] = {k: timing.peak_traced(f) for k, f in fns.items() if "hodiff" in k}
+    if args.rss:
+        result["peak_rss"] = {k: rss(k, args.size) for k in fns}
+    print(f"\n{'callable':12s} {'best time':>10s} {'traced MiB':>11s} {'RSS MiB':>9s}")
+    for k in fns:
+        tr = result["peak_traced"].get(k)
+        rs = result.get("peak_rss", {}).get(k)
+        print(
+            f"{k:12s} {result['time_s'][k] * 1e3:8.1f}ms "
+            f"{'' if tr is None else f'{tr / 2**20:11.1f}'} "
+            f"{'' if rs is None else f'{rs / 2**20:9.1f}'}"
+        )
+    ratios = compute_ratios(result, fns, args.torch)
+    result["ratios"] = ratios
+    print("\nratios (target in brackets):")
+    for r in ratios:
+        tgt = "" if r["bound"] is None else f"  [<= {r['bound']}]"
+        ok = "" if r["bound"] is None else ("  ok" if r["ratio"] <= r["bound"] else "  MISSED")
+        print(f"  {r['measure']:6s} {r['num']:12s} / {r['den']:12s} {r['ratio']:6.3f}{tgt}{ok}")
+    if args.sweep:
+        rows = sweep(args.size, args.repeats)
+        result["sweep"] = rows
+        print("\nsegments  peak MiB  time")
+        for r in rows:
+            print(f"  {r['segments']!s:6s} {r['peak_traced'] / 2**20:8.1f} {r['time_s']:7.3f}s")
+        if args.plot:
+            plot(rows, Path(args.plot))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

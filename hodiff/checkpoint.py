@@ -1,0 +1,523 @@
+"""``hd.checkpoint``: a segment whose values are recomputed by the reverse pass, not kept.
+
+A user of the engine, not an exception to it. ``checkpoint(f, *args)`` runs ``f`` once
+(recording its graph, to learn its outputs and the variables it uses), keeps the output
+values and drops the graph; what is left is one :class:`Checkpoint` node whose inputs are
+the Variable arguments and the variables ``f`` reached without being given them (its
+*externals*: parameters made by ``get_parameter_or_create``, closed-over weights or
+intermediate values of the enclosing graph). Its ``backward_impl`` recomputes ``f`` on the
+input values and runs the segment's own rules:
+
+* in a plain pass (``.backward()``, ``hd.grad(..., create_graph=False)``) it rebuilds the
+  segment's graph, takes the gradient by a plain pass over it and drops it again, so at any
+  time only one segment's values live beside the checkpoints' inputs and outputs;
+* while ``hd.grad`` records, the gradient it stores is itself a checkpoint: the node of
+  ``(args, gys) -> vjp of f`` (:class:`_Vjp`), whose forward recomputes ``f`` and records
+  its gradient graph, keeps the results and drops both graphs. Differentiated again, that
+  node recomputes them, and so on: every order is checkpointed, with no rule written for it.
+
+Random functions inside ``f`` draw the same numbers when ``f`` is recomputed: the seeds the
+first run's random nodes took from the global generator are recorded on a tape
+(:mod:`hodiff.random`) and replayed, without advancing the generator. A static graph draws
+anew at every ``.forward()`` and its derivatives replay that forward's draw.
+
+A value the node reads that was set through ``.d`` after it computed (an argument, a
+parameter) makes the reverse pass raise, as for every node (``graph.check_values``); a
+recomputation that makes other random calls, other output shapes or uses other variables
+than the first run raises ``RuntimeError``.
+
+Inside ``hd.vmap`` the node's batching rule is the checkpoint of the mapped segment, so per
+example gradients through a checkpoint are checkpointed too (see :meth:`Checkpoint.batch_rule`).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from hodiff import graph
+from hodiff import random as _random
+from hodiff import variable as _variable
+from hodiff.context import NO_GRAD, RAW, STATIC, _mode
+from hodiff.function import Flags, Function, Slots, array_module_of
+from hodiff.variable import Variable
+from hodiff.vmap import BatchedVariable, vmap
+
+__all__ = ["Checkpoint", "checkpoint"]
+
+Spec = tuple[tuple[int, ...], Any]
+
+
+def checkpoint(f: Callable[..., Any], *args: Any) -> Any:
+    """``y = f(*args)``, keeping only the arguments and the outputs; the rest is recomputed.
+
+    ``y`` has the values (and shapes, dtypes) of ``f(*args)``, and
+    ``d y / d x = d f(x) / d x`` at every order, for every argument and every variable
+    ``f`` uses.
+
+    The values computed inside ``f`` are not kept: a reverse pass (``.backward()``,
+    ``hd.grad`` at any order) that needs them runs ``f`` again on the same inputs. Values
+    and every derivative equal those of ``f(*args)`` (the same rules run on the same
+    values); the gradient graph of a checkpointed segment is itself checkpointed, so a
+    gradient penalty or a Hessian-vector product through it keeps no more than its
+    arguments, outputs and incoming gradients per segment. Memory: a chain of ``n``
+    segments of ``k`` values each keeps about ``n + k`` values instead of ``n k``, for about
+    one more forward of the chain per reverse pass (see docs/checkpointing.md).
+
+    Args:
+        f: a callable of hodiff functions, ``f(*args)`` returning a Variable or a tuple or
+            list of Variables (float dtypes). It may use Variables it is not given
+            (parameters, ``hd.get_parameter_or_create``, closures), random functions,
+            ``hd.grad``, PF layers and nested checkpoints. It must compute the same way
+            every time it is called on the same values (the same random calls, the same
+            variables); it may be called once per reverse pass.
+        *args: Variables (the segment's inputs) and any other values, passed to ``f`` as
+            they are (arrays become constants of the segment).
+
+    Returns:
+        What ``f`` returns: a Variable, or a tuple/list of Variables, with the values of
+        ``f(*args)``; a Variable's node is the checkpoint (``y.parent``). Under
+        ``hd.no_grad()`` (nothing would be recorded) it is ``f(*args)`` itself.
+
+    Raises:
+        TypeError: ``f`` is not callable, or returns something else than Variables of a
+            float dtype.
+        ValueError: ``f`` returns an empty tuple/list.
+        RuntimeError: in a reverse pass, an input was set through ``.d`` after the
+            checkpoint computed (the version check), or the recomputation differs from
+            the first run (other random calls, output shapes or variables used).
+
+    >>> import numpy as np, hodiff as hd, hodiff.functions as F
+    >>> x = hd.Variable.from_array(np.array([0.5, -1.0]), need_grad=True)
+    >>> y = hd.checkpoint(lambda a: F.tanh(F.sin(a) * a), x)
+    >>> (g,) = hd.grad(F.sum(y), x)
+    >>> (g0,) = hd.grad(F.sum(F.tanh(F.sin(x) * x)), x)
+    >>> bool(np.allclose(g.d, g0.d)), type(y.parent).__name__
+    (True, 'Checkpoint')
+    """
+    if not callable(f):
+        raise TypeError(f"checkpoint: f must be callable, got {type(f).__name__}")
+    mode = _mode.get()
+    if mode & (RAW | NO_GRAD):  # nothing is recorded: there is nothing to keep or recompute
+        return f(*args)
+    positions = tuple(i for i, a in enumerate(args) if isinstance(a, Variable))
+    xs = [args[i] for i in positions]
+    statics = tuple(None if isinstance(a, Variable) else a for a in args)
+    node = Checkpoint(f=f, statics=statics, positions=positions)
+    tape = _random.Tape()
+    with _random.recording(tape):
+        kind, specs, values, externals = _trace(node, xs)
+    node._tape = tape
+    node._setup(specs, values, len(externals))
+    ys = node(*xs, *externals)
+    if kind is None:
+        return ys
+    outs = ys if isinstance(ys, tuple) else (ys,)
+    return list(outs) if kind is list else outs
+
+
+class Checkpoint(Function, register=False):
+    """The node of one checkpointed segment (see the module docstring).
+
+    Inputs: the Variable arguments of ``f``, then its externals. Outputs: ``f``'s outputs.
+    ``_tape`` holds the seeds of the random nodes of the run whose values the outputs hold
+    (the first run, or in a static graph the last ``.forward()``); recomputations replay it.
+    """
+
+    need_inputs = True
+    need_outputs = False
+
+    def __init__(
+        self, *, f: Callable[..., Any], statics: tuple[Any, ...], positions: tuple[int, ...]
+    ) -> None:
+        self.f = f
+        self.statics = statics
+        self.positions = positions
+        self._tape = _random.Tape()
+        self._specs: list[Spec] = []
+        self._pending: list[Any] | None = None
+        #: the caller's context variables (parameter scope, array context), for recomputing
+        self._context = contextvars.copy_context()
+
+    def _setup(self, specs: list[Spec], values: list[Any] | None, n_externals: int) -> None:
+        """Declares the outputs (and the first run's values, taken by the first forward)."""
+        self.n_outputs = len(specs)
+        self._specs = specs
+        self._pending = values
+        self.n_externals = n_externals
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return f"checkpoint({getattr(self.f, '__name__', type(self.f).__name__)})"
+
+    # ------------------------------------------------------------ protocol
+    def setup_impl(self, inputs: Sequence[Variable]) -> list[Spec]:
+        return list(self._specs)
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        # the first run's values, or f run again on the inputs (a static graph's forward:
+        # with new random draws, recorded for the derivatives of this forward)
+        pending = self._pending
+        if pending is not None:
+            self._pending = None
+            outputs[:] = pending
+            return
+        n = len(self.positions)
+        tape = _random.Tape()
+        token = _mode.set(0)  # define-by-run, recording (f may call hd.grad)
+        try:
+            with _random.recording(tape):
+                leaves = [Variable.from_array(a, copy=False) for a in inputs[:n]]
+                outs = self._outputs_of(self._call_f(leaves))
+                self._check_specs(outs)
+                values = [o._data for o in outs]
+        finally:
+            _mode.reset(token)
+        self._tape = tape
+        outputs[:] = values
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # gx_i = sum_k (d y_k / d x_i)^T gy_k, by the rules of f's graph, recomputed
+        wanted = [i for i, p in enumerate(prop_down) if p]
+        if _mode.get() & RAW:
+            self._backward_values(inputs, outputs, wanted, accum)
+            return
+        n = len(self.positions)
+        vjp = _Vjp(self, wanted)
+        xs, gys = [s.data for s in inputs[:n]], [s.grad for s in outputs]
+        mode = _mode.get()
+        if mode & NO_GRAD:  # values only (hd.grad under no_grad): record the segment, unlink
+            token = _mode.set(mode & ~NO_GRAD)
+            try:
+                gxs = tuple(g.unlinked() for g in vjp(*[x.unlinked() for x in xs], *gys))
+            finally:
+                _mode.reset(token)
+        else:
+            gxs = checkpoint(vjp, *xs, *gys)
+        if not isinstance(gxs, tuple):
+            gxs = (gxs,)
+        node = gxs[0].parent
+        if isinstance(node, Checkpoint):
+            _check_same_externals(self, node.inputs[len(node.positions) :])
+        for i, g in zip(wanted, gxs, strict=True):
+            inputs[i].store(g, accum[i])
+
+    def batch_rule(self, inputs: Sequence[Variable], axes: Sequence[int | None]) -> Any:
+        """The checkpoint of the mapped segment: ``checkpoint(vmap(f, in_axes), *batched)``.
+
+        The mapped segment replays this node's random draws. Externals (weights) are the
+        same for every example; a batched one (a variable of the mapped function that
+        ``f`` closes over) is refused: pass it as an argument.
+        """
+        n = len(self.positions)
+        for k, ax in enumerate(axes[n:]):
+            if ax is not None:
+                x = inputs[n + k]
+                raise NotImplementedError(
+                    f"{self.name}: inside hd.vmap, f uses a mapped variable it was not given "
+                    f"(shape {x.shape[1:]}, dtype {x.dtype}); pass it to hd.checkpoint as an "
+                    "argument"
+                )
+        mapped = vmap(self._replaying_call, in_axes=tuple(axes[:n]))
+        return checkpoint(mapped, *inputs[:n])
+
+    # ------------------------------------------------------------ recomputation
+    def _call_f(self, leaves: Sequence[Variable]) -> Any:
+        """``f`` on the statics with the Variable arguments replaced by ``leaves``.
+
+        It runs in the context variables of the ``checkpoint`` call (the parameter scope
+        and array context ``f`` was called in, which a reverse pass run elsewhere does not
+        have), with the current mode and random tapes.
+        """
+        call = list(self.statics)
+        for p, v in zip(self.positions, leaves, strict=True):
+            call[p] = v
+        return self._context.copy().run(_run_in, self.f, call, _mode.get(), _random.current())
+
+    def _replaying_call(self, *leaves: Variable) -> Any:
+        with _random.replaying(self._tape, "checkpoint"):
+            return self._call_f(leaves)
+
+    def _replay(self, leaves: Sequence[Variable]) -> list[Variable]:
+        """The outputs of ``f`` recomputed on ``leaves``, with the recorded random draws."""
+        with _random.replaying(self._tape, self.name):
+            outs = self._outputs_of(self._call_f(leaves))
+        self._check_specs(outs)
+        return outs
+
+    def _outputs_of(self, out: Any) -> list[Variable]:
+        return _as_outputs(self.name, out)[1]
+
+    def _check_specs(self, outs: list[Variable]) -> None:
+        got = [(o.shape, o.dtype) for o in outs]
+        want = [(tuple(s), d) for s, d in self._specs]
+        if got != want:
+            raise RuntimeError(
+                f"{self.name}: recomputed, f returned {_describe(got)} where its first run "
+                f"returned {_describe(want)}: a checkpointed function must compute the same "
+                "way every time"
+            )
+
+    def _backward_values(
+        self, inputs: Slots, outputs: Slots, wanted: list[int], accum: Flags
+    ) -> None:
+        """The plain pass: rebuild the segment, a plain pass over it, drop it.
+
+        The segment of a recorded gradient (:class:`_Vjp`) is rebuilt with its gradient
+        graph linked but not computed, and only the values its rules read are then
+        computed (:func:`_run_needed`): the gradient's own result is never needed.
+        """
+        n = len(self.positions)
+        known = self.inputs
+        token = _mode.set(0)  # define-by-run and recording, to rebuild the segment's graph
+        try:
+            leaves = [
+                Variable.from_array(s.data, need_grad=x.need_grad, copy=False)
+                for s, x in zip(inputs[:n], known[:n], strict=True)
+            ]
+            start = next(_variable._seq)
+            if isinstance(self.f, _Vjp):
+                with _random.replaying(self._tape, self.name):
+                    outs, linked = self.f.lazily(leaves)
+                self._check_specs(outs)
+                _run_needed(outs, linked)
+            else:
+                outs = self._replay(leaves)
+            wrt = [leaves[i] if i < n else known[i] for i in wanted]
+            plan = _segment_plan(outs, wrt, start)
+            gs = graph.grad_values(outs, wrt, [s.grad for s in outputs], plan)
+            extra = _reached(outs, leaves, start)
+            del outs, leaves, wrt
+        finally:
+            _mode.reset(token)
+        _check_same_externals(self, _alive(extra))
+        for i, g in zip(wanted, gs, strict=True):
+            if g is not None:
+                inputs[i].store(g, accum[i])
+
+
+class _Vjp:
+    """``(args, gys) -> [sum_k (d y_k / d x_i)^T gy_k for the wanted inputs i]`` of a node.
+
+    What a :class:`Checkpoint` node's recorded gradient computes, as a function that
+    :func:`checkpoint` can recompute: ``f`` again on the arguments (replaying the node's
+    random draws), then ``hd.grad`` of it with ``create_graph=True``. Its externals are the
+    node's; the wanted inputs that are externals are differentiated as they are.
+    """
+
+    def __init__(self, node: Checkpoint, wanted: list[int]) -> None:
+        self.node = node
+        self.wanted = wanted
+        self.__name__ = f"vjp_of_{node.name}"
+
+    def __call__(self, *args: Variable) -> tuple[Variable, ...]:
+        start = next(_variable._seq)
+        outs, wrt, gys = self._forward(args)
+        return tuple(_grad(outs, wrt, gys, start))
+
+    def lazily(self, args: Sequence[Variable]) -> tuple[list[Variable], int]:
+        """The same graph, its gradient part linked but not computed (static mode), and the
+        clock time before that part. A rule never reads a value to decide what to link (see
+        hodiff/function.py), so linking it first is safe; ``f`` itself runs as it is (a
+        user's ``f`` may read values).
+        """
+        start = next(_variable._seq)
+        outs, wrt, gys = self._forward(args)
+        linked = next(_variable._seq)
+        token = _mode.set(_mode.get() | STATIC)
+        try:
+            return _grad(outs, wrt, gys, start), linked
+        finally:
+            _mode.reset(token)
+
+    def _forward(self, args: Sequence[Variable]) -> tuple[list[Variable], ...]:
+        """The node's outputs recomputed, the variables to differentiate, the seeds."""
+        node = self.node
+        n = len(node.positions)
+        leaves = list(args[:n])
+        outs = node._replay(leaves)
+        wrt = [leaves[i] if i < n else node.inputs[i] for i in self.wanted]
+        return outs, wrt, list(args[n:])
+
+
+def _segment_plan(outs: Sequence[Variable], wrt: Sequence[Variable], start: int) -> Any:
+    """The reverse pass from a recomputed segment's ``outs`` to ``wrt`` through the nodes the
+    recomputation made (numbered after ``start``) only.
+
+    So the gradient with respect to an external that is a value of the enclosing graph is
+    the segment's partial derivative: when ``f`` uses two such values, one computed from the
+    other, the enclosing graph's own pass carries the gradient between them (through the
+    whole graph it would be counted twice).
+    """
+    plan = graph.plan(list(outs), list(wrt))
+    nodes = plan.nodes  # in creation order: the enclosing graph's nodes first
+    k = 0
+    while k < len(nodes) and nodes[k].seq <= start:
+        k += 1
+    if k:
+        plan.nodes, plan.props, plan.sends = nodes[k:], plan.props[k:], plan.sends[k:]
+    return plan
+
+
+def _grad(
+    outs: list[Variable], wrt: list[Variable], gys: list[Variable], start: int
+) -> list[Variable]:
+    """``hd.grad(outs, wrt, gys, allow_unused=True)`` through the segment's nodes only."""
+    gs = graph.grad_graph(outs, wrt, gys, _segment_plan(outs, wrt, start))
+    out = []
+    for x, g in zip(wrt, gs, strict=True):
+        if g is None:  # not used by the outputs: zeros
+            g = Variable.from_array(array_module_of(x).zeros(x.shape, dtype=x._grad_dtype()))
+        out.append(g)
+    return out
+
+
+def _run_needed(outs: Sequence[Variable], start: int) -> None:
+    """Computes the values, in the graph of ``outs``, of the nodes linked (in static mode,
+    without computing) since ``start`` that a reverse pass or another of them reads.
+
+    A value is needed when a rule reads it (``need_inputs`` of its consumers,
+    ``need_outputs`` of its producer) or a needed node computes from it; the others (the
+    gradient's result itself, a sum only added to it) are never computed.
+    """
+    nodes = [f for f in graph.topological_order(list(outs)) if f.seq > start]
+    needed: set[int] = set()
+    run = []
+    for f in reversed(nodes):
+        go = f.need_outputs
+        if not go:
+            for r in f._outputs:
+                o = r()
+                if o is not None and id(o) in needed:
+                    go = True
+                    break
+        if go:
+            run.append(f)
+        for i, x in enumerate(f.inputs):
+            if go or (f.differentiable and f.needs_input(i)):
+                needed.add(id(x))
+    for f in reversed(run):
+        xs = [x._data for x in f.inputs]
+        ys: list[Any] = [None] * f.n_outputs
+        f.forward_impl(xs, ys)
+        graph._set_outputs(f, xs, ys)
+
+
+def _run_in(f: Callable[..., Any], call: list[Any], mode: int, tapes: Any) -> Any:
+    _mode.set(mode)
+    _random.restore(tapes)
+    return f(*call)
+
+
+# ---------------------------------------------------------------------- tracing
+def _trace(
+    node: Checkpoint, xs: list[Variable]
+) -> tuple[type | None, list[Spec], list[Any] | None, list[Variable]]:
+    """Runs ``f`` once on fresh leaves sharing the arguments' values.
+
+    Returns the container type of its result (None for one Variable), the outputs' specs,
+    their values (None in a static graph, where only shapes are known) and the externals:
+    the variables ``f``'s graph reached that are not the fresh leaves and were made before
+    ``f`` ran, or that outlive its graph (a leaf ``f`` made and dropped, a constant, is
+    made again by the next run). The graph is dropped when this returns.
+    """
+    leaves = [x.unlinked() for x in xs]
+    start = next(_variable._seq)
+    kind, outs = _as_outputs(node.name, node._call_f(leaves))
+    specs: list[Spec] = []
+    for k, o in enumerate(outs):
+        if o.dtype.kind != "f":
+            raise TypeError(
+                f"{node.name}: output {k} of f has dtype {o.dtype} (shape {o.shape}); a "
+                "checkpointed function returns float Variables (compute integer results "
+                "outside it)"
+            )
+        specs.append((o.shape, o.dtype))
+    values = None if any(o._data is None for o in outs) else [o._data for o in outs]
+    reached = _reached(outs, leaves, start)
+    del outs, leaves
+    externals = _alive(reached)
+    for v in externals:
+        if type(v) is BatchedVariable and not any(v is x for x in xs):
+            raise NotImplementedError(
+                f"{node.name}: inside hd.vmap, f uses a mapped variable it was not given "
+                f"(shape {v.shape}, dtype {v.dtype}); pass it to hd.checkpoint as an argument"
+            )
+    return kind, specs, values, externals
+
+
+def _as_outputs(name: str, out: Any) -> tuple[type | None, list[Variable]]:
+    """``f``'s result as a list of Variables, and its container type (None: one Variable)."""
+    if isinstance(out, Variable):
+        return None, [out]
+    if isinstance(out, tuple | list):
+        if not out:
+            raise ValueError(f"{name}: f returned an empty {type(out).__name__}")
+        for k, o in enumerate(out):
+            if not isinstance(o, Variable):
+                raise TypeError(
+                    f"{name}: output {k} of f is a {type(o).__name__}, not a hodiff.Variable"
+                )
+        return type(out), list(out)
+    raise TypeError(
+        f"{name}: f must return a Variable or a tuple/list of Variables, got {type(out).__name__}"
+    )
+
+
+def _reached(outs: Sequence[Variable], leaves: Sequence[Variable], start: int) -> list[Any]:
+    """What the graph of ``outs`` reaches that it did not make from ``leaves``.
+
+    The walk stops at the ``leaves`` (skipped), at other leaves and at variables made by
+    nodes older than ``start`` (the enclosing graph). Returns the variables made by old
+    nodes (alive: the enclosing graph holds them) and weak references to the leaves (a
+    leaf only the segment's graph held dies with it; see :func:`_alive`), in first-seen
+    order.
+    """
+    fresh = {id(v) for v in leaves}
+    found: dict[int, Any] = {}
+    seen: set[int] = set()
+    stack = list(reversed(outs))
+    while stack:
+        v = stack.pop()
+        k = id(v)
+        if k in fresh or k in found:
+            continue
+        p = v.parent
+        if p is None:
+            found[k] = weakref.ref(v)
+        elif p.seq < start:
+            found[k] = v
+        elif id(p) not in seen:
+            seen.add(id(p))
+            stack.extend(reversed(p.inputs))
+    return list(found.values())
+
+
+def _alive(reached: list[Any]) -> list[Variable]:
+    out = []
+    for r in reached:
+        v = r() if isinstance(r, weakref.ref) else r
+        if v is not None:
+            out.append(v)
+    return out
+
+
+def _check_same_externals(node: Checkpoint, used: Sequence[Variable]) -> None:
+    """Raises when a recomputation used a variable (alive after it) the first run did not."""
+    n = len(node.positions)
+    known = {id(v) for v in node.inputs}
+    for v in used:
+        if id(v) not in known and (v.need_grad or v.parent is not None):
+            kind = "a leaf" if v.parent is None else f"the output of {v.parent.name}"
+            raise RuntimeError(
+                f"{node.name}: recomputed, f used a variable its first run did not ({kind}, "
+                f"shape {v.shape}, dtype {v.dtype}), so its gradient would be missing; a "
+                f"checkpointed function must use the same variables every time (it has {n} "
+                "argument(s); pass the variable as one)"
+            )
+
+
+def _describe(specs: Sequence[tuple[Any, Any]]) -> str:
+    return ", ".join(f"{tuple(s)} {d}" for s, d in specs) or "nothing"

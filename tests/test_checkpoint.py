@@ -1,0 +1,737 @@
+"""hd.checkpoint and PF.checkpoint_sequential (issue 23).
+
+Every derivative of a checkpointed computation is compared with the same computation
+without checkpointing (float64, relative 1e-12), and where there is one with a closed form
+or finite differences. Memory bounds are derived from the sizes of the arrays.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import tracemalloc
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import hodiff as hd
+import hodiff.functions as F
+import hodiff.parametric as PF
+
+RTOL = 1e-12
+
+
+@pytest.fixture(autouse=True)
+def _float64_and_clean() -> Any:
+    hd.clear_parameters()
+    with hd.context_scope(hd.Context(dtype="float64")):
+        yield
+    hd.clear_parameters()
+
+
+def leaf(a: Any, need_grad: bool = True) -> hd.Variable:
+    return hd.Variable.from_array(np.asarray(a, dtype=np.float64), need_grad=need_grad)
+
+
+def same(a: Any, b: Any, what: str = "") -> None:
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.shape == b.shape, what
+    scale = max(1.0, float(np.max(np.abs(b)))) if b.size else 1.0
+    np.testing.assert_allclose(a, b, rtol=RTOL, atol=RTOL * scale, err_msg=what)
+
+
+RNG = np.random.default_rng(23)
+X0 = RNG.standard_normal((5, 4))
+WS = [0.6 * RNG.standard_normal((4, 4)) for _ in range(3)]
+BS = [0.1 * RNG.standard_normal(4) for _ in range(3)]
+
+
+def layer(h: hd.Variable, w: hd.Variable, b: hd.Variable) -> hd.Variable:
+    return h + F.tanh(F.affine(h, w, b)) * F.sin(h)
+
+
+def net(x: hd.Variable, ws: list[hd.Variable], bs: list[hd.Variable], ckpt: bool) -> hd.Variable:
+    """Three layers, each checkpointed (closing over its weights) or not."""
+    h = x
+    for w, b in zip(ws, bs, strict=True):
+        h = hd.checkpoint(lambda a, w=w, b=b: layer(a, w, b), h) if ckpt else layer(h, w, b)
+    return h
+
+
+def model() -> tuple[hd.Variable, list[hd.Variable], list[hd.Variable]]:
+    return leaf(X0), [leaf(w) for w in WS], [leaf(b) for b in BS]
+
+
+def derivatives(ckpt: bool) -> dict[str, np.ndarray]:
+    """Values and derivatives of orders 1-3 of ``L = sum(net(x)^2)``, in every way."""
+    x, ws, bs = model()
+    wrt = [x, *ws, *bs]
+    out: dict[str, np.ndarray] = {}
+    y = net(x, ws, bs, ckpt)
+    loss = F.sum(y * y)
+    out["value"] = y.d
+    loss.backward()
+    for i, v in enumerate(wrt):
+        out[f"backward {i}"] = v.g.copy()
+        v.zero_grad()
+    g = hd.grad(loss, wrt)
+    for i, gi in enumerate(g):
+        out[f"grad {i}"] = gi.d
+    gv = hd.grad(loss, wrt, create_graph=False)
+    for i, gi in enumerate(gv):
+        out[f"grad values {i}"] = gi.d
+    u = [np.cos(np.arange(v.size)).reshape(v.shape) for v in wrt]
+    s1 = F.sum(F.stack(*[F.sum(gi * ui) for gi, ui in zip(g, u, strict=True)]))
+    h = hd.grad(s1, wrt)  # Hessian-vector products (order 2)
+    for i, hi in enumerate(h):
+        out[f"hvp {i}"] = hi.d
+    s1.backward()  # order 2 by a plain pass over the recorded gradient
+    for i, v in enumerate(wrt):
+        out[f"hvp backward {i}"] = v.g.copy()
+        v.zero_grad()
+    s2 = F.sum(F.stack(*[F.sum(hi * hi) for hi in h]))
+    t = hd.grad(s2, wrt)  # order 3
+    for i, ti in enumerate(t):
+        out[f"order 3 {i}"] = ti.d
+    return out
+
+
+def test_every_derivative_equals_the_one_without_checkpointing() -> None:
+    a, b = derivatives(True), derivatives(False)
+    assert a.keys() == b.keys()
+    for k in b:
+        same(a[k], b[k], k)
+
+
+def test_the_result_is_a_checkpoint_node() -> None:
+    x, ws, bs = model()
+    y = net(x, ws, bs, True)
+    assert type(y.parent).__name__ == "Checkpoint"
+    # the node's inputs: the argument, then the weights it closed over
+    assert y.parent.inputs[1] is ws[-1]
+    assert y.parent.inputs[2] is bs[-1]
+    (g,) = hd.grad(F.sum(y), x)
+    assert type(g.parent).__name__ == "Checkpoint"  # the gradient is itself checkpointed
+
+
+def test_closed_form_of_orders_one_to_three() -> None:
+    # f(x) = sum(sin(x) x): f' = cos x x + sin x, f'' = -sin x x + 2 cos x,
+    # f''' = -cos x x - 3 sin x
+    b = np.linspace(-2.0, 2.0, 7)
+    x = leaf(b)
+    y = F.sum(hd.checkpoint(lambda a: F.sin(a) * a, x))
+    (g,) = hd.grad(y, x)
+    (h,) = hd.grad(F.sum(g), x)
+    (t,) = hd.grad(F.sum(h), x)
+    np.testing.assert_allclose(g.d, np.cos(b) * b + np.sin(b), rtol=1e-14)
+    np.testing.assert_allclose(h.d, -np.sin(b) * b + 2 * np.cos(b), rtol=1e-14, atol=1e-15)
+    np.testing.assert_allclose(t.d, -np.cos(b) * b - 3 * np.sin(b), rtol=1e-14, atol=1e-15)
+
+
+def test_finite_differences_of_orders_one_and_two() -> None:
+    w = leaf(WS[0])
+
+    def f(x: hd.Variable) -> hd.Variable:
+        return F.sum(hd.checkpoint(lambda a: F.tanh(a @ w) * a, x) ** 2)
+
+    assert hd.gradcheck(f, (X0.copy(),), order=2)
+
+
+def test_hvp_and_hessian_transforms() -> None:
+    w = leaf(WS[0])
+
+    def f(ckpt: bool) -> Callable[[hd.Variable], hd.Variable]:
+        def g(x: hd.Variable) -> hd.Variable:
+            body = (lambda a: F.tanh(a @ w) * a) if ckpt else None
+            y = hd.checkpoint(body, x) if body else F.tanh(x @ w) * x
+            return F.sum(y**2)
+
+        return g
+
+    v = np.sin(np.arange(20.0)).reshape(5, 4)
+    same(hd.hvp(f(True), X0, v)[1], hd.hvp(f(False), X0, v)[1])
+    same(hd.hessian(f(True), X0[:2]), hd.hessian(f(False), X0[:2]))
+
+
+def penalty_step(ckpt: bool) -> list[np.ndarray]:
+    """A WGAN-GP-like step: the gradient of a loss containing a gradient, through the segment."""
+    x, ws, bs = model()
+    x_hat = leaf(X0[::-1].copy())
+    (g,) = hd.grad(F.sum(net(x_hat, ws, bs, ckpt)), x_hat)
+    pen = F.mean((F.sqrt(F.sum(g * g, axis=1)) - 1.0) ** 2)
+    loss = F.mean(net(x, ws, bs, ckpt)) + 10.0 * pen
+    gd = g.d
+    loss.backward(clear_buffer=True)
+    return [v.g for v in (*ws, *bs)] + [x.g, x_hat.g, gd]
+
+
+def test_gradient_penalty_through_the_segment() -> None:
+    for a, b in zip(penalty_step(True), penalty_step(False), strict=True):
+        same(a, b)
+
+
+# ------------------------------------------------------------------ structure of f
+def test_nested_checkpoints() -> None:
+    def inner(a: hd.Variable) -> hd.Variable:
+        return F.tanh(a) * a
+
+    def outer(a: hd.Variable, ckpt: bool) -> hd.Variable:
+        h = hd.checkpoint(inner, a) if ckpt else inner(a)
+        return F.sin(h) + (hd.checkpoint(inner, h * 2.0) if ckpt else inner(h * 2.0))
+
+    results = []
+    for ckpt in (True, False):
+        x = leaf(X0)
+        y = F.sum(hd.checkpoint(outer, x, ckpt) if ckpt else outer(x, ckpt))
+        (g,) = hd.grad(y, x)
+        (h,) = hd.grad(F.sum(g * g), x)
+        (t,) = hd.grad(F.sum(h * g), x)
+        y.backward()
+        results.append([y.d, g.d, h.d, t.d, x.g.copy()])
+    for a, b in zip(*results, strict=True):
+        same(a, b)
+
+
+def test_several_outputs_tuple_and_list() -> None:
+    def f(a: hd.Variable, b: hd.Variable) -> tuple[hd.Variable, hd.Variable, hd.Variable]:
+        return F.sin(a) * b, F.sum(a * b), F.exp(b)
+
+    for kind in (tuple, list):
+        res = []
+        for ckpt in (True, False):
+            a, b = leaf(X0), leaf(np.cos(X0 * 3.0))
+            body = (lambda a, b, kind=kind: kind(f(a, b))) if ckpt else None
+            out = hd.checkpoint(body, a, b) if body else f(a, b)
+            if ckpt:
+                assert type(out) is kind
+                assert len(out) == 3
+            y1, y2, _ = out  # the third output is not used: its gradient is zeros
+            loss = F.sum(y1 * y1) + y2 * 3.0
+            ga, gb = hd.grad(loss, [a, b])
+            (hb,) = hd.grad(F.sum(ga * gb), b)
+            loss.backward()
+            res.append([y1.d, y2.d, ga.d, gb.d, hb.d, a.g.copy(), b.g.copy()])
+        for u, v in zip(*res, strict=True):
+            same(u, v)
+
+
+def test_outputs_that_are_the_argument_or_a_weight() -> None:
+    w = leaf(WS[0])
+    res = []
+    for ckpt in (True, False):
+        x = leaf(X0)
+        y, same_x, same_w = hd.checkpoint(lambda a: (a @ w, a, w), x) if ckpt else (x @ w, x, w)
+        loss = F.sum(y * same_x[:, :4]) + F.sum(same_w**3)
+        gx, gw = hd.grad(loss, [x, w])
+        res.append([gx.d, gw.d])
+    for u, v in zip(*res, strict=True):
+        same(u, v)
+
+
+def test_parameters_created_inside_f_and_closures() -> None:
+    scale = leaf(np.array(1.5))
+
+    def block(h: hd.Variable) -> hd.Variable:
+        with hd.parameter_scope("block"):
+            return F.tanh(PF.affine(h, 4)) * scale + h
+
+    res = []
+    for ckpt in (True, False):
+        hd.clear_parameters()
+        hd.seed(3)  # the same initial weights
+        scale.zero_grad()
+        x = leaf(X0)
+        with hd.parameter_scope("net"):  # the recomputation sees this scope too
+            y = hd.checkpoint(block, x) if ckpt else block(x)
+            y = hd.checkpoint(block, y) if ckpt else block(y)  # shared weights, reused
+        params = hd.get_parameters()
+        assert list(params) == ["net/block/affine/W", "net/block/affine/b"]
+        loss = F.sum(y**2)
+        loss.backward()
+        gs = hd.grad(loss, list(params.values()))
+        (hh,) = hd.grad(F.sum(gs[0] ** 2), [scale])
+        res.append([p.g.copy() for p in params.values()] + [scale.g.copy(), hh.d])
+        assert list(hd.get_parameters()) == list(params)  # nothing new was created
+    for u, v in zip(*res, strict=True):
+        same(u, v)
+
+
+def test_static_arguments_pass_through() -> None:
+    def f(a: hd.Variable, n: int, c: np.ndarray) -> hd.Variable:
+        for _ in range(n):  # a dynamic graph: Python control flow
+            a = F.tanh(a * c)
+        return a
+
+    c = np.linspace(0.5, 1.5, 4)
+    res = []
+    for ckpt in (True, False):
+        x = leaf(X0)
+        y = hd.checkpoint(f, x, 3, c) if ckpt else f(x, 3, c)
+        (g,) = hd.grad(F.sum(y), x)
+        (h,) = hd.grad(F.sum(g**2), x)
+        res.append([y.d, g.d, h.d])
+    for u, v in zip(*res, strict=True):
+        same(u, v)
+
+
+def test_under_no_grad_it_is_f_itself() -> None:
+    x = leaf(X0)
+    with hd.no_grad():
+        y = hd.checkpoint(F.tanh, x)
+    assert y.parent is None
+    same(y.d, np.tanh(X0))
+
+
+# ------------------------------------------------------------------ random functions
+def noisy(a: hd.Variable) -> hd.Variable:
+    return F.dropout(F.tanh(a), p=0.4) * F.rand(shape=a.shape) + F.randn(shape=a.shape) * a
+
+
+def test_random_functions_redraw_the_same_numbers() -> None:
+    res = []
+    for ckpt in (True, False):
+        hd.seed(5)
+        x = leaf(X0)
+        y = hd.checkpoint(noisy, x) if ckpt else noisy(x)
+        (g,) = hd.grad(F.sum(y**2), x)
+        (h,) = hd.grad(F.sum(g**2), x)
+        F.sum(y**2).backward()
+        after = F.rand(shape=(3,)).d  # the recomputations did not advance the generator
+        res.append([y.d, g.d, h.d, x.g.copy(), after])
+    for u, v in zip(*res, strict=True):
+        same(u, v)
+
+
+def test_random_functions_in_nested_checkpoints() -> None:
+    def outer(a: hd.Variable) -> hd.Variable:
+        return hd.checkpoint(noisy, a) * F.rand(shape=a.shape)
+
+    hd.seed(8)
+    x = leaf(X0)
+    y = hd.checkpoint(outer, x)
+    (g,) = hd.grad(F.sum(y**2), x)
+    (h,) = hd.grad(F.sum(g**2), x)
+    hd.seed(8)
+    x0 = leaf(X0)
+    y0 = noisy(x0) * F.rand(shape=x0.shape)
+    (g0,) = hd.grad(F.sum(y0**2), x0)
+    (h0,) = hd.grad(F.sum(g0**2), x0)
+    same(y.d, y0.d)
+    same(g.d, g0.d)
+    same(h.d, h0.d)
+
+
+def test_a_recomputation_with_other_random_calls_raises() -> None:
+    calls = []
+
+    def f(a: hd.Variable) -> hd.Variable:
+        calls.append(1)
+        y = F.tanh(a)
+        return y * F.rand(shape=a.shape) if len(calls) == 1 else y
+
+    x = leaf(X0)
+    y = F.sum(hd.checkpoint(f, x))
+    with pytest.raises(RuntimeError, match="random node"):
+        y.backward()
+
+
+# ------------------------------------------------------------------ static graphs
+def test_static_graph_re_run_with_new_values() -> None:
+    with hd.auto_forward(False):
+        graphs = []
+        for ckpt in (True, False):
+            x = hd.Variable((5, 4), need_grad=True)
+            w = leaf(WS[0])
+            body = lambda a, w=w: F.tanh(a @ w) * a  # noqa: E731
+            y = hd.checkpoint(body, x) if ckpt else body(x)
+            loss = F.sum(y**2)
+            (g,) = hd.grad(loss, x)
+            (h,) = hd.grad(F.sum(g**2), w)
+            graphs.append((x, w, y, g, h, loss))
+    for step in range(3):
+        xs = np.cos(np.arange(20.0) + step).reshape(5, 4)
+        got = []
+        for x, w, y, g, h, loss in graphs:
+            x.d = xs
+            h.forward()
+            g.forward()
+            w.zero_grad()
+            loss.forward()
+            loss.backward()
+            got.append([y.d, g.d, h.d, w.g.copy()])
+        for u, v in zip(*got, strict=True):
+            same(u, v, f"step {step}")
+
+
+def test_static_graph_draws_anew_every_forward_and_its_derivatives_see_that_draw() -> None:
+    with hd.auto_forward(False):
+        x = hd.Variable((5, 4), need_grad=True)
+        y = hd.checkpoint(lambda a: a * F.rand(shape=(5, 4)), x)
+        (g,) = hd.grad(F.sum(y * y), x)  # 2 x u^2
+    x.d = X0
+    draws = []
+    for _ in range(2):
+        g.forward()  # recomputes y too: a new u
+        u = y.d / X0
+        same(g.d, 2 * X0 * u**2)
+        x.zero_grad()
+        F.sum(y).backward()  # u, the same draw
+        same(x.g, u)
+        draws.append(u)
+    assert not np.allclose(draws[0], draws[1])
+
+
+# ------------------------------------------------------------------ vmap
+def test_vmap_of_a_checkpointed_function() -> None:
+    w = leaf(WS[0])
+
+    def per_example(ckpt: bool) -> Callable[[hd.Variable], hd.Variable]:
+        def f(a: hd.Variable) -> hd.Variable:
+            body = lambda b: F.tanh(b @ w) * b  # noqa: E731
+            y = hd.checkpoint(body, a) if ckpt else body(a)
+            (g,) = hd.grad(F.sum(y**3), a)  # a per-example gradient through the segment
+            return g
+
+        return f
+
+    res = []
+    for ckpt in (True, False):
+        w.zero_grad()
+        r = hd.vmap(per_example(ckpt))(X0)
+        F.sum(r**2).backward()
+        (gw,) = hd.grad(F.sum(r**2), w)
+        res.append([r.d, w.g.copy(), gw.d])
+    for u, v in zip(*res, strict=True):
+        same(u, v)
+    # and the checkpointed function mapped directly
+    body = lambda b: F.tanh(b @ w) * b  # noqa: E731
+    r = hd.vmap(lambda a: hd.checkpoint(body, a))(X0)
+    same(r.d, np.tanh(X0 @ WS[0]) * X0)
+
+
+def test_vmap_refuses_a_closed_over_mapped_variable() -> None:
+    def f(a: hd.Variable) -> hd.Variable:
+        c = a * 2.0
+        return hd.checkpoint(lambda b: b * c, a)
+
+    with pytest.raises(NotImplementedError, match=r"pass it to hd\.checkpoint as an argument"):
+        hd.vmap(f)(X0)
+
+
+# ------------------------------------------------------------------ errors
+def test_bad_arguments_raise_naming_checkpoint() -> None:
+    x = leaf(X0)
+    with pytest.raises(TypeError, match="checkpoint: f must be callable, got int"):
+        hd.checkpoint(3, x)
+    with pytest.raises(TypeError, match=r"f must return a Variable .*got ndarray"):
+        hd.checkpoint(lambda a: a.d, x)
+    with pytest.raises(ValueError, match="f returned an empty tuple"):
+        hd.checkpoint(lambda a: (), x)
+    with pytest.raises(TypeError, match=r"output 1 of f is a float"):
+        hd.checkpoint(lambda a: (a, 1.0), x)
+    with pytest.raises(TypeError, match=r"output 0 of f has dtype bool"):
+        hd.checkpoint(lambda a: a > 0, x)
+
+
+def test_an_argument_changed_before_the_recomputation_raises() -> None:
+    w = leaf(WS[0])
+    x = leaf(X0)
+    y = F.sum(hd.checkpoint(lambda a: F.tanh(a @ w), x))
+    x.d = X0 * 2  # the next batch, before the reverse pass
+    with pytest.raises(RuntimeError, match=r"checkpoint\(<lambda>\) reads its input 0") as e:
+        y.backward()
+    assert "(5, 4)" in str(e.value)
+    assert "float64" in str(e.value)
+    assert not w.g.any()  # nothing was touched
+    w2 = leaf(WS[0])
+    y2 = F.sum(hd.checkpoint(lambda a: F.tanh(a @ w2), leaf(X0)))
+    w2.d = WS[1]  # a weight it closed over, changed through .d
+    with pytest.raises(RuntimeError, match=r"reads its input 1 \(a leaf, shape \(4, 4\)"):
+        hd.grad(y2, w2)
+
+
+def test_a_recomputation_using_another_variable_raises() -> None:
+    ws = [leaf(WS[0]), leaf(WS[1])]
+    calls = []
+
+    def f(a: hd.Variable) -> hd.Variable:
+        calls.append(1)
+        return F.tanh(a @ ws[min(len(calls), 2) - 1])
+
+    x = leaf(X0)
+    y = F.sum(hd.checkpoint(f, x))
+    with pytest.raises(RuntimeError, match="used a variable its first run did not"):
+        y.backward()
+
+
+def test_a_recomputation_with_other_shapes_raises() -> None:
+    calls = []
+
+    def f(a: hd.Variable) -> hd.Variable:
+        calls.append(1)
+        return F.tanh(a) if len(calls) == 1 else F.tanh(a[:2])
+
+    y = F.sum(hd.checkpoint(f, leaf(X0)))
+    with pytest.raises(RuntimeError, match=r"returned \(2, 4\) float64 where its first run"):
+        y.backward()
+
+
+# ------------------------------------------------------------------ PF convenience
+def res_block(h: hd.Variable, name: str) -> hd.Variable:
+    with hd.parameter_scope(name):
+        return h + F.tanh(PF.affine(h, 4))
+
+
+@pytest.mark.parametrize("segments", [None, 1, 2, 4, 7])
+def test_checkpoint_sequential_equals_the_plain_blocks(segments: int | None) -> None:
+    blocks = [functools.partial(res_block, name=f"b{i}") for i in range(7)]
+    res = []
+    for ckpt in (True, False):
+        hd.clear_parameters()
+        hd.seed(1)
+        x = leaf(X0)
+        with hd.parameter_scope("critic"):
+            if ckpt:
+                y = PF.checkpoint_sequential(blocks, x, segments=segments)
+            else:
+                y = x
+                for b in blocks:
+                    y = b(y)
+        params = list(hd.get_parameters().values())
+        assert len(params) == 14
+        (g,) = hd.grad(F.sum(y**2), x)
+        loss = F.sum(g**2)
+        loss.backward()
+        res.append([y.d, g.d] + [p.g.copy() for p in params])
+    for u, v in zip(*res, strict=True):
+        same(u, v)
+
+
+def test_checkpoint_sequential_segments() -> None:
+    x = leaf(X0)
+    counts: list[int] = []
+
+    def block(h: hd.Variable) -> hd.Variable:
+        counts.append(1)
+        return F.tanh(h)
+
+    y = PF.checkpoint_sequential([block] * 7, x, segments=3)  # runs of 3, 2, 2 blocks
+    nodes = []
+    v = y
+    while v.parent is not None:
+        nodes.append(v.parent)
+        v = v.parent.inputs[0]
+    assert len(nodes) == 3
+    assert all(type(n).__name__ == "Checkpoint" for n in nodes)
+    assert [len(n.statics[0]) for n in reversed(nodes)] == [3, 2, 2]
+    same(y.d, np.tanh(np.tanh(np.tanh(np.tanh(np.tanh(np.tanh(np.tanh(X0))))))))
+    with pytest.raises(ValueError, match=r"segments must be between 1 and len\(blocks\) = 7"):
+        PF.checkpoint_sequential([block] * 7, x, segments=8)
+    with pytest.raises(ValueError, match="blocks is empty"):
+        PF.checkpoint_sequential([], x)
+    with pytest.raises(TypeError, match=r"blocks\[1\] is a int"):
+        PF.checkpoint_sequential([block, 3], x)
+    with pytest.raises(TypeError, match="segments must be an int"):
+        PF.checkpoint_sequential([block], x, segments=1.0)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ memory
+N, WIDTH, LAYERS = 4096, 8, 32
+A = N * WIDTH * 8  # bytes of one activation (float64)
+
+
+def chain_inputs() -> tuple[hd.Variable, list[hd.Variable], list[hd.Variable]]:
+    rng = np.random.default_rng(0)
+    x = leaf(rng.standard_normal((N, WIDTH)), need_grad=False)
+    ws = [leaf(0.3 * rng.standard_normal((WIDTH, WIDTH))) for _ in range(LAYERS)]
+    bs = [leaf(np.zeros(WIDTH)) for _ in range(LAYERS)]
+    return x, ws, bs
+
+
+def res_layer(h: hd.Variable, w: hd.Variable, b: hd.Variable) -> hd.Variable:
+    return h + F.tanh(F.affine(h, w, b))
+
+
+def chain(x: hd.Variable, ws: list[Any], bs: list[Any], ckpt: bool) -> hd.Variable:
+    h = x
+    for w, b in zip(ws, bs, strict=True):
+        h = hd.checkpoint(res_layer, h, w, b) if ckpt else res_layer(h, w, b)
+    return h
+
+
+def plain_step(ckpt: bool) -> Callable[[], Any]:
+    x, ws, bs = chain_inputs()
+
+    def step() -> Any:
+        F.mean(chain(x, ws, bs, ckpt) ** 2).backward(clear_buffer=True)
+        return ws[0].g
+
+    return step
+
+
+def penalty(ckpt: bool) -> Callable[[], Any]:
+    x, ws, bs = chain_inputs()
+    x.need_grad = True
+
+    def step() -> Any:
+        (g,) = hd.grad(F.sum(chain(x, ws, bs, ckpt)), x)
+        F.mean(g * g).backward(clear_buffer=True)
+        return ws[0].g
+
+    return step
+
+
+def traced_peak(fn: Callable[[], Any]) -> int:
+    fn()  # warm: the weights' gradient buffers exist
+    gc.collect()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        fn()
+        return tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+
+
+def test_peak_memory_of_a_plain_backward_tracemalloc() -> None:
+    # Without checkpointing the graph keeps, per layer, the affine's output, tanh's output and
+    # the layer's output (3 A), so the peak is at least 3 LAYERS A. With every layer
+    # checkpointed it keeps the LAYERS + 1 layer outputs; the reverse pass adds one layer's
+    # recomputed values (3 A) and gradients (at most 4 A), the incoming gradient and the
+    # seed (2 A), and the loss's own values (2 A): at most (LAYERS + 12) A. (Weights and
+    # their gradients are 2 LAYERS (WIDTH^2 + WIDTH) 8 bytes, under A here.)
+    without = traced_peak(plain_step(False))
+    with_ = traced_peak(plain_step(True))
+    assert without >= 3 * LAYERS * A
+    assert with_ <= (LAYERS + 12) * A
+
+
+def test_peak_memory_of_a_gradient_penalty_tracemalloc() -> None:
+    # hd.grad then .backward(): without checkpointing the forward graph (3 A per layer) and
+    # the gradient graph (at least the incoming gradient and tanh's backward, 2 A per layer)
+    # are alive together: at least 5 LAYERS A. Checkpointed, each layer keeps its input,
+    # its output and the gradient it receives (2 A per layer, outputs and inputs shared):
+    # 2 LAYERS A, plus one layer's recomputed values and gradient graph, and their
+    # gradients in the reverse pass (at most 16 A).
+    without = traced_peak(penalty(False))
+    with_ = traced_peak(penalty(True))
+    assert without >= 5 * LAYERS * A
+    assert with_ <= (2 * LAYERS + 16) * A
+
+
+RSS_CHILD = textwrap.dedent(
+    """
+    import gc, json, sys
+    import numpy as np
+    sys.path.insert(0, {root!r})
+    import tests.test_checkpoint as T
+    import hodiff as hd
+
+    def status():
+        out = {{}}
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(("VmRSS:", "VmHWM:")):
+                    k, v = line.split(":")
+                    out[k] = int(v.split()[0]) * 1024
+        return out
+
+    res = {{}}
+    with hd.context_scope(hd.Context(dtype="float64")):
+        for ckpt in (False, True):
+            fn = T.plain_step(ckpt)
+            fn()
+            gc.collect()
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+            base = status()["VmRSS"]
+            fn()
+            res[str(ckpt)] = status()["VmHWM"] - base
+    print(json.dumps(res))
+    """
+)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="Linux only")
+def test_peak_resident_set_of_a_plain_backward() -> None:
+    # The same bounds as the tracemalloc test, on the resident set of a child process in
+    # which glibc maps every array of 64 KiB or more on its own and unmaps it when freed
+    # (so the high-water mark follows the arrays alive), plus 2 MiB for what Python itself
+    # touches.
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", MALLOC_TRIM_THRESHOLD_="65536")
+    env["OMP_NUM_THREADS"] = env["OPENBLAS_NUM_THREADS"] = "1"
+    out = subprocess.run(
+        [sys.executable, "-c", RSS_CHILD.format(root=root)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,
+        timeout=300,
+        check=True,
+    )
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    without, with_ = res["False"], res["True"]
+    assert without >= 3 * LAYERS * A
+    assert with_ <= (LAYERS + 12) * A + 2 * 2**20
+
+
+def test_hd_grad_inside_the_segment() -> None:
+    w = leaf(WS[0])
+
+    def f(a: hd.Variable) -> hd.Variable:
+        (g,) = hd.grad(F.sum(F.tanh(a @ w) ** 2), a)  # a gradient inside the segment
+        return g * a
+
+    res = []
+    for ckpt in (True, False):
+        x = leaf(X0)
+        w.zero_grad()
+        y = hd.checkpoint(f, x) if ckpt else f(x)
+        gx, gw = hd.grad(F.sum(y**2), [x, w])
+        (h,) = hd.grad(F.sum(gx**2), w)
+        F.sum(y**2).backward()
+        res.append([y.d, gx.d, gw.d, h.d, w.g.copy()])
+    for u, v in zip(*res, strict=True):
+        same(u, v)
+
+
+def test_bench_checkpoint_runs_at_a_tiny_size(tmp_path: Any) -> None:
+    from bench import checkpoint as bench_checkpoint
+
+    out, png = tmp_path / "c.json", tmp_path / "c.png"
+    args = ["--size", "tiny", "--repeats", "1", "--no-rss", "--no-torch"]
+    assert bench_checkpoint.main([*args, "--out", str(out), "--plot", str(png)]) == 0
+    result = json.loads(out.read_text())
+    assert max(result["errors"].values()) <= 1e-5  # float32: checkpointed == plain
+    assert {r["segments"] for r in result["sweep"]} == {None, 1, 2, 3}
+    assert png.stat().st_size > 0
+
+
+def test_closed_over_values_of_the_enclosing_graph_one_made_from_the_other() -> None:
+    # f closes over e1 = sin(x) and e2 = 3 e1: the segment's gradient with respect to e1 is
+    # its partial derivative (the enclosing pass carries e2's gradient back to e1 itself)
+    b = np.array([0.5, 1.5, -0.7])
+    res = []
+    for ckpt in (True, False):
+        x = leaf(b)
+        e1 = F.sin(x)
+        e2 = e1 * 3.0
+        body = lambda a, e1=e1, e2=e2: a * e1 * e2  # noqa: E731
+        y = F.sum(hd.checkpoint(body, x) if ckpt else body(x))
+        y.backward()
+        (g,) = hd.grad(y, x)
+        (h,) = hd.grad(F.sum(g**2), x)
+        (t,) = hd.grad(F.sum(h**2), x)
+        res.append([x.g.copy(), g.d, h.d, t.d])
+    for u, v in zip(*res, strict=True):
+        same(u, v)
+    # y = 3 x sin(x)^2: y' = 3 sin^2 + 6 x sin cos
+    np.testing.assert_allclose(res[0][1], 3 * np.sin(b) ** 2 + 6 * b * np.sin(b) * np.cos(b))
