@@ -427,3 +427,25 @@ def test_fourth_order_jet_equals_nested_derivatives(spec: Spec) -> None:
     series = [None if v is None else [v, None, None, None] for v in vs]
     y, outs = _jet(spec, xs, series, 4)
     _close(_project(y, outs, list(us), 4), want, spec)
+
+
+def test_jets_through_a_checkpoint_equal_those_without() -> None:
+    rng = np.random.default_rng(9)
+    w, w2 = rng.standard_normal((3, 8)), rng.standard_normal((8, 1))
+
+    def block(h: Any) -> Any:
+        return F.tanh(F.affine(h, w))
+
+    def plain(x: Any) -> Any:
+        return F.affine(block(x), w2)
+
+    def checkpointed(x: Any) -> Any:
+        return F.affine(hd.checkpoint(block, x), w2)
+
+    x, v = rng.standard_normal((4, 3)), rng.standard_normal((4, 3))
+    np.testing.assert_allclose(hd.jvp(checkpointed, x, v)[1], hd.jvp(plain, x, v)[1], rtol=1e-12)
+    np.testing.assert_allclose(
+        hd.laplacian(checkpointed, x, batch_axis=0),
+        hd.laplacian(plain, x, batch_axis=0),
+        rtol=1e-12,
+    )
