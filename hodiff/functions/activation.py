@@ -25,6 +25,7 @@ from hodiff.function import Elementwise, Flags, Function, Slots
 from hodiff.functions import arithmetic as _arithmetic
 from hodiff.functions import array as _array
 from hodiff.functions import math as _math
+from hodiff.functions._index_kernels import normalize_base_axis
 from hodiff.grad_functions import math as _gm
 from hodiff.variable import Variable, as_variable
 
@@ -404,11 +405,7 @@ def prelu(x: Any, w: Any, base_axis: int = 1) -> Variable:
     if w.shape in ((), (1,)):
         w = _array.reshape(w, ()) if w.shape else w
     else:
-        if not isinstance(base_axis, int) or not -x.ndim <= base_axis < x.ndim:
-            raise ValueError(
-                f"prelu: base_axis {base_axis} is out of range for x of shape {x.shape}"
-            )
-        axis = base_axis % x.ndim
+        axis = normalize_base_axis("prelu", base_axis, x.ndim)
         if w.shape != (x.shape[axis],):
             raise ValueError(
                 f"prelu: w of shape {w.shape} must have shape (), (1,) or "

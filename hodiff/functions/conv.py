@@ -35,6 +35,7 @@ from hodiff.functions._conv_kernels import (
     deconv_out_size,
     from_cb,
     n_spatial,
+    resolve_base_axis,
     spatial_args,
     to_cb,
     weight_channels_first,
@@ -380,7 +381,8 @@ def convolution(
         w: ``(C', C / group, K_1, ..., K_N)``
             (``channel_last``: ``(C', K_1, ..., K_N, C / group)``).
         b: optional ``(C',)``.
-        base_axis: number of leading batch axes.
+        base_axis: number of leading batch axes; a negative one counts from the end
+            (NNabla's ``base_axis + x.ndim``).
         pad: zeros added on both sides, one int per spatial axis (or one for all; default 0).
         stride: window step per spatial axis (default 1).
         dilation: spacing of the kernel taps per spatial axis (default 1).
@@ -391,6 +393,7 @@ def convolution(
         ``(*batch, C', L'_1, ..., L'_N)``, ``L'_i = (L_i + 2 p_i - d_i (K_i - 1) - 1) // s_i + 1``.
 
     """
+    base_axis = resolve_base_axis("convolution", _shape(x), base_axis)
     n = n_spatial("convolution", _shape(x), base_axis)
     args = spatial_args("convolution", _shape(x), n, pad=pad, stride=stride, dilation=dilation)
     f = Convolution(base_axis=base_axis, group=group, channel_last=channel_last, **args)
@@ -438,6 +441,7 @@ def deconvolution(
         ``L'_i = s_i (L_i - 1) + d_i (K_i - 1) + 1 - 2 p_i + op_i``.
 
     """
+    base_axis = resolve_base_axis("deconvolution", _shape(x), base_axis)
     n = n_spatial("deconvolution", _shape(x), base_axis)
     args = spatial_args(
         "deconvolution",
@@ -489,6 +493,7 @@ def depthwise_convolution(
 
     """
     shape, w_shape = _shape(x), _shape(w)
+    base_axis = resolve_base_axis("depthwise_convolution", shape, base_axis)
     n = n_spatial("depthwise_convolution", shape, base_axis)
     c = shape[base_axis]
     if not isinstance(multiplier, int | np.integer) or multiplier < 1:

@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from hodiff import batching as _batching
 from hodiff.context import array_module
 from hodiff.function import Flags, Function, Slots, float_dtype
@@ -23,6 +21,7 @@ from hodiff.functions import array as _array
 from hodiff.functions import math as _math
 from hodiff.functions import reduction as _red
 from hodiff.functions import shaping as _shaping
+from hodiff.functions._index_kernels import normalize_base_axis
 from hodiff.functions._loss_kernels import (
     _log_softmax_array,
     check_labels,
@@ -335,13 +334,7 @@ def kl_multinomial(p: Any, q: Any, base_axis: int = 1) -> Variable:
             f"kl_multinomial: p of shape {p.shape} and q of shape {q.shape} must have the same"
             " shape"
         )
-    if isinstance(base_axis, bool) or not isinstance(base_axis, int | np.integer):
-        raise TypeError(f"kl_multinomial: base_axis must be an int, got {type(base_axis).__name__}")
-    if not 1 <= base_axis < p.ndim:
-        raise ValueError(
-            f"kl_multinomial: base_axis {base_axis} must be in [1, {p.ndim}) for p of shape"
-            f" {p.shape}"
-        )
+    base_axis = normalize_base_axis("kl_multinomial", base_axis, p.ndim, low=1)
     eps = 1e-8
     terms = p * (_math.log(p + eps) - _math.log(q + eps))
     d = _red.sum(terms, axis=tuple(range(base_axis, p.ndim)))

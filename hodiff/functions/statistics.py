@@ -24,6 +24,7 @@ from hodiff.context import array_module
 from hodiff.function import Function
 from hodiff.functions import array as _array
 from hodiff.functions import reduction as _red
+from hodiff.functions._index_kernels import normalize_base_axis
 from hodiff.functions.indexing import normalize_axis, shape_of
 from hodiff.grad_functions.selection import scatter_along_axis, take_along_axis
 from hodiff.variable import Variable
@@ -267,8 +268,7 @@ def top_k_data(
     array([[-4.,  3.]])
     """
     shape = shape_of(x)
-    if not 0 <= base_axis < len(shape):
-        raise ValueError(f"top_k_data: base_axis={base_axis} out of range for x of {shape}")
+    base_axis = normalize_base_axis("top_k_data", base_axis, len(shape))
     flat = (*shape[:base_axis], math.prod(shape[base_axis:]))
     if not isinstance(k, int | np.integer) or not 1 <= k <= flat[-1]:
         raise ValueError(f"top_k_data: k={k} must be in [1, {flat[-1]}] for x of shape {shape}")

@@ -197,6 +197,14 @@ SPECS = [
         id="base_axis",
         **BILINEAR,
     ),
+    Spec(
+        F.convolution,
+        ((2, 2, 10), (4, 2, 1)),
+        lambda x, w, base_axis, **kw: ref_convolution(x, w, base_axis=base_axis + x.ndim, **kw),
+        kwargs={"base_axis": -2, "pad": (3,), "stride": (2,)},
+        id="negative_base_axis",
+        **BILINEAR,
+    ),
     # deconvolution
     Spec(
         F.deconvolution,

@@ -1,0 +1,51 @@
+"""NNabla's conventions where hodiff follows them (issue 25): each case against a numpy
+reference or an equivalent call, and finite differences for the gradients."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import hodiff as hd
+import hodiff.functions as F
+
+RNG = np.random.default_rng(25)
+
+
+# ---------------------------------------------------------------- negative base_axis
+@pytest.mark.parametrize(
+    ("fn", "args", "kwargs", "negative", "positive"),
+    [
+        (F.convolution, ((2, 2, 10), (4, 2, 1)), {"pad": (3,), "stride": (2,)}, -2, 1),
+        (F.convolution, ((2, 3, 2, 5, 4), (2, 2, 3, 3)), {"pad": (1, 0)}, -3, 2),
+        (F.deconvolution, ((2, 2, 5), (2, 3, 2)), {"stride": (2,)}, -2, 1),
+        (F.depthwise_convolution, ((2, 3, 6), (3, 2)), {}, -2, 1),
+        (F.top_k_data, ((2, 3, 4),), {"k": 2}, -1, 2),
+        (F.top_k_data, ((2, 3, 4),), {"k": 3, "reduce": False}, -2, 1),
+        (F.kl_multinomial, ((2, 3, 4), (2, 3, 4)), {}, -2, 1),
+        (F.prelu, ((2, 3, 4), (3,)), {}, -2, 1),
+    ],
+)
+def test_negative_base_axis_counts_from_the_end(fn, args, kwargs, negative, positive) -> None:
+    xs = [RNG.uniform(0.1, 0.9, size=s) for s in args]
+    y_neg = fn(*xs, base_axis=negative, **kwargs)
+    y_pos = fn(*xs, base_axis=positive, **kwargs)
+    np.testing.assert_array_equal(y_neg.d, y_pos.d)
+    # and its gradient (the same node underneath)
+    hd.gradcheck(lambda *vs: F.sum(fn(*vs, base_axis=negative, **kwargs) ** 2), xs)
+
+
+@pytest.mark.parametrize(
+    ("fn", "args", "base_axis"),
+    [
+        (F.convolution, ((2, 2, 10), (4, 2, 1)), -1),  # no room for channel and spatial axes
+        (F.convolution, ((2, 2, 10), (4, 2, 1)), -4),
+        (F.top_k_data, ((2, 3),), -3),
+        (F.kl_multinomial, ((2, 3), (2, 3)), -2),  # base_axis 0 leaves no sample axis
+    ],
+)
+def test_base_axis_out_of_range_names_the_function(fn, args, base_axis) -> None:
+    xs = [RNG.uniform(0.1, 0.9, size=s) for s in args]
+    kw = {"k": 1} if fn is F.top_k_data else {}
+    with pytest.raises(ValueError, match=rf"{fn.__name__}: base_axis={base_axis} must be in"):
+        fn(*xs, base_axis=base_axis, **kw)
