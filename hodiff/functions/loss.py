@@ -123,10 +123,11 @@ class SoftmaxCrossEntropy(_AxisFunction):
         t = labels_in_range(self.name, xp, t, axis, x.shape)
         z = x - x.max(axis=axis, keepdims=True)
         lse = xp.log(xp.exp(z).sum(axis=axis, keepdims=True))
-        outputs[0] = lse - xp.take_along_axis(z, t, axis)
+        y = lse - xp.take_along_axis(z, t, axis)  # a label -1 picks the last: masked below
+        outputs[0] = xp.where(t < 0, xp.zeros((), y.dtype), y)
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
-        # dx = gy (softmax(x) - onehot(t)); the labels get no gradient
+        # dx = gy (softmax(x) - onehot(t)), zero for a label -1; the labels get no gradient
         if prop_down[0]:
             gx = _gloss.softmax_cross_entropy_grad(
                 inputs[0].data, inputs[1].data, outputs[0].grad, axis=self.axis
@@ -212,7 +213,8 @@ def softmax_cross_entropy(x: Any, t: Any, axis: int | None = None) -> Variable:
     Args:
         x: scores of shape ``(D_1, ..., C, ..., D_N)`` (``C`` on ``axis``, default the last).
         t: integer labels in ``[0, C)`` of shape ``(D_1, ..., 1, ..., D_N)`` (or without the
-            axis); they get no gradient.
+            axis); they get no gradient. A label ``-1`` marks a sample to ignore, as in
+            NNabla: its loss is 0 and its scores get no gradient.
         axis: the class axis.
 
     Returns:
@@ -220,7 +222,7 @@ def softmax_cross_entropy(x: Any, t: Any, axis: int | None = None) -> Variable:
 
     Raises:
         TypeError: ``t`` is not an integer array.
-        ValueError: ``t`` has the wrong shape or a label outside ``[0, C)``.
+        ValueError: ``t`` has the wrong shape or a label outside ``[0, C)`` other than -1.
 
     >>> import numpy as np, hodiff.functions as F
     >>> F.softmax_cross_entropy(np.array([[0.0, 0.0]]), np.array([[1]])).d
@@ -233,14 +235,25 @@ def softmax_cross_entropy(x: Any, t: Any, axis: int | None = None) -> Variable:
 def categorical_cross_entropy(x: Any, t: Any, axis: int | None = None) -> Variable:
     """``y_j = -log(x_{j, t_j})``: cross entropy of integer labels ``t`` under probabilities ``x``.
 
-    Shapes as in :func:`softmax_cross_entropy`; ``x`` must be positive at the labels.
+    Shapes as in :func:`softmax_cross_entropy`; ``x`` must be positive at the labels. A
+    label ``-1`` is ignored, as in NNabla: loss 0, no gradient.
 
     >>> import numpy as np, hodiff.functions as F
-    >>> F.categorical_cross_entropy(np.array([[0.25, 0.75]]), np.array([[1]])).d
-    array([[0.28768207]])
+    >>> F.categorical_cross_entropy(np.array([[0.25, 0.75], [0.5, 0.5]]), np.array([[1], [-1]])).d
+    array([[0.28768207],
+           [0.        ]])
     """
     picked = _gloss.SelectByLabel(axis=axis, caller="categorical_cross_entropy")(x, t)
-    return -_math.log(picked)
+    # an ignored label picks 0 (no gradient): log(0 + 1) = 0
+    return 0.0 - _math.log(picked + (1.0 - label_weight(t, picked.shape, picked.dtype)))
+
+
+def label_weight(t: Any, shape: tuple[int, ...], dtype: Any) -> Variable:
+    """``1`` where a label counts and ``0`` where it is ``-1`` (ignored), of ``shape`` (the
+    loss shape) and ``dtype``; not differentiable. Labels were checked by the caller.
+    """
+    kept = _array.greater_equal(_array.reshape(t, shape), 0)
+    return _shaping.astype(kept, dtype)
 
 
 def sigmoid_cross_entropy(x: Any, t: Any) -> Variable:
