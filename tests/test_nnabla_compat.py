@@ -49,3 +49,12 @@ def test_base_axis_out_of_range_names_the_function(fn, args, base_axis) -> None:
     kw = {"k": 1} if fn is F.top_k_data else {}
     with pytest.raises(ValueError, match=rf"{fn.__name__}: base_axis={base_axis} must be in"):
         fn(*xs, base_axis=base_axis, **kw)
+
+
+# ---------------------------------------------------------------- one_hot of float ids
+def test_one_hot_takes_whole_float_ids_and_refuses_others() -> None:
+    y = F.one_hot(np.array([[1.0], [2.0]], dtype=np.float32), (3,))
+    np.testing.assert_array_equal(y.d, np.eye(3)[[1, 2]])
+    for bad in (np.array([[0.5]]), np.array([[np.nan]])):
+        with pytest.raises(ValueError, match=r"one_hot: float ids .* must be whole"):
+            F.one_hot(bad, (3,))
