@@ -58,3 +58,21 @@ def test_one_hot_takes_whole_float_ids_and_refuses_others() -> None:
     for bad in (np.array([[0.5]]), np.array([[np.nan]])):
         with pytest.raises(ValueError, match=r"one_hot: float ids .* must be whole"):
             F.one_hot(bad, (3,))
+
+
+# ---------------------------------------------------------------- NNabla's errors
+def test_concatenate_of_a_0d_input_raises_value_and_runtime_error() -> None:
+    for xs in ((np.array(1.0), np.array(2.0)), (np.ones(2), np.array(2.0))):
+        with pytest.raises(ValueError, match=r"concatenate: .* got shape \(\) for input"):
+            F.concatenate(*xs, axis=0)
+        with pytest.raises(RuntimeError):  # NNabla's error class
+            F.concatenate(*xs, axis=0)
+
+
+def test_split_along_an_axis_of_size_0_raises() -> None:
+    x = np.ones((1, 6, 0))
+    with pytest.raises(ValueError, match=r"split: axis 2 of x of shape \(1, 6, 0\) has size 0"):
+        F.split(x, axis=-1)
+    with pytest.raises(RuntimeError):
+        F.split(x, axis=2)
+    assert [y.shape for y in F.split(x, axis=1)] == [(1, 0)] * 6  # a non-empty axis splits

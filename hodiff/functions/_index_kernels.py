@@ -74,6 +74,14 @@ def key_on(xp: Any, key: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(xp.asarray(k) if isinstance(k, np.ndarray) else k for k in key)
 
 
+class EmptyShapeError(ValueError, RuntimeError):
+    """An input with no axis, or no element, where the function needs one.
+
+    A ValueError as every bad argument in hodiff, and a RuntimeError as NNabla raises for
+    the same call (``concatenate`` of 0-d inputs, ``split`` along an axis of size 0).
+    """
+
+
 class IndexOutOfRangeError(IndexError, ValueError):
     """An index that does not fit the array.
 
