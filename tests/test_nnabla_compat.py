@@ -76,3 +76,44 @@ def test_split_along_an_axis_of_size_0_raises() -> None:
     with pytest.raises(RuntimeError):
         F.split(x, axis=2)
     assert [y.shape for y in F.split(x, axis=1)] == [(1, 0)] * 6  # a non-empty axis splits
+
+
+# ---------------------------------------------------------------- spectral_norm
+def _power_iteration(w: np.ndarray, u: np.ndarray, itr: int, eps: float = 1e-12):
+    for _ in range(itr):
+        v = w.T @ u
+        v = v / np.sqrt(np.sum(v**2) + eps)
+        u = w @ v
+        u = u / np.sqrt(np.sum(u**2) + eps)
+    return u, v
+
+
+def test_spectral_norm_gradient_holds_u_and_v_constant_as_nnabla() -> None:
+    """Not converged (itr=1): NNabla's gW = (gW_sn - sum(gW_sn W_sn) u v^T) / sigma exactly."""
+    w, u0, g = RNG.standard_normal((3, 4)), RNG.standard_normal(3), RNG.standard_normal((3, 4))
+    x = hd.Variable.from_array(w, need_grad=True)
+    u = hd.Variable.from_array(u0.copy(), need_grad=True)
+    y, u_before = F.spectral_norm(x, u, itr=1, output_u=True)
+    F.sum(y * g).backward()
+    uu, v = _power_iteration(w, u0, 1)
+    sigma = uu @ w @ v
+    w_sn = w / sigma
+    np.testing.assert_allclose(y.d, w_sn, rtol=1e-12)
+    np.testing.assert_allclose(x.g, (g - np.sum(g * w_sn) * np.outer(uu, v)) / sigma, rtol=1e-10)
+    np.testing.assert_array_equal(u.g, 0.0)  # u is a constant of the gradient
+    np.testing.assert_allclose(u.d, uu, rtol=1e-12)  # updated in place (test=False)
+    np.testing.assert_array_equal(u_before.d, u0)  # output_u: u as it was passed in
+
+
+def test_spectral_norm_grad_through_iteration_differs_before_convergence() -> None:
+    w, u0 = RNG.standard_normal((3, 4)), RNG.standard_normal(3)
+    g = RNG.standard_normal((3, 4))
+    grads = []
+    for through in (False, True):
+        x = hd.Variable.from_array(w, need_grad=True)
+        kw = {"itr": 1, "test": True, "grad_through_iteration": through}
+        F.sum(F.spectral_norm(x, u0, **kw) * g).backward()
+        grads.append(x.g.copy())
+    assert not np.allclose(grads[0], grads[1], atol=1e-6)
+    # the second is the derivative of the function computed: finite differences agree
+    hd.gradcheck(lambda v: F.sum(F.spectral_norm(v, u0, **kw) * g), [w], order=2)

@@ -2,9 +2,9 @@
 tanh_shrink.
 
 All are compositions of existing primitives, so each is differentiable to any
-order. ``spectral_norm`` follows NNabla's forward (power iteration, ``sigma = u^T W v``,
-with ``test=False`` the iteration's ``u`` written back into the ``u`` array) and
-differentiates through the iteration.
+order. ``spectral_norm`` follows NNabla (power iteration, ``sigma = u^T W v``, with
+``test=False`` the iteration's ``u`` written back into the ``u`` array; the gradient holds
+``u`` and ``v`` constant), or differentiates through the iteration on request.
 """
 
 from __future__ import annotations
@@ -64,6 +64,35 @@ class WriteBack(Function):
             inputs[1].store(gy * 0.0, accum[1])
 
 
+class StopGradient(Function):
+    """``y = x`` with no gradient: what follows treats ``x`` as a constant (JAX's
+    ``stop_gradient``; a static graph recomputes it on every forward, unlike
+    ``Variable.unlinked``). spectral_norm holds its power iteration constant with it.
+    """
+
+    need_inputs = False
+    differentiable = False
+    batch_rule = _batching.elementwise
+
+    def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
+        return [(inputs[0].shape, inputs[0].dtype)]
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        outputs[0] = inputs[0]
+
+
+def stop_gradient(x: Any) -> Variable:
+    """``y = x``, not differentiable: ``x`` is a constant for every derivative of ``y``.
+
+    >>> import numpy as np, hodiff as hd
+    >>> x = hd.Variable.from_array(np.array([2.0]), need_grad=True)
+    >>> (g,) = hd.grad(x * stop_gradient(x), x)
+    >>> g.d
+    array([2.])
+    """
+    return StopGradient()(x)
+
+
 def write_back(u: Any, target: Any) -> Variable:
     """``y = u``, and ``u``'s values copied into ``target``'s array when computed.
 
@@ -116,19 +145,28 @@ def scaled_dot_product_attention(
 
 
 def spectral_norm(
-    w: Any, u: Any, dim: int = 0, itr: int = 1, eps: float = 1e-12, test: bool = False
-) -> Variable:
+    w: Any,
+    u: Any,
+    dim: int = 0,
+    itr: int = 1,
+    eps: float = 1e-12,
+    test: bool = False,
+    output_u: bool = False,
+    *,
+    grad_through_iteration: bool = False,
+) -> Any:
     """Spectral normalization ``W_sn = W / sigma(W)`` (NNabla's ``spectral_norm``).
 
     Miyato et al. 2018.
 
     ``W`` is ``w`` with axis ``dim`` moved first and reshaped to (M, N); ``itr`` power
     iterations from ``u`` give ``v = W^T u / |W^T u|`` and ``u = W v / |W v|`` (each norm
-    ``sqrt(sum^2 + eps)``), and ``sigma = u^T W v``. Unlike NNabla, whose gradient treats
-    ``u`` and ``v`` as constants (``gW = (gW_sn - sum(gW_sn * W_sn) u v^T) / sigma``, exact
-    only once the iteration has converged), the iteration here is differentiated too, so
-    every derivative is that of the function computed, for any ``itr``; when the iteration
-    has converged the two first derivatives agree.
+    ``sqrt(sum^2 + eps)``), and ``sigma = u^T W v``. As in NNabla (and PyTorch), the
+    gradient holds ``u`` and ``v`` constant: ``gW = (gW_sn - sum(gW_sn * W_sn) u v^T) /
+    sigma``, the derivative of ``W / sigma(W)`` once the iteration has converged, and
+    ``u`` gets no gradient. With ``grad_through_iteration=True`` the iteration is
+    differentiated too, so every derivative is that of the function computed, for any
+    ``itr`` (and ``u`` gets its gradient).
 
     Args:
         w: weights of any shape (ndim >= 1).
@@ -138,9 +176,12 @@ def spectral_norm(
         itr: number of power iterations (>= 1).
         eps: added inside the square roots of the norms.
         test: if True, ``u`` is not updated.
+        output_u: also return ``u`` as it was before the update (NNabla's second output).
+        grad_through_iteration: differentiate through the power iteration (hodiff's
+            earlier behaviour) instead of holding ``u`` and ``v`` constant.
 
     Returns:
-        ``W_sn`` of the shape of ``w``.
+        ``W_sn`` of the shape of ``w``; with ``output_u``, ``(W_sn, u)``.
 
     >>> import numpy as np, hodiff.functions as F
     >>> w = np.diag([3.0, 1.0]); u = np.array([1.0, 0.0])
@@ -158,11 +199,14 @@ def spectral_norm(
     wt = _array.transpose(w, order) if d else w
     m = shape[d]
     wm = _array.reshape(wt, (m, -1))
-    u0 = _arith.mul_scalar(u, 1.0)  # a copy: the update below must not change what we read
+    u_in = _arith.mul_scalar(u, 1.0)  # a copy: the update below must not change what we read
+    u0, w_it = u_in, wm
+    if not grad_through_iteration:  # NNabla: u and v are constants of the gradient
+        u0, w_it = stop_gradient(u_in), stop_gradient(wm)
     v = None
     for _ in range(int(itr)):
-        v = _normalized(_matvec(wm, u0, transpose=True), eps)
-        u0 = _normalized(_matvec(wm, v), eps)
+        v = _normalized(_matvec(w_it, u0, transpose=True), eps)
+        u0 = _normalized(_matvec(w_it, v), eps)
     if not test:
         u0 = write_back(u0, u)
     sigma = _reduction.sum(u0 * _matvec(wm, v))
@@ -172,7 +216,7 @@ def spectral_norm(
         for i, o in enumerate(order):
             inverse[o] = i
         y = _array.transpose(y, inverse)
-    return y
+    return (y, u_in) if output_u else y
 
 
 def _matvec(w: Any, x: Any, transpose: bool = False) -> Any:

@@ -3,7 +3,7 @@
 import numpy as np
 
 import hodiff.functions as F
-from hodiff.functions.attention import write_back
+from hodiff.functions.attention import stop_gradient, write_back
 from hodiff.functions.sampling import CornerIndex
 from hodiff.testing.spec import Spec, fixed
 
@@ -26,6 +26,14 @@ def _sn_ref(w, u, dim=0, itr=1, eps=1e-12, test=False):
         u = wm @ v
         u = u / np.sqrt(np.sum(u**2) + eps)
     return np.moveaxis((wm / (u @ wm @ v)).reshape(wt.shape), 0, dim)
+
+
+# singular values 3, 1, 0.5 and a random basis: the power iteration converges fast
+_W_GAP = (
+    np.linalg.qr(np.random.default_rng(7).standard_normal((3, 3)))[0]
+    @ np.diag([3.0, 1.0, 0.5])
+    @ np.linalg.qr(np.random.default_rng(8).standard_normal((4, 4)))[0][:3]
+)
 
 
 def _base(size, align):
@@ -105,21 +113,43 @@ SPECS = [
         kwargs={"scale": 0.25},
         id="scale",
     ),
+    # NNabla's gradient (u, v constant) is the derivative of W / sigma_max(W) once the
+    # iteration has converged: order 1 against finite differences at a converged point
+    Spec(
+        F.spectral_norm,
+        (fixed(_W_GAP), fixed(np.array([0.6, -0.3, 0.7]))),
+        _sn_ref,
+        kwargs={"itr": 60, "test": True},
+        ref_atol=1e-10,
+        order=1,
+        id="converged",
+    ),
     Spec(
         F.spectral_norm,
         ((3, 4), fixed(np.array([0.6, -0.3, 0.7]))),
-        _sn_ref,
-        kwargs={"test": True},
+        lambda w, u, **kw: _sn_ref(w, u, test=True),
+        kwargs={"test": True, "grad_through_iteration": True},
         ref_atol=1e-10,
+        id="through_iteration",
     ),
     Spec(
         F.spectral_norm,
         ((2, 3, 2), fixed(np.array([0.6, -0.3, 0.7]))),
-        _sn_ref,
-        kwargs={"dim": 1, "itr": 3, "test": True},
+        lambda w, u, **kw: _sn_ref(w, u, dim=1, itr=3),
+        kwargs={"dim": 1, "itr": 3, "test": True, "grad_through_iteration": True},
         ref_atol=1e-10,
-        id="dim1_itr3",
+        id="through_iteration_dim1_itr3",
     ),
+    Spec(
+        F.spectral_norm,
+        (fixed(_W_GAP), fixed(np.array([0.6, -0.3, 0.7]))),
+        lambda w, u, **kw: (_sn_ref(w, u, itr=60), u),
+        kwargs={"itr": 60, "test": True, "output_u": True},
+        ref_atol=1e-10,
+        order=1,
+        id="output_u",
+    ),
+    Spec(stop_gradient, ((2, 3),), lambda x: x, order=0),
     Spec(write_back, ((3,), fixed(np.zeros(3))), lambda u, t: u, linear=True),
     Spec(F.affine_grid, ((2, 2, 3),), _affine_grid_ref, kwargs={"size": (3, 4)}, linear=True),
     Spec(
