@@ -117,3 +117,18 @@ def test_spectral_norm_grad_through_iteration_differs_before_convergence() -> No
     assert not np.allclose(grads[0], grads[1], atol=1e-6)
     # the second is the derivative of the function computed: finite differences agree
     hd.gradcheck(lambda v: F.sum(F.spectral_norm(v, u0, **kw) * g), [w], order=2)
+
+
+# ---------------------------------------------------------------- Variable.d of another shape
+def test_setting_d_with_leading_unit_axes_reshapes_as_nnabla() -> None:
+    x = hd.Variable((6,))
+    x.d = np.arange(6.0).reshape(1, 1, 6)
+    assert x.d.shape == (6,)
+    np.testing.assert_array_equal(x.d, np.arange(6.0))
+    y = hd.Variable((1, 2, 3))
+    y.d = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(y.d, np.arange(6.0).reshape(1, 2, 3))
+    # the same size in another order of axes is not the same elements: refused
+    for bad in ((3, 2), (2, 3, 1), (6,)):
+        with pytest.raises(ValueError, match=rf"a value of shape \({bad[0]},"):
+            y.d = np.zeros(bad)
