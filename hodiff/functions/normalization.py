@@ -180,13 +180,29 @@ class BatchNormalization(Function):
 
 
 # ---------------------------------------------------------------- helpers of the compositions
-def _standardize(x: Variable, red: tuple[int, ...], eps: float) -> Variable:
-    """``(x - mean) / sqrt(var + eps)`` over the axes ``red`` (two-pass variance)."""
+def _moments(x: Variable, red: tuple[int, ...]) -> tuple[Variable, Variable, Variable]:
+    """``(x - mean, mean, var)`` over the axes ``red`` (keepdims; two-pass, biased variance)."""
     n = math.prod(x.shape[i] for i in red)
     mu = _red.sum(x, axis=red, keepdims=True) * (1.0 / n)
     xc = x - mu
     var = _red.sum(xc * xc, axis=red, keepdims=True) * (1.0 / n)
+    return xc, mu, var
+
+
+def _standardize(x: Variable, red: tuple[int, ...], eps: float) -> Variable:
+    """``(x - mean) / sqrt(var + eps)`` over the axes ``red`` (two-pass variance)."""
+    xc, _, var = _moments(x, red)
     return xc * (var + eps) ** -0.5
+
+
+def _with_stat(name: str, y: Any, x: Variable, red: tuple[int, ...], output_stat: bool) -> Any:
+    """``y``, or ``(y, mean, var)`` of ``x`` over ``red`` (NNabla's ``output_stat``)."""
+    if not isinstance(output_stat, bool | np.bool_):
+        raise TypeError(f"{name}: output_stat must be a bool, got {type(output_stat).__name__}")
+    if not output_stat:
+        return y
+    _, mu, var = _moments(x, red)
+    return y, mu, var
 
 
 def _affine(
@@ -228,7 +244,8 @@ def batch_normalization(
     decay_rate: float = 0.9,
     eps: float = 1e-5,
     batch_stat: bool = True,
-) -> Variable:
+    output_stat: bool = False,
+) -> Any:
     """Batch normalization (NNabla's): ``y = (x - mu) / sqrt(sigma^2 + eps) * gamma + beta``.
 
     ``axes`` are the axes KEPT (the channel axis 1 by default): ``mu`` and
@@ -253,6 +270,11 @@ def batch_normalization(
         decay_rate: weight of the old running statistics.
         eps: added to the variance.
         batch_stat: use batch statistics (training) or the stored ones (inference).
+        output_stat: also return the batch ``mu`` and (biased) ``sigma^2``, differentiable,
+            of the shape of the parameters (``batch_stat`` only, as NNabla).
+
+    Returns:
+        ``y`` of the shape of ``x``; with ``output_stat``, ``(y, mu, sigma^2)``.
 
     >>> import numpy as np, hodiff.functions as F
     >>> x = np.array([[1.0], [3.0]])
@@ -291,8 +313,15 @@ def batch_normalization(
                     f"{name}: {arg} must be a leaf Variable (it is updated in place) when"
                     " batch_stat is True"
                 )
+    if output_stat and not batch_stat:
+        raise ValueError(f"{name}: output_stat=True needs batch_stat=True (the batch statistics)")
     fn = BatchNormalization(axes=kept, decay_rate=decay_rate, eps=eps, batch_stat=batch_stat)
-    return fn(x, *params)
+    y = fn(x, *params)
+    red = tuple(i for i in range(x.ndim) if i not in kept)
+    out = _with_stat(name, y, x, red, output_stat)
+    if output_stat and params[2].shape != p_shape:  # the stored statistics' shape, as NNabla
+        out = (y, _array.reshape(out[1], params[2].shape), _array.reshape(out[2], params[2].shape))
+    return out
 
 
 def layer_normalization(
@@ -301,15 +330,17 @@ def layer_normalization(
     gamma: Any,
     batch_axis: int | Sequence[int] = 0,
     eps: float = 1e-5,
+    output_stat: bool = False,
     no_scale: bool = False,
     no_bias: bool = False,
-) -> Variable:
+) -> Any:
     """Layer normalization: standardize each sample over all axes but ``batch_axis``.
 
     ``y = (x - mu) / sqrt(sigma^2 + eps) * gamma + beta`` with ``mu``, ``sigma^2`` taken
     per sample (for ``(B, C, H, W)`` and ``batch_axis=0``: shape ``(B, 1, 1, 1)``).
     ``beta``/``gamma`` broadcast to ``x`` (e.g. ``(1, C, H, W)``); None or
-    ``no_bias``/``no_scale`` omit them.
+    ``no_bias``/``no_scale`` omit them. With ``output_stat`` (NNabla's) the result is
+    ``(y, mu, sigma^2)``, the statistics differentiable, of shape ``(B, 1, 1, 1)``.
 
     >>> import numpy as np, hodiff.functions as F
     >>> F.layer_normalization(np.array([[1.0, 3.0]]), None, None, eps=0.0).d
@@ -319,7 +350,8 @@ def layer_normalization(
     x, eps = _prepare(name, x, eps)
     keep = _axes(name, "batch_axis", batch_axis, x.ndim)
     red = tuple(i for i in range(x.ndim) if i not in keep)
-    return _affine(name, _standardize(x, red, eps), beta, gamma, no_scale, no_bias)
+    y = _affine(name, _standardize(x, red, eps), beta, gamma, no_scale, no_bias)
+    return _with_stat(name, y, x, red, output_stat)
 
 
 def instance_normalization(
@@ -329,13 +361,16 @@ def instance_normalization(
     channel_axis: int = 1,
     batch_axis: int | Sequence[int] = 0,
     eps: float = 1e-5,
+    output_stat: bool = False,
     no_scale: bool = False,
     no_bias: bool = False,
-) -> Variable:
+) -> Any:
     """Instance normalization: standardize each (sample, channel) over the remaining axes.
 
     For ``(B, C, H, W)`` the statistics have shape ``(B, C, 1, 1)``;
-    ``beta``/``gamma`` broadcast to ``x`` (typically ``(1, C, 1, 1)``).
+    ``beta``/``gamma`` broadcast to ``x`` (typically ``(1, C, 1, 1)``). With
+    ``output_stat`` (NNabla's) the result is ``(y, mu, sigma^2)``, the statistics
+    differentiable.
 
     >>> import numpy as np, hodiff.functions as F
     >>> F.instance_normalization(np.array([[[1.0, 3.0]]]), None, None, eps=0.0).d
@@ -348,7 +383,8 @@ def instance_normalization(
     if ca in keep:
         raise ValueError(f"{name}: channel_axis {channel_axis} is also in batch_axis {keep}")
     red = tuple(i for i in range(x.ndim) if i not in keep and i != ca)
-    return _affine(name, _standardize(x, red, eps), beta, gamma, no_scale, no_bias)
+    y = _affine(name, _standardize(x, red, eps), beta, gamma, no_scale, no_bias)
+    return _with_stat(name, y, x, red, output_stat)
 
 
 def group_normalization(
@@ -359,15 +395,18 @@ def group_normalization(
     channel_axis: int = 1,
     batch_axis: int | Sequence[int] = 0,
     eps: float = 1e-5,
+    output_stat: bool = False,
     no_scale: bool = False,
     no_bias: bool = False,
-) -> Variable:
+) -> Any:
     """Group normalization: the ``C`` channels are split into ``num_groups`` groups and each
     (sample, group) is standardized over its channels and the remaining axes.
 
     ``(B, C, H, W)`` is viewed as ``(B, G, C/G, H, W)``, standardized with statistics
     of shape ``(B, G, 1, 1, 1)``, reshaped back, then scaled by ``gamma`` and shifted by
-    ``beta`` (broadcast to ``x``, typically ``(1, C, 1, 1)``).
+    ``beta`` (broadcast to ``x``, typically ``(1, C, 1, 1)``). With ``output_stat``
+    (NNabla's) the result is ``(y, mu, sigma^2)``, the statistics differentiable, of the
+    grouped shape ``(B, G, 1, 1, 1)``.
 
     >>> import numpy as np, hodiff.functions as F
     >>> x = np.array([[1.0, 3.0, 0.0, 4.0]])
@@ -391,8 +430,9 @@ def group_normalization(
     grouped = (*x.shape[:ca], int(num_groups), c // num_groups, *x.shape[ca + 1 :])
     keep_g = {a if a < ca else a + 1 for a in keep} | {ca}
     red = tuple(i for i in range(len(grouped)) if i not in keep_g)
-    y = _array.reshape(_standardize(_array.reshape(x, grouped), red, eps), x.shape)
-    return _affine(name, y, beta, gamma, no_scale, no_bias)
+    xg = _array.reshape(x, grouped)
+    y = _array.reshape(_standardize(xg, red, eps), x.shape)
+    return _with_stat(name, _affine(name, y, beta, gamma, no_scale, no_bias), xg, red, output_stat)
 
 
 def weight_normalization(w: Any, g: Any, dim: int = 0, eps: float = 1e-12) -> Variable:

@@ -87,6 +87,22 @@ def _wn_ref(w: np.ndarray, g: np.ndarray, dim: int = 0, eps: float = 1e-12) -> n
     return np.moveaxis(out, 0, dim)
 
 
+def _stat(ref: Any, red: tuple[int, ...], grouped: Any = None) -> Any:
+    """``ref`` followed by the biased mean and variance of ``x`` over ``red`` (keepdims),
+    ``x`` first reshaped by ``grouped(x)`` when given (``output_stat``).
+    """
+
+    def out(x: np.ndarray, *rest: Any, output_stat: bool, **kw: Any) -> Any:
+        xs = x if grouped is None else grouped(x)
+        return (
+            ref(x, *rest, **kw),
+            xs.mean(axis=red, keepdims=True),
+            xs.var(axis=red, keepdims=True),
+        )
+
+    return out
+
+
 SPECS = [
     Spec(
         F.batch_normalization,
@@ -118,6 +134,35 @@ SPECS = [
     Spec(F.instance_normalization, ((2, 2, 3), (1, 2, 1), (1, 2, 1)), _in_ref),
     Spec(
         F.group_normalization, ((2, 4, 2), (1, 4, 1), (1, 4, 1)), _gn_ref, kwargs={"num_groups": 2}
+    ),
+    # output_stat=True (NNabla's): the batch statistics too, differentiable
+    Spec(
+        F.batch_normalization,
+        ((3, 2, 2), (1, 2, 1), (1, 2, 1), (1, 2, 1), positive((1, 2, 1))),
+        _stat(_bn_ref, (0, 2)),
+        kwargs={"output_stat": True},
+        id="output_stat",
+    ),
+    Spec(
+        F.layer_normalization,
+        ((2, 3, 2), (1, 3, 2), (1, 3, 2)),
+        _stat(_ln_ref, (1, 2)),
+        kwargs={"output_stat": True},
+        id="output_stat",
+    ),
+    Spec(
+        F.instance_normalization,
+        ((2, 2, 3), (1, 2, 1), (1, 2, 1)),
+        _stat(_in_ref, (2,)),
+        kwargs={"output_stat": True},
+        id="output_stat",
+    ),
+    Spec(
+        F.group_normalization,
+        ((2, 4, 2), (1, 4, 1), (1, 4, 1)),
+        _stat(_gn_ref, (2, 3), lambda x: x.reshape(2, 2, 2, 2)),
+        kwargs={"num_groups": 2, "output_stat": True},
+        id="output_stat",
     ),
     Spec(F.weight_normalization, ((3, 2, 2), (3,)), _wn_ref),
     Spec(F.weight_normalization, ((2, 3), (3,)), _wn_ref, kwargs={"dim": 1}, id="dim1"),
