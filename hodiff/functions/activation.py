@@ -31,6 +31,7 @@ from hodiff.variable import Variable, as_variable
 
 __all__ = [
     "celu",
+    "crelu",
     "elu",
     "gelu",
     "hard_sigmoid",
@@ -314,6 +315,26 @@ def celu(x: Any, alpha: float = 1.0, axis: int = 1) -> Variable:
     if not isinstance(axis, int) or not -x.ndim <= axis < x.ndim:
         raise ValueError(f"celu: axis {axis} is out of range for x of shape {x.shape}")
     return _array.concatenate(elu(x, alpha), elu(_neg(x), alpha), axis=axis)
+
+
+def crelu(x: Any, axis: int = 1) -> Variable:
+    """Concatenated ReLU (NNabla's): ``relu(x)`` and ``relu(-x)`` joined along ``axis``.
+
+    Args:
+        x: input with at least one axis.
+        axis: the axis whose size doubles.
+
+    Returns:
+        ``x``'s shape with ``shape[axis]`` doubled.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.crelu(np.array([[1.0, -2.0]]), axis=1).d
+    array([[1., 0., 0., 2.]])
+    """
+    x = _shaped(x)
+    if not isinstance(axis, int) or not -x.ndim <= axis < x.ndim:
+        raise ValueError(f"crelu: axis {axis} is out of range for x of shape {x.shape}")
+    return _array.concatenate(relu(x), relu(_neg(x)), axis=axis)
 
 
 def gelu(x: Any) -> Variable:

@@ -36,6 +36,7 @@ __all__ = [
     "absolute_error",
     "binary_cross_entropy",
     "categorical_cross_entropy",
+    "epsilon_insensitive_loss",
     "huber_loss",
     "kl_multinomial",
     "log_softmax",
@@ -320,6 +321,30 @@ def huber_loss(x0: Any, x1: Any, delta: float = 1.0) -> Variable:
     a = _arith.abs(d)
     inner = _array.less(a, delta)
     return _array.where(inner, d * d, (2.0 * delta) * a - delta * delta)
+
+
+def epsilon_insensitive_loss(x0: Any, x1: Any, epsilon: float) -> Variable:
+    """``y = max(|x0 - x1| - epsilon, 0)`` elementwise, broadcast (NNabla's).
+
+    The gradient is ``sign(x0 - x1)`` (``-`` for ``x1``) where ``|x0 - x1| > epsilon``, 0
+    elsewhere (0 at the kinks, as NNabla).
+
+    Args:
+        x0: input.
+        x1: target, broadcastable with ``x0``.
+        epsilon: the insensitive margin (>= 0).
+
+    Returns:
+        The broadcast shape.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.epsilon_insensitive_loss(np.array([0.0, 2.0, -3.0]), np.zeros(3), 1.0).d
+    array([0., 1., 2.])
+    """
+    epsilon = _arith.check_scalar("epsilon_insensitive_loss", "epsilon", epsilon)
+    if epsilon < 0:
+        raise ValueError(f"epsilon_insensitive_loss: epsilon={epsilon} must be >= 0")
+    return _act.relu(_arith.abs(_arith.sub2(x0, x1)) - epsilon)
 
 
 def kl_multinomial(p: Any, q: Any, base_axis: int = 1) -> Variable:

@@ -26,6 +26,7 @@ from hodiff.variable import Variable, as_variable
 
 __all__ = [
     "batch_normalization",
+    "clip_by_norm",
     "group_normalization",
     "instance_normalization",
     "layer_normalization",
@@ -456,3 +457,33 @@ def weight_normalization(w: Any, g: Any, dim: int = 0, eps: float = 1e-12) -> Va
     gb = _array.reshape(g, tuple(s if i == d else 1 for i, s in enumerate(w.shape)))
     red = tuple(i for i in range(w.ndim) if i != d)
     return w * gb * (_red.sum(w * w, axis=red, keepdims=True) + eps) ** -0.5
+
+
+def clip_by_norm(x: Any, clip_norm: Any, axis: Any = None) -> Variable:
+    """NNabla's ``y = clip_norm * x / max(||x||_2, clip_norm)``, the norm over ``axis``.
+
+    ``x`` is rescaled to the L2 norm ``clip_norm`` where its norm is larger; the norm is
+    taken over ``axis`` with keepdims.
+
+    Args:
+        x: input of any shape.
+        clip_norm: the largest norm, a positive float or a Variable (broadcast to the
+            norm's shape).
+        axis: None (the whole array), an int or a sequence of ints.
+
+    Returns:
+        The shape of ``x``. Differentiable through the norm (where it is clipped).
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.clip_by_norm(np.array([3.0, 4.0]), 1.0).d, F.clip_by_norm(np.array([0.3, 0.4]), 1.0).d
+    (array([0.6, 0.8]), array([0.3, 0.4]))
+    """
+    x = as_variable(x)
+    red = _red.normalize_axes("clip_by_norm", axis, x.ndim)
+    norm = _red.sum(x * x, axis=red, keepdims=True) ** 0.5
+    if isinstance(clip_norm, Variable):
+        return x * clip_norm / _arith.maximum2(norm, clip_norm)
+    c = _arith.check_scalar("clip_by_norm", "clip_norm", clip_norm)
+    if not c > 0:
+        raise ValueError(f"clip_by_norm: clip_norm must be positive, got {clip_norm}")
+    return x * (c / _arith.maximum_scalar(norm, c))

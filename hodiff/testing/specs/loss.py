@@ -186,6 +186,14 @@ SPECS = [
     ),
     Spec(F.huber_loss, ((2, 3), fixed(np.zeros((2, 3)))), _huber_ref, kinks=(-1.0, 0.0, 1.0)),
     Spec(
+        F.epsilon_insensitive_loss,
+        ((2, 3), fixed(np.zeros((2, 3)))),
+        lambda a, b, epsilon: np.maximum(np.abs(a - b) - epsilon, 0.0),
+        kwargs={"epsilon": 0.5},
+        kinks=(-0.5, 0.0, 0.5),
+        linear=True,
+    ),
+    Spec(
         F.huber_loss,
         ((2, 3), fixed(np.zeros((2, 3)))),
         _huber_ref,

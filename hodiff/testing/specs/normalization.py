@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 import hodiff.functions as F
-from hodiff.testing.spec import Spec, positive
+from hodiff.testing.spec import Spec, fixed, positive
 
 
 def _standardize_loop(x: np.ndarray, keep: tuple[int, ...], eps: float) -> np.ndarray:
@@ -163,6 +163,22 @@ SPECS = [
         _stat(_gn_ref, (2, 3), lambda x: x.reshape(2, 2, 2, 2)),
         kwargs={"num_groups": 2, "output_stat": True},
         id="output_stat",
+    ),
+    # clip_by_norm: clipped (norm > clip_norm) and not, over all axes and per row
+    Spec(
+        F.clip_by_norm,
+        ((2, 3),),
+        lambda x, clip_norm: x * clip_norm / max(np.sqrt((x**2).sum()), clip_norm),
+        kwargs={"clip_norm": 0.5},
+    ),
+    Spec(
+        F.clip_by_norm,
+        (fixed(np.array([[0.1, -0.2, 0.1], [2.0, 1.0, -1.5]])),),
+        lambda x, clip_norm, axis: (
+            x * clip_norm / np.maximum(np.sqrt((x**2).sum(axis=axis, keepdims=True)), clip_norm)
+        ),
+        kwargs={"clip_norm": 1.0, "axis": 1},
+        id="axis",
     ),
     Spec(F.weight_normalization, ((3, 2, 2), (3,)), _wn_ref),
     Spec(F.weight_normalization, ((2, 3), (3,)), _wn_ref, kwargs={"dim": 1}, id="dim1"),
