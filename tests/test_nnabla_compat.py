@@ -132,3 +132,75 @@ def test_setting_d_with_leading_unit_axes_reshapes_as_nnabla() -> None:
     for bad in ((3, 2), (2, 3, 1), (6,)):
         with pytest.raises(ValueError, match=rf"a value of shape \({bad[0]},"):
             y.d = np.zeros(bad)
+
+
+# ---------------------------------------------------------------- added functions: edge cases
+def test_sign_alpha_is_the_value_at_zero_and_abs_keeps_zero_gradient() -> None:
+    x = np.array([-3.0, 0.0, 2.0])
+    np.testing.assert_array_equal(F.sign(x).d, [-1.0, 1.0, 1.0])  # NNabla's default alpha=1
+    np.testing.assert_array_equal(F.sign(x, alpha=-0.5).d, [-1.0, -0.5, 1.0])
+    v = hd.Variable.from_array(x, need_grad=True)
+    F.sum(F.abs(v)).backward()
+    np.testing.assert_array_equal(v.g, [-1.0, 0.0, 1.0])  # |x|' at 0 stays 0
+
+
+def test_clip_by_norm_with_a_variable_threshold_and_its_errors() -> None:
+    x = RNG.standard_normal((3, 4))
+    c = hd.Variable.from_array(np.array(0.7), need_grad=True)
+    y = F.clip_by_norm(x, c, axis=1)
+    norms = np.sqrt((x**2).sum(axis=1, keepdims=True))
+    np.testing.assert_allclose(y.d, x * 0.7 / np.maximum(norms, 0.7), rtol=1e-12)
+    hd.gradcheck(lambda v: F.sum(F.clip_by_norm(x, v, axis=1) ** 2), [np.array(0.7)], order=2)
+    with pytest.raises(ValueError, match="clip_by_norm: clip_norm must be positive"):
+        F.clip_by_norm(x, 0.0)
+
+
+def test_broadcast_to_refuses_mismatched_axes() -> None:
+    with pytest.raises(ValueError, match=r"broadcast_to: y of shape \(4,\) does not match"):
+        F.broadcast_to(np.zeros((2, 3, 4)), np.zeros(4), axis=1)
+    with pytest.raises(ValueError, match="has more axes"):
+        F.broadcast_to(np.zeros(3), np.zeros((1, 3)))
+
+
+def test_max_with_index_under_ties_gives_the_first_and_min_matches_numpy() -> None:
+    x = np.array([[1.0, 3.0, 3.0], [2.0, -1.0, -1.0]])
+    y, i = F.max(x, axis=1, with_index=True)
+    np.testing.assert_array_equal(i.d, [1, 0])
+    y, i = F.min(x, axis=1, keepdims=True, with_index=True)
+    np.testing.assert_array_equal(y.d, x.min(axis=1, keepdims=True))
+    np.testing.assert_array_equal(i.d, [[0], [1]])
+    assert i.dtype.kind == "i"
+    assert not i.need_grad
+    with pytest.raises(ValueError, match="with_index needs a non-empty reduction"):
+        F.max(np.zeros((2, 0)), axis=1, with_index=True)
+
+
+def test_logical_functions_match_numpy_on_broadcast_inputs() -> None:
+    a = RNG.integers(-1, 2, size=(3, 4)).astype(float)
+    b = RNG.integers(0, 2, size=(4,)).astype(float)
+    np.testing.assert_array_equal(F.logical_and(a, b).d, np.logical_and(a, b))
+    np.testing.assert_array_equal(F.logical_or(a, b).d, np.logical_or(a, b))
+    np.testing.assert_array_equal(F.logical_xor(a, b).d, np.logical_xor(a, b))
+    np.testing.assert_array_equal(F.logical_not(a).d, np.logical_not(a))
+    np.testing.assert_array_equal(F.not_equal(a, b).d, a != b)
+    with pytest.raises(TypeError, match="equal_scalar: val must be a real scalar"):
+        F.equal_scalar(a, np.ones(2))
+
+
+def test_add_n_and_errors_of_the_new_losses() -> None:
+    with pytest.raises(ValueError, match="add_n: needs at least one input"):
+        F.add_n()
+    with pytest.raises(ValueError, match="mul_n: needs at least one input"):
+        F.mul_n()
+    with pytest.raises(ValueError, match=r"epsilon_insensitive_loss: epsilon=-1\.0 must be >= 0"):
+        F.epsilon_insensitive_loss(np.zeros(2), np.zeros(2), -1.0)
+    with pytest.raises(ValueError, match=r"max_pooling_backward: dy of shape \(1, 3\)"):
+        F.max_pooling_backward(np.zeros((1, 3)), np.zeros((1, 4)), (2,))
+
+
+def test_output_stat_needs_batch_stat() -> None:
+    x = RNG.standard_normal((4, 3))
+    with pytest.raises(ValueError, match="output_stat=True needs batch_stat=True"):
+        F.batch_normalization(
+            x, None, None, np.zeros(3), np.ones(3), batch_stat=False, output_stat=True
+        )
