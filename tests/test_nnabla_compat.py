@@ -8,6 +8,7 @@ import pytest
 
 import hodiff as hd
 import hodiff.functions as F
+import hodiff.parametric as PF
 
 RNG = np.random.default_rng(25)
 
@@ -204,3 +205,23 @@ def test_output_stat_needs_batch_stat() -> None:
         F.batch_normalization(
             x, None, None, np.zeros(3), np.ones(3), batch_stat=False, output_stat=True
         )
+
+
+def test_pf_normalizations_output_stat() -> None:
+    x = RNG.standard_normal((4, 3))
+    with hd.parameter_scope("i25"):
+        y, m, v = PF.batch_normalization(x, output_stat=True)
+        np.testing.assert_allclose(m.d, x.mean(axis=0, keepdims=True), rtol=1e-12)
+        np.testing.assert_allclose(v.d, x.var(axis=0, keepdims=True), rtol=1e-12)
+        y, m, v = PF.layer_normalization(x, output_stat=True)
+        np.testing.assert_allclose(v.d, x.var(axis=1, keepdims=True), rtol=1e-12)
+        np.testing.assert_allclose(y.d, (x - m.d) / np.sqrt(v.d + 1e-5), rtol=1e-10)
+    hd.clear_parameters()
+
+
+def test_straight_through_estimator_recipe_of_the_porting_table() -> None:
+    x = hd.Variable.from_array(np.array([0.4, 1.6]), need_grad=True)
+    y = x + (F.round(x) - x).unlinked()
+    F.sum(y * np.array([2.0, 3.0])).backward()
+    np.testing.assert_array_equal(y.d, [0.0, 2.0])
+    np.testing.assert_array_equal(x.g, [2.0, 3.0])  # NNabla's identity gradient
