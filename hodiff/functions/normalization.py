@@ -30,7 +30,9 @@ __all__ = [
     "group_normalization",
     "instance_normalization",
     "layer_normalization",
+    "norm_normalization",
     "weight_normalization",
+    "weight_standardization",
 ]
 
 Slots = Sequence[Slot]
@@ -487,3 +489,59 @@ def clip_by_norm(x: Any, clip_norm: Any, axis: Any = None) -> Variable:
     if not c > 0:
         raise ValueError(f"clip_by_norm: clip_norm must be positive, got {clip_norm}")
     return x * (c / _arith.maximum_scalar(norm, c))
+
+
+def weight_standardization(
+    w: Any, channel_axis: int = 0, eps: float = 1e-5, output_stat: bool = False
+) -> Any:
+    """Weight standardization (NNabla's): ``(w - mu) / sqrt(sigma^2 + eps)`` per output channel.
+
+    Qiao et al. 2019: each output channel of ``w`` is standardized over its other axes.
+
+    Args:
+        w: a weight, e.g. ``(C_out, C_in, kH, kW)`` (``channel_axis=0``) or an affine
+            ``(C_in, C_out)`` (``channel_axis=1``).
+        channel_axis: the output-channel axis (negative counts from the end).
+        eps: added to the variance.
+        output_stat: also return the mean and the (biased) variance, keepdims.
+
+    Returns:
+        The shape of ``w``; with ``output_stat``, ``(w_hat, mu, sigma^2)``.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.weight_standardization(np.array([[1.0, 3.0], [2.0, 2.0]]), eps=0.0).d[0]
+    array([-1.,  1.])
+    """
+    name = "weight_standardization"
+    w, eps = _prepare(name, w, eps)
+    (ca,) = _axes(name, "channel_axis", channel_axis, w.ndim)
+    red = tuple(i for i in range(w.ndim) if i != ca)
+    return _with_stat(name, _standardize(w, red, eps), w, red, output_stat)
+
+
+def norm_normalization(
+    x: Any, p: float | None = None, axes: Any = None, eps: float = 1e-12
+) -> Variable:
+    """NNabla's ``y = x / (sum |x|^p + eps)^(1/p)``, the sum over ``axes`` (keepdims).
+
+    Args:
+        x: input of any shape.
+        p: the order of the norm (None: 2), > 0.
+        axes: None (all axes), an int or a sequence of ints.
+        eps: added to the sum before the p-th root.
+
+    Returns:
+        The shape of ``x``.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.norm_normalization(np.array([3.0, 4.0])).d
+    array([0.6, 0.8])
+    """
+    x = as_variable(x)
+    p = 2.0 if p is None else _arith.check_scalar("norm_normalization", "p", p)
+    if not p > 0:
+        raise ValueError(f"norm_normalization: p={p} must be positive")
+    red = _red.normalize_axes("norm_normalization", axes, x.ndim)
+    ax = _arith.abs(x) if p != 2.0 else x
+    total = _red.sum(ax * ax if p == 2.0 else ax**p, axis=red, keepdims=True) + float(eps)
+    return x * total ** (-1.0 / p)

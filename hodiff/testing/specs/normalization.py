@@ -180,6 +180,39 @@ SPECS = [
         kwargs={"clip_norm": 1.0, "axis": 1},
         id="axis",
     ),
+    Spec(
+        F.weight_standardization,
+        ((3, 2, 2),),
+        lambda w: (
+            (w - w.mean(axis=(1, 2), keepdims=True))
+            / np.sqrt(w.var(axis=(1, 2), keepdims=True) + 1e-5)
+        ),
+    ),
+    Spec(
+        F.weight_standardization,
+        ((4, 3),),
+        _stat(
+            lambda w, channel_axis: (
+                (w - w.mean(axis=0, keepdims=True)) / np.sqrt(w.var(axis=0, keepdims=True) + 1e-5)
+            ),
+            (0,),
+        ),
+        kwargs={"channel_axis": -1, "output_stat": True},
+        id="affine_output_stat",
+    ),
+    Spec(
+        F.norm_normalization,
+        ((2, 3, 2),),
+        lambda x: x / np.sqrt((x**2).sum() + 1e-12),
+    ),
+    Spec(
+        F.norm_normalization,
+        ((2, 3, 2),),
+        lambda x, p, axes: x / ((np.abs(x) ** p).sum(axis=axes, keepdims=True) + 1e-12) ** (1 / p),
+        kwargs={"p": 3.0, "axes": (0, 2)},
+        kinks=(0.0,),
+        id="p3_axes",
+    ),
     Spec(F.weight_normalization, ((3, 2, 2), (3,)), _wn_ref),
     Spec(F.weight_normalization, ((2, 3), (3,)), _wn_ref, kwargs={"dim": 1}, id="dim1"),
 ]
