@@ -486,7 +486,7 @@ def split(x: Any, axis: int = 0) -> tuple[Variable, ...]:
         A tuple of ``x.shape[axis]`` Variables of shape ``x.shape`` without ``axis``.
 
     Raises:
-        ValueError: ``x.shape[axis]`` is 0 (also a RuntimeError, as NNabla raises).
+        ValueError: ``x`` has no elements (also a RuntimeError, as NNabla raises).
 
     >>> import numpy as np, hodiff.functions as F
     >>> [y.shape for y in F.split(np.zeros((2, 3)), axis=1)]
@@ -495,9 +495,10 @@ def split(x: Any, axis: int = 0) -> tuple[Variable, ...]:
     """
     shape = shape_of(x)
     axis = normalize_axis("split", axis, len(shape))
-    if shape[axis] == 0:  # no pieces: NNabla raises too
+    if 0 in shape:  # as NNabla, which refuses an input without elements
         raise EmptyShapeError(
-            f"split: axis {axis} of x of shape {shape} has size 0, so there is nothing to split"
+            f"split: x of shape {shape} has no elements (axis {shape.index(0)} has size 0):"
+            " nothing to split"
         )
     ys = Split(axis=axis, num=shape[axis])(x)
     return ys if isinstance(ys, tuple) else (ys,)
