@@ -509,7 +509,7 @@ def weight_standardization(
         The shape of ``w``; with ``output_stat``, ``(w_hat, mu, sigma^2)``.
 
     >>> import numpy as np, hodiff.functions as F
-    >>> F.weight_standardization(np.array([[1.0, 3.0], [2.0, 2.0]]), eps=0.0).d[0]
+    >>> F.weight_standardization(np.array([[1.0, 3.0], [0.0, 4.0]]), eps=0.0).d[1]
     array([-1.,  1.])
     """
     name = "weight_standardization"
