@@ -16,7 +16,7 @@ THREAD_VARS = (
     "NUMEXPR_NUM_THREADS",
 )
 LIBS = ("hodiff", "torch", "jax", "autograd", "numpy")
-GROUPS = ("mlp", "critic", "chain", "hessian", "cnn", "per_example")
+GROUPS = ("mlp", "critic", "chain", "hessian", "cnn", "per_example", "taylor")
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -42,7 +42,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         choices=GROUPS,
         default=list(GROUPS),
         help="workload groups: mlp (W1, W2), critic (W3), chain (W4), "
-        "hessian (W5), cnn (W6), per_example (W7)",
+        "hessian (W5), cnn (W6), per_example (W7), taylor (W8)",
     )
     p.add_argument(
         "--libs",

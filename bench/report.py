@@ -294,27 +294,30 @@ def plot(result: dict[str, Any], path: Path) -> bool:
         "autograd": "#2ca02c",
         "numpy": "#7f7f7f",
     }
-    width = 0.8 / len(libs)
-    fig, ax = plt.subplots(figsize=(max(8.0, 0.9 * len(groups) + 2), 4.8))
+    # Horizontal bars, one row per workload, in a figure as wide as the docs' text column
+    # (about 7 inches): read at that width, a wide chart of vertical bars had unreadable text.
+    height = 0.8 / len(libs)
+    fig, ax = plt.subplots(figsize=(7.0, 0.42 * len(groups) + 1.6))
     for j, lib in enumerate(libs):
-        xs, ys = [], []
+        ys, ws = [], []
         for i, (_, rows) in enumerate(groups):
             t, hd = _median(rows, lib), _median(rows, "hodiff")
             if t and hd:
-                xs.append(i + (j - (len(libs) - 1) / 2) * width)
-                ys.append(t / hd)
-        ax.bar(xs, ys, width, label=LABEL[lib], color=colors[lib])
-    ax.axhline(1.0, color="black", lw=0.8)
-    ax.set_yscale("log")
-    ax.set_xticks(range(len(groups)))
-    ax.set_xticklabels([f"{task}\n{dtype.replace('float', 'f')}" for (task, dtype), _ in groups])
-    ax.set_ylabel("time / hodiff's time (log; > 1: slower than hodiff)")
-    ax.set_title("hodiff vs PyTorch, JAX (jit), autograd and the numpy floor; 1 thread each")
-    ax.legend(ncol=len(libs), fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16))
-    ax.grid(axis="y", which="both", alpha=0.3)
-    lo = min(min(b.get_height() for b in c) for c in ax.containers if len(c))
-    hi = max(max(b.get_height() for b in c) for c in ax.containers if len(c))
-    ax.set_ylim(10 ** math.floor(math.log10(lo)), 10 ** math.ceil(math.log10(hi)))
+                ys.append(i + (j - (len(libs) - 1) / 2) * height)
+                ws.append(t / hd)
+        ax.barh(ys, ws, height, label=LABEL[lib], color=colors[lib])
+    ax.axvline(1.0, color="black", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_yticks(range(len(groups)))
+    ax.set_yticklabels([f"{task} {dtype.replace('float', 'f')}" for (task, dtype), _ in groups])
+    ax.invert_yaxis()  # W1 on top, as in the tables
+    ax.set_xlabel("time / hodiff's time (log; > 1: slower than hodiff)")
+    ax.set_title("hodiff vs PyTorch, JAX (jit), autograd, numpy; 1 thread", fontsize=10)
+    ax.legend(ncol=min(len(libs), 3), fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1))
+    ax.grid(axis="x", which="both", alpha=0.3)
+    lo = min(min(b.get_width() for b in c) for c in ax.containers if len(c))
+    hi = max(max(b.get_width() for b in c) for c in ax.containers if len(c))
+    ax.set_xlim(10 ** math.floor(math.log10(lo)), 10 ** math.ceil(math.log10(hi)))
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

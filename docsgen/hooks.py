@@ -2,6 +2,8 @@
 
 - ``on_config``: the nav is ``docsgen.reference.nav`` (listed pages in order, any other page of
   docs/ appended to the tutorials), so a new tutorial is published without editing mkdocs.yml.
+- ``on_page_markdown``: doctest blocks highlighted as a console, without their ``# doctest:``
+  directives (``docsgen.reference.page_markdown``).
 - ``on_files``: the API reference pages of ``docsgen.reference.reference_pages`` are added as
   generated files (nothing is written into docs/, which pytest doctests), and MathJax (from the
   ``django-static-mathjax`` wheel of the ``docs`` extra) is copied into the site, so pages
@@ -54,6 +56,10 @@ def on_config(config: Any, **kwargs: Any) -> Any:
     _on_path()
     config["nav"] = reference.nav(config["docs_dir"], _pages())
     return config
+
+
+def on_page_markdown(markdown: str, **kwargs: Any) -> str:
+    return reference.page_markdown(markdown)
 
 
 def _mathjax_root() -> Path:

@@ -33,6 +33,7 @@ TUTORIALS: tuple[str, ...] = (
     "quickstart.md",
     "engine.md",
     "hvp.md",
+    "taylor.md",
     "gradient_penalty.md",
     "training.md",
     "curvature.md",
@@ -228,11 +229,36 @@ def transform_docstring(text: str) -> str:
     joined = _ROLE.sub(r"``\1``", joined)  # reST roles read as code
     joined = re.sub(r"(\S)::$", r"\1:", joined, flags=re.M)  # reST "::" before a code block
     parts = re.split(r"(```pycon.*?```)", joined, flags=re.S)
+    for k in range(1, len(parts), 2):  # directives are for pytest, not for readers
+        parts[k] = _DIRECTIVE.sub("", parts[k])
     for k in range(0, len(parts), 2):
         parts[k] = _SPAN.sub(
             lambda m: math_html(m.group(1)) if is_formula(m.group(1)) else m.group(0), parts[k]
         )
     return "".join(parts)
+
+
+_FENCE = re.compile(r"^(\s*)```(\w*)\n(.*?)^\1```", re.M | re.S)
+_DIRECTIVE = re.compile(r"[ \t]*#\s*doctest:[^\n]*$", re.M)
+
+
+def page_markdown(markdown: str) -> str:
+    """A page of docs/ as the site shows it (the file itself is doctested as written).
+
+    A fenced block of doctest lines (``>>>``) is highlighted as a Python console
+    (``pycon``: the prompts and outputs get their own classes, which the copy button
+    leaves out, docs/stylesheets/extra.css), and the ``# doctest:`` directives, which are
+    for pytest, not for readers, are removed from every code block.
+    """
+
+    def fence(m: re.Match[str]) -> str:
+        indent, lang, body = m.group(1), m.group(2), m.group(3)
+        if lang in ("", "python", "py", "pycon") and body.lstrip().startswith(">>>"):
+            lang = "pycon"
+            body = _DIRECTIVE.sub("", body)
+        return f"{indent}```{lang}\n{body}{indent}```"
+
+    return _FENCE.sub(fence, markdown)
 
 
 def formula(obj: Any) -> str | None:
@@ -241,6 +267,31 @@ def formula(obj: Any) -> str | None:
         if is_formula(span):
             return span
     return None
+
+
+def definition_cell(obj: Any) -> str:
+    """A function's definition for a table cell: its docstring's whole first paragraph, so a
+    piecewise definition keeps every piece (elu's ``y = x`` for ``x > 0``, ``alpha (e^x - 1)``
+    otherwise), formulas as math, code spans as code, no pipe left to break the row.
+    """
+
+    def span(m: re.Match[str]) -> str:
+        body = m.group(1)
+        if is_formula(body):
+            return math_html(body)
+        return (
+            "<code>"
+            + "".join(
+                f"&#{ord(c)};" if c in "*_`\\[]|{}" else html.escape(c, quote=False) for c in body
+            )
+            + "</code>"
+        )
+
+    parts = re.split(r"(``.+?``)", summary(obj))
+    return "".join(
+        _SPAN.sub(span, part) if k % 2 else part.replace("|", "&#124;")
+        for k, part in enumerate(parts)
+    )
 
 
 def summary(obj: Any) -> str:
@@ -421,8 +472,7 @@ def function_pages() -> dict[str, str]:
         for name in names:
             obj = getattr(F, name)
             path = canonical(obj, f"hodiff.functions.{name}")
-            span = formula(obj)
-            definition = math_html(span) if span else summary(obj).replace("|", "&#124;")
+            definition = definition_cell(obj)
             lines.append(
                 f"| {_link(f'`{name}`', path)} | {definition} | {_order_cell(orders, name)} |"
             )

@@ -1,7 +1,8 @@
 """The pictures of docs/graphs.md: the forward and the gradient graph of a small MLP.
 
-Run ``python examples/graph_pictures.py [outdir]`` (needs Graphviz's ``dot`` for PNGs;
-without it the DOT sources are written instead).
+Run ``python examples/graph_pictures.py [outdir]`` (default: the current directory; pass
+``docs/img`` to refresh the pictures the docs ship). PNGs need Graphviz's ``dot``; without it
+the DOT sources are written instead, and the script says how to turn them into pictures.
 """
 
 from __future__ import annotations
@@ -35,7 +36,15 @@ def mlp_graphs() -> tuple[hd.Variable, list[hd.Variable], dict[str, hd.Variable]
     return loss, grads, names
 
 
-def main(outdir: str | Path = "docs/img") -> list[Path]:
+#: what to do with the DOT sources written where Graphviz is not installed
+DOT_HINT = (
+    "Graphviz's dot is not installed, so these are DOT sources (text): install Graphviz "
+    "(e.g. apt install graphviz, brew install graphviz, conda install graphviz) and run this "
+    "again for PNGs, or make one with: dot -Tpng {path} -o {png}"
+)
+
+
+def main(outdir: str | Path = ".", verbose: bool = False) -> list[Path]:
     """Writes mlp_forward and mlp_gradient (PNG with Graphviz, DOT without) into ``outdir``."""
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
@@ -44,9 +53,13 @@ def main(outdir: str | Path = "docs/img") -> list[Path]:
     paths = [out / f"mlp_forward{ext}", out / f"mlp_gradient{ext}"]
     hd.to_dot(loss, paths[0], names=names)
     hd.to_dot(grads, paths[1], names=names)
+    if verbose:
+        for p in paths:
+            print(p)
+        if ext == ".dot":
+            print(DOT_HINT.format(path=paths[0], png=paths[0].with_suffix(".png")))
     return paths
 
 
 if __name__ == "__main__":
-    for p in main(*sys.argv[1:]):
-        print(p)
+    main(*sys.argv[1:], verbose=True)

@@ -10,7 +10,9 @@ on a three-arm spiral by gradient descent with momentum. Then, with
 each checked against the dense Hessian (``hd.hessian``, one reverse pass per
 row, averaged over the same batches) and ``numpy.linalg.eigvalsh``.
 
-Run: python examples/hessian_spectrum_density.py [--steps 400 --out docs/img/hessian_density.png]
+Run: python examples/hessian_spectrum_density.py [--steps 400 --out hessian_density.png]
+(the picture goes to the current directory; ``--out docs/img/hessian_density.png`` refreshes
+the one the docs ship)
 """
 
 from __future__ import annotations
@@ -132,7 +134,7 @@ def main(
     k: int = 4,
     n_probes: int = 10,
     n_steps: int = 80,
-    out: str | Path | None = "docs/img/hessian_density.png",
+    out: str | Path | None = "hessian_density.png",
     seed: int = 0,
     verbose: bool = True,
 ) -> dict[str, Any]:
@@ -220,7 +222,7 @@ if __name__ == "__main__":
     parser.add_argument("--n-per-class", type=int, default=128)
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--k", type=int, default=4)
-    parser.add_argument("--out", default="docs/img/hessian_density.png")
+    parser.add_argument("--out", default="hessian_density.png")
     parser.add_argument("--seed", type=int, default=0)
     a = parser.parse_args()
     main(a.n_per_class, a.steps, k=a.k, out=a.out, seed=a.seed)

@@ -23,6 +23,8 @@ from hodiff.context import (
 )
 from hodiff.function import Function
 from hodiff.graphio import load_graph, save_graph, to_dot
+from hodiff.operators import biharmonic, laplacian
+from hodiff.taylor import jet
 from hodiff.transforms import *  # noqa: F403
 from hodiff.variable import Variable
 from hodiff.vmap import vmap
@@ -45,6 +47,9 @@ __all__ = [
     "gradcheck",
     "gradgradcheck",
     "iter_grads",
+    "jet",
+    "laplacian",
+    "biharmonic",
     "no_grad",
     "set_auto_forward",
     "set_default_context",

@@ -139,6 +139,7 @@ def grad(
         results = _grad_values(outs, ins, seeds, plan)
     out = []
     for i, (x, g) in enumerate(zip(ins, results, strict=True)):
+        g = _in_dtype(g, x)
         if g is not None and g._shape != x._shape:
             raise GradientShapeError(
                 f"grad: the gradient of inputs[{i}] (shape {x.shape}) came out with shape "
@@ -149,6 +150,15 @@ def grad(
             g = Variable.from_array(xp.zeros(x.shape, dtype=x._grad_dtype()))
         out.append(g)
     return out
+
+
+def _in_dtype(g: Variable | None, x: Variable) -> Variable | None:
+    """The gradient ``g`` of input ``x`` in ``x``'s gradient dtype, as ``.backward()`` writes
+    it (a float32 leaf through a float64 constant: float32); a differentiable cast.
+    """
+    if g is None or g._dtype == x._grad_dtype():
+        return g
+    return g.astype(x._grad_dtype())
 
 
 def _grad_values(
@@ -163,8 +173,8 @@ def _grad_values(
         for v in group:
             if type(v) is not Variable:  # a batched variable (hd.vmap)
                 return [
-                    None if g is None else g.unlinked(need_grad=False)
-                    for g in graph.grad_graph(outs, ins, seeds, plan)
+                    None if g is None else _in_dtype(g, x).unlinked(need_grad=False)  # type: ignore[union-attr]
+                    for x, g in zip(ins, graph.grad_graph(outs, ins, seeds, plan), strict=True)
                 ]
     for k, y in enumerate(outs):
         if y._data is None and y.parent is not None:

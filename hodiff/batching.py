@@ -15,6 +15,13 @@ ordinary graph: it differentiates like any other, and ``hd.grad`` inside the
 mapped function works because the engine runs the same backward rules on
 batched Variables, which dispatch to these rules again.
 
+A primitive without inputs (a random function) has nothing batched to carry; one
+that depends on the example declares ``batch_rule_no_inputs(self, sizes)``, which
+``hd.vmap`` calls when it is called inside running vmaps of batch sizes ``sizes``
+(outermost first): it returns the output with those axes in front (the random
+functions draw ``sizes + shape`` numbers). Without it the output is the same for
+every example.
+
 A rule reads shapes and static arguments, never values. The helpers here
 cover the common cases: :func:`elementwise` (numpy broadcasting),
 :func:`loop` (the generic fallback: one call per example, then ``stack``),

@@ -135,6 +135,9 @@ class _Plan:
 
     def __init__(self, params: list[Variable], bucket_size: int, device_buffers: bool) -> None:
         self.params = params
+        #: (name, shape, gradient dtype) of each parameter, and its digest (set by backward)
+        self.meta: list[tuple[str, tuple[int, ...], Any]] = []
+        self.digest = 0
         self.buckets: list[_Bucket] = []
         self.where: dict[Variable, tuple[int, int]] = {}
         group: list[Variable] = []
@@ -188,9 +191,12 @@ class Communicator:
             support); default: the environment variable
             ``HODIFF_MPI_CUDA_AWARE=1``, otherwise cupy arrays are staged
             through host memory.
-        debug: check on every collective that all ranks pass the same names,
-            shapes and dtypes, and before each :meth:`backward` that the
-            parameters agree on every rank (:meth:`check_parameters`); slow.
+        debug: compare in full on every collective that all ranks pass the same
+            names, shapes and dtypes, and before each :meth:`backward` that the
+            parameters' values agree on every rank (:meth:`check_parameters`); slow.
+            Without it the shapes and dtypes are still checked on every collective,
+            by one all-reduce of a 16-byte digest: a mismatch (a parameter of shape
+            (3,) on one rank and (4,) on another) raises ValueError on every rank.
 
     Attributes:
         rank: this process's index, ``0 <= rank < size``.
@@ -325,8 +331,7 @@ class Communicator:
                 raise TypeError(
                     f"all_reduce: op='mean' needs float arrays, arrays[{i}] is {a.dtype}"
                 )
-        if self.debug:
-            self._check_same("all_reduce", _meta(items))
+        self._check_meta("all_reduce", _meta(items))
         if self.size == 1:
             return arrays
         # one message per (array module, dtype), in first-appearance order (the same everywhere)
@@ -335,13 +340,13 @@ class Communicator:
             groups.setdefault((array_module(a), a.dtype), []).append(a)
         for group in groups.values():
             if len(group) == 1 and (group[0].flags.c_contiguous or group[0].size == 0):
-                self._sum_over_ranks(group[0], "all_reduce")
+                self._sum_over_ranks(group[0], "all_reduce", check=False)
                 if op == "mean":
                     group[0] /= self.size
                 continue
             xp = array_module(group[0])
             flat = xp.concatenate([a.ravel() for a in group])
-            self._sum_over_ranks(flat, "all_reduce")
+            self._sum_over_ranks(flat, "all_reduce", check=False)
             if op == "mean":
                 flat /= self.size
             n = 0
@@ -350,12 +355,16 @@ class Communicator:
                 n += a.size
         return arrays
 
-    def _sum_over_ranks(self, buf: Any, where: str) -> None:
-        """Blocking in-place sum of one C-contiguous array over the ranks."""
-        if self.size == 1 or buf.size == 0:
+    def _sum_over_ranks(self, buf: Any, where: str, check: bool = True) -> None:
+        """Blocking in-place sum of one C-contiguous array over the ranks (its shape and dtype
+        checked first, unless the caller checked them).
+        """
+        if self.size == 1:
             return
-        if self.debug:
-            self._check_same(where, [("x", buf.shape, buf.dtype)])
+        if check:
+            self._check_meta(where, [("x", buf.shape, buf.dtype)])
+        if buf.size == 0:
+            return
         if _is_cupy(buf) and not self.cuda_aware:
             host = buf.get()
             self._comm.Allreduce(self._MPI.IN_PLACE, host, op=self._MPI.SUM)
@@ -385,7 +394,7 @@ class Communicator:
         for _, v in items:
             if isinstance(v.d, np.ndarray) and not v.d.flags.writeable:
                 v.d = np.array(v.d)  # our own copy, written in place below
-        self.bcast_arrays([v.d for _, v in items], root)
+        self._bcast([v.d for _, v in items], root)
 
     def bcast_arrays(self, arrays: list[Any], root: int = 0) -> None:
         """Overwrites ``arrays`` with ``root``'s, in place (e.g. solver states).
@@ -398,8 +407,11 @@ class Communicator:
         for i, a in enumerate(arrays):
             if isinstance(a, np.ndarray) and not a.flags.writeable:
                 raise ValueError(f"bcast_arrays: arrays[{i}] (shape {a.shape}) is read-only")
-        if self.debug:
-            self._check_same("bcast_arrays", _meta(arrays))
+        self._check_meta("bcast_arrays", _meta(arrays))
+        self._bcast(arrays, root)
+
+    def _bcast(self, arrays: list[Any], root: int) -> None:
+        """:meth:`bcast_arrays` after its checks."""
         if self.size == 1:
             return
         groups: dict[Any, list[Any]] = {}
@@ -483,7 +495,7 @@ class Communicator:
             return
         mine = [v.d for _, v in items]
         theirs = [_to_numpy(a).copy() for a in mine]
-        self.bcast_arrays(theirs, root)
+        self._bcast(theirs, root)
         bad: list[tuple[str, float]] = []
         for (name, _), a, r in zip(items, mine, theirs, strict=True):
             a = _to_numpy(a)
@@ -549,6 +561,18 @@ class Communicator:
         if plan is None or not plan.matches(wanted):
             _check_distinct(items)
             plan = self._plan = _Plan(wanted, self.bucket_size, self.cuda_aware)
+            names = {v: n for n, v in items}
+            plan.meta = [
+                (
+                    f"{names[v]} ({'cupy' if _is_cupy(v._data) else 'numpy'})",
+                    v.shape,
+                    v._grad_dtype(),
+                )
+                for v in wanted
+            ]
+            plan.digest = _digest(plan.meta)
+        # every pass, every rank: the buckets agree (one 16-byte all-reduce), before any .g
+        self._check_digest("backward", plan.meta, plan.digest)
         buckets = plan.buckets
         where = plan.where
         left = [len(b.members) for b in buckets]
@@ -614,6 +638,33 @@ class Communicator:
         if not isinstance(root, int | np.integer) or not 0 <= root < self.size:
             raise ValueError(f"{where}: root must be a rank in [0, {self.size}), got {root!r}")
 
+    def _check_meta(self, where: str, meta: list[tuple[str, tuple[int, ...], Any]]) -> None:
+        """Raises ValueError on every rank unless all ranks passed the same (name, shape, dtype).
+
+        Always on: without ``debug`` one all-reduce of a 16-byte digest (the full
+        comparison, which names the difference, runs only when the digests differ), so a
+        mismatch raises instead of letting MPI read past the end of a buffer.
+        """
+        if self.size == 1:
+            return
+        if self.debug:
+            self._check_same(where, meta)
+        else:
+            self._check_digest(where, meta, _digest(meta))
+
+    def _check_digest(
+        self, where: str, meta: list[tuple[str, tuple[int, ...], Any]], digest: int
+    ) -> None:
+        """:meth:`_check_meta` with the digest of ``meta`` already made."""
+        if self.size == 1:
+            return
+        buf = np.array([digest, -digest], dtype=np.int64)
+        self._comm.Allreduce(self._MPI.IN_PLACE, buf, op=self._MPI.MAX)
+        if int(buf[0]) == -int(buf[1]):  # max == min: every rank has the same digest
+            return
+        self._check_same(where, meta)  # every rank sees the mismatch: all come here, and raise
+        raise ValueError(f"{where}: the ranks disagree on the arrays' shapes and dtypes")
+
     def _check_same(self, where: str, meta: list[tuple[str, tuple[int, ...], Any]]) -> None:
         """Raises ValueError on every rank unless all ranks passed the same (name, shape, dtype)."""
         if self.size == 1:
@@ -648,6 +699,12 @@ def _check_distinct(items: list[tuple[str, Variable]]) -> None:
         if v in seen:
             raise ValueError(f"backward: params[{name!r}] is a Variable listed twice")
         seen.add(v)
+
+
+def _digest(meta: list[tuple[str, tuple[int, ...], Any]]) -> int:
+    """A 60-bit digest of (name, shape, dtype) items, the same on every rank for the same items."""
+    mine = [(n, tuple(int(d) for d in s), str(np.dtype(t))) for n, s, t in meta]
+    return int(hashlib.sha1(repr(mine).encode()).hexdigest()[:15], 16)
 
 
 def _meta(arrays: list[Any]) -> list[tuple[str, tuple[int, ...], Any]]:

@@ -10,7 +10,9 @@ spec rows, run ``python -m hodiff docs``.
 
 from __future__ import annotations
 
+import inspect
 import pathlib
+import re
 from types import ModuleType
 
 import hodiff.functions as F
@@ -79,8 +81,36 @@ def _title(module: ModuleType) -> str:
 
 
 def _summary(name: str) -> str:
-    doc = (getattr(F, name).__doc__ or "").strip()
-    return (doc.splitlines()[0].strip() if doc else "").replace("|", "\\|")
+    """The docstring's first paragraph (a piecewise definition can span lines), as a table
+    cell that renders alike on the site (Python-Markdown) and on GitHub.
+    """
+    doc = inspect.getdoc(getattr(F, name)) or ""
+    return table_cell(" ".join(doc.split("\n\n")[0].split()))
+
+
+_CELL = re.compile(r"``(.+?)``|\|")
+
+
+def table_cell(text: str) -> str:
+    r"""``text`` safe in a Markdown table cell: a pipe is an entity, not a column break.
+
+    ``\|`` would show its backslash inside a code span on the site (Python-Markdown keeps
+    it), so a code span holding a pipe becomes ``<code>`` with entities (``y = |x|``), which
+    both renderers show as code.
+    """
+
+    def sub(m: re.Match[str]) -> str:
+        body = m.group(1)
+        if body is None:
+            return "&#124;"
+        if "|" not in body:
+            return m.group(0)
+        return "<code>" + "".join(f"&#{ord(c)};" if c in _SPECIAL else c for c in body) + "</code>"
+
+    return _CELL.sub(sub, text)
+
+
+_SPECIAL = set("|*_`\\[]<>&")
 
 
 def function_reference() -> str:

@@ -341,7 +341,8 @@ class Function:
         inputs = self._as_inputs(args)
         xs = [x._data for x in inputs]
         unfilled = any(d is None for d in xs)
-        if unfilled and _BATCH_HOOK is not None:  # hd.vmap: a batched input (hodiff/vmap.py)
+        if (unfilled or not inputs) and _BATCH_HOOK is not None:  # hd.vmap (hodiff/vmap.py):
+            # a batched input, or no input at all (a random function draws per example)
             out = _BATCH_HOOK(self, inputs)
             if out is not None:
                 return out
@@ -492,10 +493,11 @@ class Function:
     def _wrap(self, i: int, value: Any, args: Sequence[Any]) -> Variable:
         try:
             return _wrap(value, args)
-        except TypeError:
+        except TypeError as e:
+            why = f" ({e})" if isinstance(value, list | tuple) else ""  # a list of Variables
             raise TypeError(
                 f"{self.name}: input {i} must be a Variable, an array or a scalar, "
-                f"got {type(value).__name__}"
+                f"got {type(value).__name__}{why}"
             ) from None
 
     # ------------------------------------------------------------ engine helpers
@@ -666,8 +668,11 @@ def _check_devices(name: str, inputs: Sequence[Variable], error: Exception) -> N
 
 
 def _wrap(value: Any, args: Sequence[Any]) -> Variable:
-    """A constant leaf for a non-Variable argument; a Python scalar takes the float dtype of
-    the array arguments (numpy's weak-scalar rule), so ``where(c, gy, 0.0)`` keeps gy's dtype.
+    """A constant leaf for a non-Variable argument; a Python scalar, or a list of Python
+    floats, takes the float dtype of the array arguments (numpy's weak-scalar rule, extended
+    to lists: Python numbers have no dtype of their own), so ``where(c, gy, 0.0)`` keeps gy's
+    dtype and ``x32 - [1.0, 2.0]`` stays float32. Alone, Python numbers and lists are what
+    numpy makes of them (float64 for floats), in every spelling.
 
     A constant goes where the array arguments are: next to a cupy array, a scalar or a numpy
     array (a mask, an index array made by a composed function) becomes a cupy array.
@@ -682,11 +687,29 @@ def _wrap(value: Any, args: Sequence[Any]) -> Variable:
         xp = array_module_of(*args)
         if xp is not np:
             return Variable.from_array(xp.asarray(np.asarray(value)), copy=False)
+    elif isinstance(value, list):
+        a = np.asarray(value)
+        if a.dtype.kind == "f":  # a list of ints stays ints (labels, indices)
+            for b in args:
+                dtype = getattr(b, "dtype", None)
+                if dtype is not None and dtype.kind == "f" and b is not value:
+                    a = a.astype(dtype, copy=False)
+                    break
+        xp = array_module_of(*args)
+        return Variable.from_array(xp.asarray(a), copy=False)
     elif isinstance(value, np.ndarray | np.generic):
         xp = array_module_of(*args)
         if xp is not np:
             return Variable.from_array(xp.asarray(value), copy=False)
     return as_variable(value)
+
+
+def as_variables(*values: Any) -> list[Variable]:
+    """``values`` as Variables by the rule of a function's arguments (:func:`_wrap`): for a
+    composed function that needs its operands as Variables before calling primitives (a
+    Python number or list of floats next to a float32 Variable is float32).
+    """
+    return [v if isinstance(v, Variable) else _wrap(v, values) for v in values]
 
 
 def array_module_of(*values: Any) -> Any:

@@ -461,6 +461,33 @@ _PLANS: weakref.WeakKeyDictionary[Variable, tuple[tuple[bool, ...], _Plan, int, 
 )
 
 
+def _no_leaf_message(root: Variable, plan: _Plan) -> str:
+    """Why a plain pass from ``root`` would change nothing (no leaf with need_grad reached)."""
+    n = len(plan.leaves)
+    return (
+        f"backward: the output of {root.parent.name if root.parent else 'a leaf'} (shape "
+        f"{root.shape}) depends on no leaf with need_grad=True ({n} leaf input"
+        f"{'' if n == 1 else 's'}, all need_grad=False or reached only through "
+        "non-differentiable functions), so every .g would stay zero: make the leaves to "
+        "differentiate with hd.Variable.from_array(a, need_grad=True) (or set x.need_grad = "
+        "True), or take hd.grad(y, x) for a gradient with respect to x"
+    )
+
+
+def _check_leaf_dtypes(plan: _Plan) -> None:
+    """An integer or boolean leaf with need_grad: refused, as PyTorch does (a gradient with
+    respect to an integer has no meaning; it would come out in another dtype than its leaf).
+    """
+    for x in plan.leaf_uses:
+        if x._dtype.kind != "f":
+            raise TypeError(
+                f"backward: a leaf of shape {x.shape} and dtype {x.dtype} has need_grad=True; "
+                "only float Variables have gradients: make it a float array (e.g. "
+                "hd.Variable.from_array(a.astype(np.float64), need_grad=True)) or set "
+                "need_grad=False"
+            )
+
+
 def _plain_plan(root: Variable) -> _Plan:
     cached = _PLANS.get(root)
     if cached is not None:
@@ -471,6 +498,7 @@ def _plain_plan(root: Variable) -> _Plan:
                 _PLANS[root] = (flags, plan, _frees[0], _variable._last_write[0])
             return plan
     plan = _Plan([root], None)
+    _check_leaf_dtypes(plan)
     check_values(plan, "backward")
     _PLANS[root] = (
         tuple([x.need_grad for x in plan.leaves]),
@@ -534,6 +562,8 @@ def backward_steps(
         raise RuntimeError(f"backward: {_no_value(root)}")
     seed = _check_seed(root, grad, "backward")
     plan = _plain_plan(root)
+    if root.parent is not None and not plan.leaf_uses:
+        raise RuntimeError(_no_leaf_message(root, plan))
     grads: dict[Variable, Any] = {root: seed}
     # arrays that may be shared (seeds, every gy handed to a rule, every array stored in a
     # leaf), by id, each with a weak reference that tells a live one from a dead one whose id
@@ -931,7 +961,9 @@ def grad_values(
     out: list[Any] = []
     for x in inputs:
         g = grads.get(x)
-        if g is not None and (
+        if g is not None and g.dtype != x._grad_dtype():
+            g = g.astype(x._grad_dtype())  # an input's gradient has its dtype, as in backward
+        elif g is not None and (
             g.base is not None or any(g is s for s in seeds) or any(g is o for o in out)
         ):
             g = g.copy()

@@ -7,8 +7,8 @@ by ``/`` (``"gen/affine/W"``). The current scope is per thread (a
 is shared by all threads and guarded by a lock, so threads may create and read
 parameters concurrently.
 
-File layout of :func:`save_parameters`: one numpy ``.npz`` archive (written
-with ``numpy.savez``, readable with ``numpy.load``) holding one array per
+File layout of :func:`save_parameters`: one numpy ``.npz`` archive (numpy's
+layout, see :mod:`hodiff.archive`; readable with ``numpy.load``) holding one array per
 parameter, keyed by its name relative to the scope where ``save_parameters``
 was called (the full name at the top level), in its dtype, on the host.
 Nothing else is stored: ``need_grad`` flags come from the code that uses the
@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from hodiff.archive import read_arrays, write_arrays
 from hodiff.context import array_module, get_default_context
 from hodiff.variable import Variable
 
@@ -192,38 +193,60 @@ def save_parameters(path: str | os.PathLike[str]) -> None:
     """Writes every parameter under the current scope to ``path``, one ``.npz`` archive.
 
     The archive holds one array per parameter keyed by its name (relative to the
-    current scope); see the module docstring for the layout. ``path`` is used as
-    given (no suffix is added).
+    current scope); see the module docstring for the layout. Any name round-trips
+    (``/``, spaces, unicode, numpy's keywords such as ``file``; see
+    :mod:`hodiff.archive`). ``path`` is used as given (no suffix is added); it is
+    replaced only once the new file is complete.
     """
     arrays: dict[str, Any] = {k: _host(v.d) for k, v in get_parameters(grad_only=False).items()}
-    with open(path, "wb") as f:
-        np.savez(f, **arrays)
+    write_arrays(path, arrays)
 
 
 def load_parameters(path: str | os.PathLike[str]) -> None:
-    """Reads an archive of :func:`save_parameters` into the current scope.
+    """Reads an archive of :func:`save_parameters` into the current scope, all or nothing.
 
     An existing parameter keeps its Variable and gets the stored values written
     into its array (in place, so solvers holding it see them); a missing one is
-    created (``need_grad=True``). Shapes must agree.
+    created (``need_grad=True``). Shapes must agree. The whole file is read and
+    checked first: when it raises, no parameter has changed and none was created.
 
     Raises:
-        ValueError: a stored array's shape differs from the existing parameter's.
+        ValueError: the file is truncated or corrupted, holds a name that is not a
+            parameter name or an array that is not real numbers, or a stored array's
+            shape differs from the existing parameter's (the message names the
+            parameter, both shapes and the file).
     """
+    where = "load_parameters"
+    shown = os.fspath(path)
+    arrays = read_arrays(where, path, "a parameter file of save_parameters")
     prefix = _scope.get()
-    with np.load(path, allow_pickle=False) as data:
-        arrays = {k: data[k] for k in data.files}
     with _lock:
+        writes: list[tuple[Variable, Any]] = []
+        creates: list[tuple[str, Any]] = []
         for k, a in arrays.items():
+            try:
+                _check_name(where, k)
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"{e} (stored in {shown!r})") from None
             full = prefix + k
+            if a.dtype.kind not in "biuf":
+                raise ValueError(
+                    f"{where}: {shown!r} holds {full!r} of dtype {a.dtype}; parameters are "
+                    "real numbers"
+                )
             p = _params.get(full)
             if p is None:
-                a = _as_array("load_parameters", full, a, None, a.dtype)
-                _params[full] = Variable.from_array(a, need_grad=True)
+                creates.append((full, _as_array(where, full, a, None, a.dtype)))
             elif p.shape != a.shape:
                 raise ValueError(
-                    f"load_parameters: {full!r} has shape {p.shape} but the file holds {a.shape}"
+                    f"{where}: {full!r} has shape {p.shape} but {shown!r} holds shape "
+                    f"{a.shape}; nothing was loaded"
                 )
             else:
                 xp = array_module(p.d)
-                p.d[...] = a if xp is np else xp.asarray(a)
+                writes.append((p, a if xp is np else xp.asarray(a)))
+        # everything is checked (and on the device): now write
+        for p, a in writes:
+            p.d[...] = a
+        for full, a in creates:
+            _params[full] = Variable.from_array(a, need_grad=True)

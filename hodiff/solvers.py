@@ -45,6 +45,7 @@ array([0., 0.])
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -52,6 +53,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from hodiff.archive import read_arrays, write_arrays
 from hodiff.context import array_module
 from hodiff.variable import Variable
 from hodiff.vmap import refuse_batched, refuse_inside_vmap
@@ -85,15 +87,54 @@ def _unit(name: str, arg: str, value: Any) -> float:
     return v
 
 
+def _is_params(value: Any) -> bool:
+    """Whether a solver's first positional argument is parameters (torch.optim's habit)."""
+    if isinstance(value, Mapping | Variable):
+        return True
+    if isinstance(value, str | bytes) or hasattr(value, "shape"):  # lr as a 0-d array
+        return False
+    return hasattr(value, "__iter__")
+
+
+def _params_first(init: Any) -> Any:
+    """``__init__`` that also takes the parameters first, as ``torch.optim`` does:
+    ``S.Adam(params, lr=1e-3)`` is ``S.Adam(lr=1e-3)`` then ``set_parameters(params)``.
+    """
+
+    @functools.wraps(init)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
+        if args and _is_params(args[0]):
+            params, args = args[0], args[1:]
+            init(self, *args, **kwargs)
+            if isinstance(params, Variable):
+                params = [params]
+            elif not isinstance(params, Mapping | Sequence):
+                params = list(params)  # dict values, a generator
+            self.set_parameters(params)
+        else:
+            init(self, *args, **kwargs)
+
+    return wrapper
+
+
 class Solver:
     """Base class: parameters, states, gradient utilities, saving; subclasses define ``_step``."""
 
     #: names of the per-parameter state arrays, in the order the rule uses them
     states: ClassVar[tuple[str, ...]] = ()
+    #: the states that are sums of squares (never negative)
+    nonnegative_states: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__:
+            cls.__init__ = _params_first(cls.__dict__["__init__"])  # type: ignore[method-assign]
 
     def __init__(self, lr: float) -> None:
         self._lr = _positive(type(self).__name__, "lr", lr)
         self._params: dict[str, Variable] = {}
+        #: the parameters without repeats: each Variable once, under its first name
+        self._unique: list[tuple[str, Variable]] = []
         self._state: dict[str, dict[str, Any]] = {}
         self._scratch: dict[str, Any] = {}
 
@@ -106,6 +147,11 @@ class Solver:
         A list is named by position (``"0"``, ``"1"``, ...). With ``reset`` (the
         default) the previous parameters and all states are dropped; otherwise the
         given ones are added (a name already present gets a fresh state).
+
+        A Variable given under several names (a layer shared under two names, or
+        ``[w, w]``) is one parameter: every method updates, decays, clips, counts and
+        saves it once, under its first name; the later names are aliases, listed by
+        :meth:`get_parameters` but keeping no state of their own.
         """
         where = f"{type(self).__name__}.set_parameters"
         if isinstance(params, Mapping):
@@ -134,6 +180,12 @@ class Solver:
             self._params[str(k)] = p
             self._state.pop(str(k), None)
             self._scratch.pop(str(k), None)
+        first: dict[Variable, str] = {}
+        for k, p in self._params.items():
+            first.setdefault(p, k)
+        self._unique = [(k, p) for p, k in first.items()]
+        for k in [k for k in self._state if first.get(self._params.get(k)) != k]:  # type: ignore[arg-type]
+            del self._state[k]  # an alias (or a name no longer set) keeps no state
 
     def get_parameters(self) -> dict[str, Variable]:
         """The parameters this solver updates, name -> Variable."""
@@ -145,7 +197,7 @@ class Solver:
             p.zero_grad()
 
     def _grads(self) -> list[tuple[str, Variable, Any]]:
-        return [(k, p, p._grad) for k, p in self._params.items() if p._grad is not None]
+        return [(k, p, p._grad) for k, p in self._unique if p._grad is not None]
 
     def _tmp(self, name: str, w: Any) -> Any:
         t = self._scratch.get(name)
@@ -240,7 +292,12 @@ class Solver:
         return self._lr
 
     def set_learning_rate(self, lr: float) -> None:
-        """Sets the learning rate used by the next updates (the states are kept)."""
+        """Sets the learning rate used by the next updates (the states are kept).
+
+        Raises:
+            TypeError: ``lr`` is not a real number.
+            ValueError: ``lr`` is negative, inf or NaN.
+        """
         self._lr = _positive(f"{type(self).__name__}.set_learning_rate", "lr", lr)
 
     # ------------------------------------------------------------ states
@@ -248,58 +305,110 @@ class Solver:
         """Writes the learning rate and every parameter's state to one ``.npz`` archive.
 
         Keys: ``"name::state"`` for each state array and ``"name::t"`` (steps
-        taken), ``"::lr"``; see the module docstring. ``path`` is used as given.
+        taken), ``"::lr"``; see the module docstring. Any parameter name works
+        (:mod:`hodiff.archive`). ``path`` is used as given; it is replaced only once
+        the new file is complete.
         """
         arrays: dict[str, Any] = {"::lr": np.asarray(self._lr)}
         for k, st in self._state.items():
             for s, a in st.items():
                 arrays[f"{k}::{s}"] = np.asarray(a) if array_module(a) is np else a.get()
-        with open(path, "wb") as f:
-            np.savez(f, **arrays)
+        write_arrays(path, arrays)
 
     def load_states(self, path: str | os.PathLike[str]) -> None:
         """Reads an archive of :meth:`save_states`: the solver then continues exactly as the one
         that saved it (same parameters by name, same values: load them with
         ``hd.load_parameters``).
 
+        All or nothing: the whole file is read and checked first, each value as its
+        setter checks it (the learning rate as :meth:`set_learning_rate`), and the
+        solver changes only when all of it is valid.
+
         Raises:
-            ValueError: a state names a parameter this solver does not have, or its shape
-                differs.
+            ValueError: the file is truncated or corrupted; a state names a parameter
+                this solver does not have (or an alias of one, see
+                :meth:`set_parameters`), a state it does not keep, or has another shape
+                than its parameter, or is not finite; a step count is not one
+                non-negative integer; the learning rate is not one finite number
+                ``>= 0``. The message names the file.
+            TypeError: a stored value is not a real number.
         """
         where = f"{type(self).__name__}.load_states"
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
+        shown = os.fspath(path)
+        arrays = read_arrays(where, path, "a solver state file of save_states")
         lr = arrays.pop("::lr", None)
+        if lr is not None:
+            lr = _positive(f"{where} ({shown!r})", "lr", _stored_scalar(where, shown, "::lr", lr))
+        first = {k for k, _ in self._unique}
         states: dict[str, dict[str, Any]] = {}
         for key, a in arrays.items():
             name, _, s = key.rpartition("::")
             p = self._params.get(name)
-            if p is None:
+            if p is None or name not in first:
+                alias = "" if p is None else " (an alias of another name of the same Variable)"
                 raise ValueError(
-                    f"{where}: the file has a state for {name!r}, which is not a "
-                    f"parameter of this solver ({sorted(self._params)})"
+                    f"{where}: {shown!r} has a state for {name!r}, which is not a "
+                    f"parameter of this solver{alias} ({sorted(first)})"
                 )
             st = states.setdefault(name, {})
             if s == "t":
-                st["t"] = int(a)
+                t = _stored_scalar(where, shown, key, a)
+                if not isinstance(t, np.integer) or t < 0:
+                    raise ValueError(
+                        f"{where}: {shown!r} holds the step count {key!r} = {t!r}; it must be "
+                        "a non-negative integer"
+                    )
+                st["t"] = int(t)
                 continue
-            if s not in self.states:
-                raise ValueError(
-                    f"{where}: unknown state {s!r} for {name!r} (this solver keeps {self.states})"
-                )
-            if a.shape != p.shape:
-                raise ValueError(
-                    f"{where}: state {key!r} has shape {a.shape}, parameter "
-                    f"{name!r} has shape {p.shape}"
-                )
-            st[s] = array_module(p.d).asarray(a, dtype=p.dtype).copy()
+            self._check_stored_state(where, shown, key, s, a, p)
+            st[s] = a
         for name, st in states.items():
             missing = [s for s in (*self.states, "t") if s not in st]
             if missing:
-                raise ValueError(f"{where}: the state of {name!r} lacks {missing}")
+                raise ValueError(f"{where}: the state of {name!r} in {shown!r} lacks {missing}")
+        for name, st in states.items():  # all checked: now on the device, then set
+            p = self._params[name]
+            for s in self.states:
+                st[s] = array_module(p.d).asarray(st[s], dtype=p.dtype).copy()
         self._state = states
         if lr is not None:
-            self._lr = float(lr)
+            self._lr = lr
+
+    def _check_stored_state(
+        self, where: str, shown: str, key: str, s: str, a: Any, p: Variable
+    ) -> None:
+        """Raises unless ``a`` can be the state ``s`` of parameter ``p`` (from file ``shown``)."""
+        name = key.rpartition("::")[0]
+        if s not in self.states:
+            raise ValueError(
+                f"{where}: {shown!r} has an unknown state {s!r} for {name!r} (this solver "
+                f"keeps {self.states})"
+            )
+        if a.shape != p.shape:
+            raise ValueError(
+                f"{where}: state {key!r} in {shown!r} has shape {a.shape}, parameter "
+                f"{name!r} has shape {p.shape}"
+            )
+        if a.dtype.kind not in "biuf":
+            raise TypeError(f"{where}: state {key!r} in {shown!r} has dtype {a.dtype}")
+        if not np.isfinite(a).all():
+            raise ValueError(f"{where}: state {key!r} in {shown!r} holds inf or NaN")
+        if s in self.nonnegative_states and (a < 0).any():
+            raise ValueError(
+                f"{where}: state {key!r} in {shown!r} (a running sum of squares) holds "
+                "negative values"
+            )
+
+
+def _stored_scalar(where: str, shown: str, key: str, a: Any) -> Any:
+    """The one number a 0-d (or one-element) array of a state file holds."""
+    if a.size != 1 or a.ndim > 1:
+        raise ValueError(
+            f"{where}: {shown!r} holds {key!r} of shape {a.shape}; it must be a single number"
+        )
+    if a.dtype.kind not in "iuf":
+        raise TypeError(f"{where}: {shown!r} holds {key!r} of dtype {a.dtype}, not a number")
+    return a.reshape(())[()]
 
 
 class Sgd(Solver):
@@ -356,6 +465,7 @@ class Adagrad(Solver):
     """Adagrad: ``s += g^2``, ``w -= lr g / (sqrt(s) + eps)`` (``torch.optim.Adagrad``)."""
 
     states = ("s",)
+    nonnegative_states = ("s",)
 
     def __init__(self, lr: float = 0.01, eps: float = 1e-10) -> None:
         super().__init__(lr)
@@ -379,6 +489,7 @@ class RMSprop(Solver):
     """
 
     states = ("s",)
+    nonnegative_states = ("s",)
 
     def __init__(self, lr: float = 0.01, decay: float = 0.99, eps: float = 1e-8) -> None:
         super().__init__(lr)
@@ -407,6 +518,7 @@ class Adam(Solver):
     """
 
     states = ("m", "v")
+    nonnegative_states = ("v",)
 
     def __init__(
         self, lr: float = 1e-3, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8

@@ -37,8 +37,11 @@ import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import numpy as np
+
 import hodiff.functions as F
 from hodiff import graph
+from hodiff import taylor as _taylor
 from hodiff.autograd import grad
 from hodiff.context import _raw, _recording, array_module, auto_forward, get_auto_forward, no_grad
 from hodiff.function import array_module_of
@@ -94,8 +97,12 @@ def _inputs(name: str, inputs: Any, keep: bool = False) -> tuple[list[Variable],
             x = a.unlinked(need_grad=True)
             if x._data is None:
                 x._data = a.d
+        elif isinstance(a, bool | int | float | list) and not isinstance(a, np.generic):
+            # Python numbers have no dtype: float64, as numpy makes 2.0 (an int 2 too)
+            x = Variable.from_array(np.asarray(a, dtype=np.float64), need_grad=True)
         else:  # the graph outlives the call only with keep: only then is a copy needed
-            x = Variable.from_array(a, need_grad=True, copy=keep)
+            x = Variable.from_array(a, copy=keep)
+            x.need_grad = x.dtype.kind == "f"  # (ints are refused below)
         if x.dtype.kind != "f":
             raise TypeError(
                 f"{name}: {_label(i, multi)} has dtype {x.dtype}; derivatives need float inputs"
@@ -201,6 +208,10 @@ def _directions(
 def _seed_leaf(xp: Any, like: Variable) -> Variable:
     """A need_grad leaf for the transpose trick (its value is irrelevant: all is linear in it)."""
     return Variable.from_array(xp.zeros(like.shape, dtype=like._grad_dtype()), need_grad=True)
+
+
+def _zeros_like(y: Variable) -> Any:
+    return array_module_of(y).zeros(y.shape, dtype=y._grad_dtype())
 
 
 def _evaluate(roots: Sequence[Variable]) -> None:
@@ -374,9 +385,11 @@ def vjp(f: Callable[..., Variable], inputs: Any, v: Any) -> tuple[Any, Any]:
 def jvp(f: Callable[..., Variable], inputs: Any, v: Any) -> tuple[Any, Any]:
     """Jacobian-vector product ``J v`` (the directional derivative) of ``f`` at ``inputs``.
 
-    ``(J v)_o = sum_i d f_o / d x_i v_i``, computed by transposing a vjp: the map
-    ``u -> J^T u`` is recorded once and is linear in ``u``; its reverse pass
-    seeded with ``v`` gives ``J v``. No forward-mode rule is needed.
+    ``(J v)_o = sum_i d f_o / d x_i v_i``, in forward mode: ``f`` is called once and its
+    graph is walked once more, each node's forward rule carrying the tangent next to the
+    value (a jet of order 1, see :func:`hodiff.jet`); no reverse pass. Inside ``hd.vmap``
+    it transposes a vjp instead (the map ``u -> J^T u`` is linear in ``u``; its reverse
+    pass seeded with ``v`` gives ``J v``).
 
     Args:
         f: called as ``f(*inputs)`` with Variables; returns a Variable.
@@ -401,6 +414,7 @@ def jvp(f: Callable[..., Variable], inputs: Any, v: Any) -> tuple[Any, Any]:
         batched = _any_batched(*xs, v)
         if not batched:
             vs: list[Any] = _directions("jvp", v, xs, multi)
+        start = _taylor.clock()
         y = _call("jvp", f, xs)
         if batched or type(y) is BatchedVariable:  # inside hd.vmap: recorded, Variables
             vs = _vdirections("jvp", v, xs, multi)
@@ -408,11 +422,10 @@ def jvp(f: Callable[..., Variable], inputs: Any, v: Any) -> tuple[Any, Any]:
             ws = grad(y, xs, grad_outputs=[u], allow_unused=True)
             (jv,) = grad(ws, [u], grad_outputs=vs, allow_unused=True)
             return y, jv
-        u = _seed_leaf(_xp(xs), y)
-        ws = grad(y, xs, grad_outputs=[u], allow_unused=True)  # J_i^T u, linear in u
-        pullback = _Pullback(ws, [u])
-        _evaluate([y, *pullback.roots])
-        (jv,) = pullback(vs)
+        _evaluate([y])
+        series = [[v.reshape((1, *v.shape))] for v in vs]
+        ((jv,),) = _taylor.push(y, start, xs, series, 1)  # forward mode: one pass
+        jv = _zeros_like(y) if jv is None else jv.reshape(y.shape)
     return _value(y, xs), jv
 
 

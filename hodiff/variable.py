@@ -94,14 +94,13 @@ class Variable:
     #: nothing more. Engine writes (a forward pass) do not set it.
     _version: int
 
-    # numpy defers to our reflected operators: ndarray * Variable -> Variable.
-    __array_ufunc__ = None
-
     def __init__(
         self, shape: tuple[int, ...] | int = (), need_grad: bool = False, dtype: Any = None
     ) -> None:
         self._shape = _check_shape(shape)
         self._dtype = np.dtype(dtype) if dtype is not None else get_default_context().dtype
+        if need_grad and self._dtype.kind != "f":
+            raise TypeError(_NOT_FLOAT.format(where="Variable", dtype=self._dtype))
         self._data: Any = None
         self._grad: Any = None
         self.need_grad = bool(need_grad)
@@ -116,13 +115,21 @@ class Variable:
         costs one pass over the array; ``copy=False`` shares the caller's array
         instead (then the caller must not modify it while a graph uses it).
         Float and integer arrays and numpy scalars (``np.float64(1.0)``) keep
-        their dtype; Python scalars take the context's float dtype.
+        their dtype. Python numbers and lists become what numpy makes of them
+        (``float64``, ``int64``, ``bool``), in the context's array module: a
+        Python ``2.0`` and ``[2.0]`` are both float64 (NumPy 2's rule; next to
+        a float Variable in a function they take its dtype instead, see
+        docs/pitfalls.md).
+
+        Raises:
+            TypeError: ``array`` is a Variable, or not real numbers, or
+                ``need_grad=True`` for an integer or boolean array (a gradient
+                needs a float dtype: ``a.astype(np.float64)``).
         """
         if isinstance(array, Variable):
             raise TypeError("Variable.from_array: got a Variable; use it directly or .unlinked()")
         if isinstance(array, bool | int | float) and not isinstance(array, np.generic):
-            ctx = get_default_context()
-            array = ctx.xp.asarray(array, dtype=ctx.dtype)
+            array = get_default_context().xp.asarray(array)
         elif array_module(array) is np:
             try:
                 array = np.array(array, copy=True) if copy else np.asarray(array)
@@ -136,6 +143,8 @@ class Variable:
             raise TypeError(
                 f"Variable.from_array: unsupported dtype {array.dtype} (real floats, ints, bools)"
             )
+        if need_grad and array.dtype.kind != "f":
+            raise TypeError(_NOT_FLOAT.format(where="Variable.from_array", dtype=array.dtype))
         v = cls.__new__(cls)
         v._data = array
         v._shape = tuple(array.shape)
@@ -331,11 +340,78 @@ class Variable:
             yield self[i]
 
     def __repr__(self) -> str:
-        kind = "leaf" if self.parent is None else type(self.parent).__name__
+        """The value (as numpy prints it), shape, dtype, ``need_grad`` and what made it.
+
+        >>> import numpy as np, hodiff as hd
+        >>> hd.Variable.from_array(np.array([1.0, 2.0]), need_grad=True)
+        Variable([1., 2.], shape=(2,), dtype=float64, need_grad=True)
+        """
+        data = self._data
+        if data is None:
+            value = "<no value>" if self.parent is not None else "<unfilled>"
+        else:
+            if array_module(data) is not np:
+                data = data.get()  # cupy: printed from a host copy
+            value = np.array2string(data, separator=", ", prefix="Variable(", threshold=20)
+        made = "" if self.parent is None else f", parent={self.parent.name}"
         return (
-            f"Variable(shape={self._shape}, dtype={self._dtype}, need_grad={self.need_grad},"
-            f" {kind})"
+            f"Variable({value}, shape={self._shape}, dtype={self._dtype}, "
+            f"need_grad={self.need_grad}{made})"
         )
+
+    def item(self) -> Any:
+        """The value of a one-element Variable as a Python number (numpy's ``item``).
+
+        Raises:
+            ValueError: the Variable has more than one element (or none).
+        """
+        if self.size != 1:
+            raise ValueError(
+                f"Variable.item: only a Variable of one element has an item, this one has shape "
+                f"{self._shape} (use .numpy() or .d for the array)"
+            )
+        return self.d.item()
+
+    def numpy(self) -> np.ndarray:
+        """A numpy COPY of the value (a cupy value is copied to the host).
+
+        Writing into it changes nothing in the Variable (``.d`` is the array
+        itself). Not differentiable: the result is an array, not a Variable.
+        """
+        d = self.d
+        return d.get() if array_module(d) is not np else d.copy()
+
+    # ------------------------------------------------------------ numpy interop
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        """Refused: ``np.asarray(v)`` would leave the graph silently (and for a list of
+        Variables give an array of objects); ``.d`` / ``.numpy()`` say it on purpose.
+        """
+        raise TypeError(
+            f"numpy.asarray / numpy.array of a hodiff Variable (shape {self._shape}, dtype "
+            f"{self._dtype}): use v.d (the array itself) or v.numpy() (a copy) for its value, "
+            "which is not differentiable; to make one Variable of several, use F.stack"
+        )
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        """Operators with an array or a numpy scalar on the left (``ndarray * v``) run the
+        Variable's operator; any other numpy ufunc (``np.tanh(v)``) raises a TypeError
+        naming the hodiff function to use.
+        """
+        if method == "__call__" and len(inputs) == 2 and not kwargs:
+            a, b = inputs
+            if b is self and not isinstance(a, Variable):  # ndarray * v: the common case
+                op = _REFLECTED.get(ufunc)
+                if op is not None:
+                    return op(b, a)
+        return _array_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        """A numpy function (``np.sum(v)``, ``np.stack([v, w])``) raises a TypeError naming
+        the hodiff function to use.
+        """
+        module = getattr(func, "__module__", None) or "numpy"
+        module = "numpy.linalg" if "linalg" in module else "numpy"
+        raise TypeError(_numpy_refused(f"{module}.{func.__name__}", func.__name__, args))
 
     # ------------------------------------------------------------ graph
     def forward(self, clear_buffer: bool = False) -> None:
@@ -560,6 +636,114 @@ class Variable:
         return _impl.astype(self, dtype)
 
 
+_NOT_FLOAT = (
+    "{where}: need_grad=True for dtype {dtype}: only float Variables have gradients (as "
+    "PyTorch); make it a float array first (e.g. a.astype(np.float64))"
+)
+
+#: numpy's operator ufuncs -> (the Variable method, the reflected one; none for unary ones),
+#: so that ``ndarray * v`` and ``np.float32(2) * v`` run the Variable's operators
+_OPERATORS: dict[str, tuple[str, str]] = {
+    "add": ("__add__", "__radd__"),
+    "subtract": ("__sub__", "__rsub__"),
+    "multiply": ("__mul__", "__rmul__"),
+    "divide": ("__truediv__", "__rtruediv__"),
+    "true_divide": ("__truediv__", "__rtruediv__"),
+    "power": ("__pow__", "__rpow__"),
+    "matmul": ("__matmul__", "__rmatmul__"),
+    "less": ("__lt__", "__gt__"),
+    "less_equal": ("__le__", "__ge__"),
+    "greater": ("__gt__", "__lt__"),
+    "greater_equal": ("__ge__", "__le__"),
+    "negative": ("__neg__", ""),
+    "positive": ("__pos__", ""),
+    "absolute": ("__abs__", ""),
+}
+
+#: numpy names whose hodiff function has another name (for the error of np.arctan(v))
+_NUMPY_ALIASES = {
+    "absolute": "abs",
+    "fabs": "abs",
+    "arccos": "acos",
+    "arcsin": "asin",
+    "arctan": "atan",
+    "arctan2": "atan2",
+    "arccosh": "acosh",
+    "arcsinh": "asinh",
+    "arctanh": "atanh",
+    "maximum": "maximum2",
+    "minimum": "minimum2",
+    "fmax": "maximum2",
+    "fmin": "minimum2",
+    "add": "add2",
+    "subtract": "sub2",
+    "multiply": "mul2",
+    "divide": "div2",
+    "true_divide": "div2",
+    "power": "pow2",
+    "float_power": "pow2",
+    "amax": "max",
+    "amin": "min",
+    "clip": "clip_by_value",
+    "dot": "matmul",
+    "inv": "batch_inv",
+    "det": "batch_det",
+    "slogdet": "batch_logdet",
+    "tril": "trilu",
+    "triu": "trilu",
+    "diagonal": "matrix_diag_part",
+    "diag": "matrix_diag",
+    "broadcast_to": "broadcast",
+    "take": "gather",
+}
+
+
+def _numpy_refused(what: str, name: str, args: Any) -> str:
+    """The message for a numpy function applied to a Variable: which hodiff function to use."""
+    known = _impl.__dict__.get("function_names", frozenset())
+    hodiff_name = _NUMPY_ALIASES.get(name, name)
+    if hodiff_name in known:
+        use = f"use F.{hodiff_name} (import hodiff.functions as F), which is differentiable"
+    else:
+        use = f"hodiff.functions has no {name}: compose it from F functions"
+    got = ", ".join(
+        f"Variable {a.shape} {a.dtype}" if isinstance(a, Variable) else type(a).__name__
+        for a in (args if isinstance(args, tuple | list) else (args,))
+    )
+    return (
+        f"{what} cannot take a hodiff Variable (got {got}): numpy does not record it in the "
+        f"graph, so its derivative would be lost; {use}, or v.d for the value (inside a "
+        "backward_impl the slots hold Variables when hd.grad records)"
+    )
+
+
+def _array_ufunc(ufunc: Any, method: str, inputs: Any, kwargs: Any) -> Any:
+    """:meth:`Variable.__array_ufunc__` past its fast path: the other operators, or the
+    TypeError that names the hodiff function to use.
+    """
+    name = ufunc.__name__
+    if name in ("equal", "not_equal") and method == "__call__" and len(inputs) == 2:
+        same = inputs[0] is inputs[1]  # ``array == v``: identity, as ``v == array``
+        return same if name == "equal" else not same
+    ops = _OPERATORS.get(name) if method == "__call__" and not kwargs else None
+    if ops is not None and (len(inputs) == 1) == (not ops[1]):
+        if len(inputs) == 1:
+            return getattr(inputs[0], ops[0])()
+        a, b = inputs
+        if isinstance(a, Variable):
+            return getattr(a, ops[0])(b)
+        return getattr(b, ops[1])(a)
+    raise TypeError(_numpy_refused(f"numpy.{name}", name, inputs))
+
+
+#: numpy's binary operator ufuncs -> the Variable's reflected operator (``ndarray * v``)
+_REFLECTED: dict[Any, Any] = {
+    getattr(np, name): getattr(Variable, reflected)
+    for name, (_, reflected) in _OPERATORS.items()
+    if reflected
+}
+
+
 _NO_COPY = (
     "{how}: this Variable is the output of {name}; a copy of its graph would not lead to the "
     "original leaves (their gradients would silently stay zero). Copy leaves, use .unlinked() "
@@ -580,6 +764,15 @@ def _check_shape(shape: Any) -> tuple[int, ...]:
     """``shape`` as a tuple of non-negative ints, or a TypeError/ValueError saying why not."""
     if isinstance(shape, int | np.integer):
         shape = (shape,)
+    elif type(shape) is not tuple and (
+        hasattr(shape, "shape") or isinstance(shape, float | np.floating | bool)
+    ):
+        # hd.Variable(np.array([3., 4.])): the torch.tensor habit, not a shape
+        raise TypeError(
+            f"Variable: the first argument is the shape of an unfilled Variable, got "
+            f"{_describe(shape)}; to make a Variable holding values use "
+            "hd.Variable.from_array(array, need_grad=...)"
+        )
     try:
         dims = tuple(shape)
     except TypeError:
@@ -588,10 +781,19 @@ def _check_shape(shape: Any) -> tuple[int, ...]:
         ) from None
     for s in dims:
         if isinstance(s, bool) or not isinstance(s, int | np.integer):
-            raise TypeError(f"Variable: shape {dims} must hold ints, got {type(s).__name__}")
+            raise TypeError(
+                f"Variable: shape {dims} must hold ints, got {type(s).__name__} (to make a "
+                "Variable holding values use hd.Variable.from_array(array))"
+            )
         if s < 0:
             raise ValueError(f"Variable: shape {dims} has a negative size")
     return tuple(int(s) for s in dims)
+
+
+def _describe(value: Any) -> str:
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return f"an array of shape {tuple(value.shape)} and dtype {value.dtype}"
+    return f"a {type(value).__name__}"
 
 
 def as_variable(value: Any) -> Variable:

@@ -27,6 +27,7 @@ outer levels' BatchedVariables and are batched in turn.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import itertools
 import weakref
@@ -48,6 +49,10 @@ _ref = weakref.ref
 _new_batched = object.__new__
 _active: set[int] = set()
 _sizes: dict[int, int] = {}  # batch size of every running vmap, by level
+#: set while a primitive without inputs makes its batched draw (see _inputless)
+_drawing: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "hodiff_vmap_drawing", default=False
+)
 
 
 class BatchedVariable(Variable):
@@ -160,6 +165,8 @@ def _dispatch(f: Any, inputs: list[Variable]) -> Any:
     ``hd.grad``); run the primitive's ``batch_rule`` on the batched values; wrap its outputs
     as per-example variables; link the per-example node.
     """
+    if not inputs:
+        return _inputless(f)
     level, mixed = _level_of(inputs)
     if not level:
         return None
@@ -179,6 +186,41 @@ def _dispatch(f: Any, inputs: list[Variable]) -> Any:
     if _recording.get():
         _link(f, inputs, outputs)
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+def _inputless(f: Any) -> BatchedVariable | None:
+    """A primitive without inputs called inside ``hd.vmap``: batched at every running level.
+
+    A primitive whose class declares ``batch_rule_no_inputs(self, sizes)`` (the random
+    functions) draws once per example, as the loop over the examples would: the rule
+    returns its output for the batch sizes ``sizes`` of the running vmaps (outermost
+    first) in front of the per-example shape, and it is wrapped as a per-example
+    variable of each level. Other primitives without inputs are the same for every
+    example (None: the normal path goes on).
+    """
+    rule = getattr(type(f), "batch_rule_no_inputs", None)
+    if rule is None or not _active or _drawing.get():
+        return None
+    levels = sorted(_active)
+    sizes = tuple(_sizes[lv] for lv in levels)
+    ((shape, _),) = f.setup_impl([])
+    token = _drawing.set(True)  # the rule's own call is the batched draw: not batched again
+    try:
+        value = rule(f, sizes)
+    finally:
+        _drawing.reset(token)
+    if not isinstance(value, Variable) or value._shape != (*sizes, *shape):
+        got = getattr(value, "shape", type(value).__name__)
+        raise RuntimeError(
+            f"{f.name}: batch_rule_no_inputs must return one Variable of shape "
+            f"{(*sizes, *shape)} (the batch sizes, then the per-example shape), got {got}"
+        )
+    v: Variable = value
+    for lv in levels:
+        v = _wrap(v, lv, need_grad=False)
+    if _recording.get():
+        _link(f, [], [v])  # type: ignore[list-item]
+    return v  # type: ignore[return-value]
 
 
 def _level_of(inputs: list[Variable]) -> tuple[int, bool]:

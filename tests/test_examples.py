@@ -101,3 +101,16 @@ def test_double_backprop_digits(tmp_path, capsys):
     assert penalty["fgsm"][2] > plain["fgsm"][2]
     assert png.stat().st_size > 10_000
     assert "penalty" in capsys.readouterr().out
+
+
+def test_pinn_poisson(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "pinn.png"
+    result = load("pinn_poisson").main(iterations=600, batch=128, lr=1e-2, out=png, verbose=True)
+    history = result["history"]
+    assert len(history) == 600
+    assert np.all(np.isfinite(history))
+    assert np.mean(history[-50:]) < 1e-2 * history[0]  # the residual fell by 100x
+    assert result["rel_l2"] < 1e-2  # against the exact sin(pi x) sin(pi y)
+    assert png.stat().st_size > 10_000
+    assert "relative L2 error" in capsys.readouterr().out

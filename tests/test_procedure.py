@@ -80,7 +80,7 @@ def test_the_new_primitive_gets_its_generated_docs_row(monkeypatch: pytest.Monke
     monkeypatch.setattr(docgen, "all_specs", lambda: [*all_specs(), demo])
     text = docgen.function_reference()
     assert "## Demo (`hodiff/functions/demo.py`)" in text
-    assert "| `softsign_demo` | 3 | ``y = x / (1 + \\|x\\|)`` elementwise;" in text
+    assert "| `softsign_demo` | 3 | <code>y = x / (1 + &#124;x&#124;)</code> elementwise;" in text
 
 
 def test_a_missing_derivative_rule_raises_never_a_silent_zero() -> None:

@@ -7,7 +7,7 @@ thing that is timed). Every library gets the same numpy inputs.
 
 from __future__ import annotations
 
-from bench.workloads import chain, cnn, critic, hessian, mlp, per_example
+from bench.workloads import chain, cnn, critic, hessian, mlp, per_example, taylor
 from bench.workloads.common import Task, Workload, to_numpy
 
 WORKLOADS: dict[str, Workload] = {
@@ -19,6 +19,7 @@ WORKLOADS: dict[str, Workload] = {
         hessian.WORKLOAD,
         cnn.WORKLOAD,
         per_example.WORKLOAD,
+        taylor.WORKLOAD,
     )
 }
 

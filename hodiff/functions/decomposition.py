@@ -28,7 +28,7 @@ from hodiff.functions import array as _array
 from hodiff.functions import reduction as _red
 from hodiff.functions.indexing import as_ints, shape_of
 from hodiff.functions.linalg import batch_matmul, einsum
-from hodiff.functions.shaping import matrix_diag, matrix_diag_part, trilu
+from hodiff.functions.shaping import astype, matrix_diag, matrix_diag_part, trilu
 from hodiff.variable import Variable
 
 __all__ = [
@@ -335,7 +335,31 @@ class Pinv(Function):
             t2 = t2 - batch_matmul(a, batch_matmul(p, t2))
             t3 = batch_matmul(batch_matmul(p, p, transpose_a=True), gp, transpose_b=True)
             t3 = t3 - batch_matmul(batch_matmul(t3, p), a)
+            # At full rank (rank M: A P = I; rank N: P A = I) a projector term is zero, but
+            # computed it is rounding ~ eps cond(A), amplified by each further derivative:
+            # the term is multiplied by 0 where the rank (as pinv cuts it) is full, so every
+            # order is the derivative of -P^T gP P^T there (batch_inv's rule when M = N).
+            m, n = a.shape[-2], a.shape[-1]
+            below = _rank_below(a, self.rcond, min(m, n))
+            if m <= n:
+                t2 = t2 * below
+            if n <= m:
+                t3 = t3 * below
             inputs[0].store(t2 + t3 - t1, accum[0])
+
+
+def _rank_below(a: Any, rcond: float, k: int) -> Any:
+    """``1`` where the rank of the matrix ``a[...]`` is below ``k``, else ``0``: (..., 1, 1).
+
+    The rank is numpy ``pinv``'s: the number of singular values above ``rcond * max(s)``.
+    Not differentiable (comparisons cut the graph): the rank is locally constant where the
+    rule holds.
+    """
+    s = svd(a, full_matrices=False, compute_uv=False)
+    cutoff = _red.max(s, axis=-1, keepdims=True) * rcond
+    kept = _red.sum(astype(s > cutoff, s.dtype), axis=-1, keepdims=True)
+    below = astype(kept < k - 0.5, s.dtype)
+    return _array.reshape(below, (*below.shape, 1))
 
 
 # ---------------------------------------------------------------- wrappers
@@ -440,7 +464,11 @@ def pinv(a: Any, rcond: float = 1e-15) -> Variable:
     Numpy's ``linalg.pinv``: singular values below ``rcond * max(s)`` are dropped.
 
     Derivatives hold where the rank is locally constant (e.g. full rank):
-    ``gA = -P^T gP P^T + (I - A P) gP^T P P^T + P^T P gP^T (I - P A)``.
+    ``gA = -P^T gP P^T + (I - A P) gP^T P P^T + P^T P gP^T (I - P A)``. At full rank
+    the projector ``I - A P`` (rank M) or ``I - P A`` (rank N) is zero and its term is
+    dropped (the rank as ``pinv`` cuts it: one more SVD in the backward pass), so
+    derivatives of every order keep their digits (for square ``a``, those of
+    :func:`batch_inv`).
 
     >>> import numpy as np, hodiff.functions as F
     >>> F.pinv(np.array([[2.0, 0.0]])).d

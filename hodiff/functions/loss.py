@@ -14,7 +14,7 @@ from typing import Any
 
 from hodiff import batching as _batching
 from hodiff.context import array_module
-from hodiff.function import Flags, Function, Slots, float_dtype
+from hodiff.function import Flags, Function, Slots, as_variables, float_dtype
 from hodiff.functions import activation as _act
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions import array as _array
@@ -30,7 +30,7 @@ from hodiff.functions._loss_kernels import (
     softmax_array,
 )
 from hodiff.grad_functions import loss as _gloss
-from hodiff.variable import Variable, as_variable
+from hodiff.variable import Variable
 
 __all__ = [
     "absolute_error",
@@ -183,6 +183,33 @@ class SigmoidCrossEntropy(Function):
         return self(x, t)
 
 
+def _operands(name: str, x0: Any, x1: Any, names: tuple[str, str] = ("x0", "x1")) -> Any:
+    """The two operands of an element-wise loss as Variables, after the one rule of every
+    loss here: they may broadcast to the shape of one of them (a target ``(C,)`` against
+    predictions ``(N, C)``, a scalar), never to a shape larger than both, as ``(4, 1)``
+    against ``(4,)`` would (``(4, 4)``: almost always a missing reshape; PyTorch warns).
+
+    Raises:
+        ValueError: naming the loss, both shapes and the shape they would broadcast to.
+    """
+    x0, x1 = as_variables(x0, x1)
+    s0, s1 = x0.shape, x1.shape
+    if s0 != s1:
+        try:
+            out = np.broadcast_shapes(s0, s1)
+        except ValueError:
+            out = None  # the function itself raises its shape error
+        if out is not None and out != s0 and out != s1:
+            a, b = names
+            raise ValueError(
+                f"{name}: {a} of shape {s0} and {b} of shape {s1} broadcast to {out}, larger "
+                f"than either (every pair of elements, not element against element): reshape "
+                f"one of them (e.g. F.reshape({b}, {s0}) when they hold the same number of "
+                "elements), or F.broadcast both explicitly if the pairs are meant"
+            )
+    return x0, x1
+
+
 # ---------------------------------------------------------------- wrappers
 def softmax(x: Any, axis: int | None = None) -> Variable:
     """Softmax along ``axis`` (default: the last): ``y_i = exp(x_i) / sum_j exp(x_j)``.
@@ -282,7 +309,7 @@ def binary_cross_entropy(x: Any, t: Any) -> Variable:
     >>> F.binary_cross_entropy(np.array([0.5]), np.array([1.0])).d
     array([0.69314718])
     """
-    x, t = as_variable(x), as_variable(t)
+    x, t = _operands("binary_cross_entropy", x, t, ("x", "t"))
     return -(t * _math.log(x) + (1.0 - t) * _math.log(1.0 - x))
 
 
@@ -293,6 +320,7 @@ def squared_error(x0: Any, x1: Any) -> Variable:
     >>> F.squared_error(np.array([1.0, 3.0]), np.array([0.0, 1.0])).d
     array([1., 4.])
     """
+    x0, x1 = _operands("squared_error", x0, x1)
     return _arith.pow_scalar(_arith.sub2(x0, x1), 2.0)
 
 
@@ -303,6 +331,7 @@ def absolute_error(x0: Any, x1: Any) -> Variable:
     >>> F.absolute_error(np.array([1.0, 3.0]), np.array([0.0, 5.0])).d
     array([1., 2.])
     """
+    x0, x1 = _operands("absolute_error", x0, x1)
     return _arith.abs(_arith.sub2(x0, x1))
 
 
@@ -317,6 +346,7 @@ def huber_loss(x0: Any, x1: Any, delta: float = 1.0) -> Variable:
     delta = _arith.check_scalar("huber_loss", "delta", delta)
     if delta <= 0:
         raise ValueError(f"huber_loss: delta must be positive, got {delta}")
+    x0, x1 = _operands("huber_loss", x0, x1)
     d = _arith.sub2(x0, x1)
     a = _arith.abs(d)
     inner = _array.less(a, delta)
@@ -366,7 +396,7 @@ def kl_multinomial(p: Any, q: Any, base_axis: int = 1) -> Variable:
     array([[0.]])
 
     """
-    p, q = as_variable(p), as_variable(q)
+    p, q = as_variables(p, q)
     if p.shape != q.shape:
         raise ValueError(
             f"kl_multinomial: p of shape {p.shape} and q of shape {q.shape} must have the same"

@@ -10,7 +10,8 @@ a reverse pass. The streams are documented so that they can be replayed:
 ``low + (high - low) * rng.random(shape)``, ``mu + sigma * rng.standard_normal(shape)``
 and ``rng.integers(low, high, shape)`` with ``rng = numpy.random.default_rng(seed)``,
 cast to the context's float dtype (``int32`` for ``randint``). Numbers are drawn on
-the host, so numpy and cupy give the same ones.
+the host, so numpy and cupy give the same ones. Inside ``hd.vmap`` a node draws one
+``shape`` per example (``rng.random((B, *shape))`` for a batch of ``B``; docs/vmap.md).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from hodiff import batching as _batching
 from hodiff.context import get_default_context
 from hodiff.function import Function
 from hodiff.functions.arithmetic import check_scalar
@@ -73,12 +75,19 @@ class _Random(Function, register=False):
         raise NotImplementedError
 
     def batch_rule(self, inputs: Sequence[Variable], axes: Sequence[int | None]) -> Variable:
-        """Never reached: a random function has no inputs, so ``hd.vmap`` never batches it.
-
-        Inside a mapped function it draws once, and every example sees the same draw
-        (pass the random numbers in as a mapped argument for one draw per example).
+        """Never reached: a random function has no inputs, so no input of it is batched
+        (``hd.vmap`` calls :meth:`batch_rule_no_inputs`).
         """
         raise AssertionError(f"{self.name}: a function without inputs is never batched")
+
+    def batch_rule_no_inputs(self, sizes: tuple[int, ...]) -> Variable:
+        """Inside ``hd.vmap`` (batch sizes ``sizes``, outermost first): one draw per example.
+
+        The node draws ``sizes + shape`` numbers at once from its generator, as a loop
+        over the examples draws once per example (and as ``F.dropout`` draws a mask per
+        example): every forward of a static graph draws the whole batch anew.
+        """
+        return _batching.renew(self, shape=(*sizes, *self.shape))()
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         y = self.draw()
@@ -122,7 +131,8 @@ def rand(low: float = 0, high: float = 1, shape: Any = (), seed: int = -1) -> Va
     """Uniform samples: ``y = low + (high - low) * u`` with ``u ~ U[0, 1)``, of shape ``shape``.
 
     No inputs and no gradient. In a static graph every ``.forward()`` draws anew;
-    every derivative of one forward sees that forward's draw.
+    every derivative of one forward sees that forward's draw. Inside ``hd.vmap`` each
+    example gets its own draw.
 
     Args:
         low: lower bound (included).
@@ -149,7 +159,8 @@ def rand(low: float = 0, high: float = 1, shape: Any = (), seed: int = -1) -> Va
 def randn(mu: float = 0, sigma: float = 1, shape: Any = (), seed: int = -1) -> Variable:
     """Gaussian samples: ``y = mu + sigma * z`` with ``z ~ N(0, 1)``, of shape ``shape``.
 
-    No inputs and no gradient; redrawn by every forward of a static graph.
+    No inputs and no gradient; redrawn by every forward of a static graph, drawn per
+    example inside ``hd.vmap``.
 
     Args:
         mu: mean.
@@ -174,7 +185,8 @@ def randn(mu: float = 0, sigma: float = 1, shape: Any = (), seed: int = -1) -> V
 def randint(low: int = 0, high: int = 1, shape: Any = (), seed: int = -1) -> Variable:
     """Uniform integers ``y = rng.integers(low, high)`` in ``[low, high)`` (int32).
 
-    No inputs and no gradient; redrawn by every forward of a static graph.
+    No inputs and no gradient; redrawn by every forward of a static graph, drawn per
+    example inside ``hd.vmap``.
 
     Args:
         low: smallest value (included).

@@ -20,7 +20,7 @@ import numpy as np
 
 from hodiff import batching as _batching
 from hodiff.context import array_module
-from hodiff.function import Elementwise, Flags, Function, Slots, float_dtype
+from hodiff.function import Elementwise, Flags, Function, Slots, array_module_of, float_dtype
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions import array as _array
 from hodiff.variable import Variable
@@ -113,8 +113,11 @@ class NanToNum(Elementwise):
         )
 
     def dydx(self, x: Any, y: Any) -> Any:
-        # 1 where x is finite, 0 at the replaced nan/inf entries
-        return _array.where(_array.less(_arith.abs(x), math.inf), 1.0, 0.0)
+        # 1 where x is finite, 0 at the replaced nan/inf entries, in x's dtype (Python's 1.0
+        # and 0.0 with no float operand would be float64)
+        xp = array_module_of(x)
+        finite = _array.less(_arith.abs(x), math.inf)
+        return _array.where(finite, xp.ones((), x.dtype), xp.zeros((), x.dtype))
 
 
 # ---------------------------------------------------------------- wrappers

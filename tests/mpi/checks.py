@@ -125,6 +125,44 @@ def debug_mode_names_mismatched_shapes(comm: Communicator) -> None:
     assert "(4,)" in msg, msg
 
 
+def _error_of(call: Callable[[], object]) -> str:
+    try:
+        call()
+    except ValueError as e:
+        return str(e)
+    return ""
+
+
+@check
+def mismatched_shapes_raise_on_every_rank_without_debug(comm: Communicator) -> None:
+    # debug=False (the default): a (3,) parameter on rank 0 and (4,) on rank 1 used to make
+    # MPI read past the end of the smaller bucket; now every collective checks a digest
+    n = 3 if comm.rank == 0 else 4
+    w = var(np.ones(n), True)
+    loss = F.sum(w * w)
+    messages = {
+        "backward": _error_of(lambda: comm.backward(loss, {"w": w})),
+        "all_reduce": _error_of(lambda: comm.all_reduce([np.ones(n)])),
+        "F.all_reduce": _error_of(lambda: F.all_reduce(var(np.ones(n)), comm)),
+        "bcast_arrays": _error_of(lambda: comm.bcast_arrays([np.ones(n)])),
+    }
+    g_untouched = w._grad is None  # the check ran before the reverse pass
+    w32 = hd.Variable.from_array(np.ones(3, np.float32 if comm.rank == 0 else np.float64), True)
+    dtype_msg = _error_of(lambda: comm.backward(F.sum(w32 * w32), [w32]))
+    # the communicator still works afterwards
+    ok = var(np.full(2, 1.0 + comm.rank), True)
+    comm.backward(F.sum(ok * ok), {"ok": ok})
+    for where, msg in messages.items():
+        assert msg.startswith(where.removeprefix("F.")), (where, msg)
+        assert "(3,)" in msg, (where, msg)
+        assert "(4,)" in msg, (where, msg)
+    assert "'w (numpy)'" in messages["backward"], messages["backward"]
+    assert g_untouched
+    assert "float32" in dtype_msg, dtype_msg
+    assert "float64" in dtype_msg, dtype_msg
+    np.testing.assert_array_equal(ok.g, np.full(2, 3.0))  # mean of 2 * 1 and 2 * 2
+
+
 # ---------------------------------------------------------------- F.all_reduce
 @check
 def all_reduce_function_derivatives_to_order_3(comm: Communicator) -> None:

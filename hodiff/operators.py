@@ -1,0 +1,253 @@
+"""Differential operators of a network with respect to its input: Laplacian, biharmonic.
+
+``method="taylor"`` runs collapsed Taylor mode (:mod:`hodiff.taylor`): one forward pass
+carrying the value, the first-order coefficients of the ``D`` unit directions and one
+second-order coefficient summed over them. ``"nested"`` is the reference, through
+Hessian-vector products (reverse over reverse). ``"stochastic"`` estimates the operator
+from random directions (Hutchinson). See docs/taylor.md for the cost model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from hodiff import functions as F
+from hodiff import taylor as _taylor
+from hodiff.autograd import grad
+from hodiff.function import array_module_of
+from hodiff.transforms import hvp
+from hodiff.variable import Variable
+
+__all__ = ["LAPLACIAN_METHODS", "biharmonic", "laplacian"]
+
+LAPLACIAN_METHODS = ("taylor", "nested", "stochastic")
+
+
+def laplacian(
+    f: Callable[[Variable], Variable],
+    x: Any,
+    *,
+    batch_axis: int | None = None,
+    method: str = "taylor",
+    num_samples: int | None = None,
+    seed: int = 0,
+    create_graph: bool = False,
+) -> Any:
+    """The Laplacian ``sum_i d^2 f / dx_i^2`` of a scalar ``f``, over every element of ``x``.
+
+    Args:
+        f: called as ``f(x)`` with a Variable. With ``batch_axis=None`` it returns a scalar
+            (size 1); with ``batch_axis=0`` it maps a batch ``(N, ...)`` to ``(N,)`` or
+            ``(N, 1)``, output ``n`` depending on ``x[n]`` only (per-datum operators: the
+            directions are those of one datum, ``D = prod(x.shape[1:])``).
+        x: the point (an array or a Variable).
+        batch_axis: None (one point) or 0 (a batch along axis 0).
+        method: ``"taylor"`` (exact, collapsed Taylor mode: one pass with ``D``
+            first-order coefficients and one summed second-order one), ``"nested"``
+            (exact, Hessian-vector products: the reference) or ``"stochastic"``
+            (``sum_s v_s^T H v_s / S`` over ``S = num_samples`` Rademacher directions,
+            unbiased, reproducible with ``seed``).
+        num_samples: the number of directions of ``"stochastic"`` (required there).
+        seed: the seed of ``"stochastic"``'s directions.
+        create_graph: return a Variable differentiable again, at any order, with respect
+            to every Variable ``f`` uses (PINN training) and to ``x`` when it is a Variable.
+
+    Returns:
+        A 0-d array for one point, an ``(N,)`` array for a batch (Variables with
+        ``create_graph=True``).
+
+    Raises:
+        ValueError: an unknown ``method`` or ``batch_axis``, ``num_samples`` missing or
+            not positive for ``"stochastic"``, or an output that is not scalar per datum.
+
+    >>> import numpy as np, hodiff as hd, hodiff.functions as F
+    >>> x = np.array([1.0, 2.0, 3.0])
+    >>> float(hd.laplacian(lambda x: F.sum(x ** 3), x))     # sum_i 6 x_i
+    36.0
+
+    """
+    _check("laplacian", method, batch_axis, num_samples)
+    if method == "nested":
+        return _nested_laplacian(f, x, batch_axis, create_graph)
+    xv = _point(x, create_graph)
+    dirs, scale = _directions("laplacian", xv, batch_axis, method, num_samples, seed, "rademacher")
+    y, (s,) = _taylor.run_jet(f, [xv], [[dirs, None]], 2, collapsed=True, record=create_graph)
+    _check_output("laplacian", y, xv, batch_axis)
+    return _result(y, s[1], xv, batch_axis, scale, create_graph)
+
+
+def biharmonic(
+    f: Callable[[Variable], Variable],
+    x: Any,
+    *,
+    batch_axis: int | None = None,
+    method: str = "taylor",
+    num_samples: int | None = None,
+    seed: int = 0,
+    create_graph: bool = False,
+) -> Any:
+    """The biharmonic operator ``sum_ij d^4 f / dx_i^2 dx_j^2`` (the Laplacian of the
+    Laplacian) of a scalar ``f``; arguments as :func:`laplacian`.
+
+    ``"taylor"`` is the collapsed Laplacian of the collapsed Laplacian (a Taylor pass
+    over the graph of a Taylor pass); ``"nested"`` the nested Laplacian of the nested
+    one; ``"stochastic"`` averages ``d^4 f[v, v, v, v] / 3`` over Gaussian directions
+    ``v`` (unbiased: ``E[v_i v_j v_k v_l]`` pairs the indices in three ways), from one
+    jet of order 4.
+
+    >>> import numpy as np, hodiff as hd, hodiff.functions as F
+    >>> r4 = lambda x: F.sum(x ** 2) ** 2                  # |x|^4: 8 D (D + 2)
+    >>> float(hd.biharmonic(r4, np.array([1.0, 2.0])))
+    64.0
+
+    """
+    _check("biharmonic", method, batch_axis, num_samples)
+    if method == "stochastic":
+        xv = _point(x, create_graph)
+        dirs, scale = _directions("biharmonic", xv, batch_axis, method, num_samples, seed, "gauss")
+        y, (s,) = _taylor.run_jet(f, [xv], [[dirs, None, None, None]], 4, record=create_graph)
+        _check_output("biharmonic", y, xv, batch_axis)
+        top = s[3]
+        if top is not None:
+            top = F.sum(top, axis=0, keepdims=True) if create_graph else top.sum(0, keepdims=True)
+        return _result(y, top, xv, batch_axis, scale / 3.0, create_graph)
+
+    def inner(z: Variable) -> Variable:
+        return laplacian(f, z, batch_axis=batch_axis, method=method, create_graph=True)  # type: ignore[no-any-return]
+
+    return laplacian(inner, x, batch_axis=batch_axis, method=method, create_graph=create_graph)
+
+
+# ---------------------------------------------------------------- helpers
+def _check(name: str, method: str, batch_axis: Any, num_samples: Any) -> None:
+    if method not in LAPLACIAN_METHODS:
+        raise ValueError(f"{name}: method must be one of {LAPLACIAN_METHODS}, got {method!r}")
+    if batch_axis not in (None, 0):
+        raise ValueError(f"{name}: batch_axis must be None or 0, got {batch_axis!r}")
+    if method == "stochastic":
+        if isinstance(num_samples, bool) or not isinstance(num_samples, int | np.integer):
+            raise ValueError(
+                f"{name}: method='stochastic' needs num_samples (a positive int), "
+                f"got {num_samples!r}"
+            )
+        if num_samples < 1:
+            raise ValueError(f"{name}: num_samples must be positive, got {num_samples}")
+
+
+def _point(x: Any, keep: bool) -> Variable:
+    if isinstance(x, Variable):
+        if x.dtype.kind != "f":
+            raise TypeError(f"laplacian: x must be a float Variable, got dtype {x.dtype}")
+        return x if keep else Variable.from_array(x.d, need_grad=True, copy=False)
+    a = x if hasattr(x, "dtype") else np.asarray(x, dtype=np.float64)
+    if a.dtype.kind != "f":
+        a = a.astype(np.float64)
+    return Variable.from_array(a, need_grad=True, copy=False)
+
+
+def _per_datum(xv: Variable, batch_axis: int | None) -> tuple[int, ...]:
+    return tuple(xv.shape[1:]) if batch_axis == 0 else tuple(xv.shape)
+
+
+def _directions(
+    name: str,
+    xv: Variable,
+    batch_axis: int | None,
+    method: str,
+    num_samples: int | None,
+    seed: int,
+    kind: str,
+) -> tuple[Any, float]:
+    """The first-order coefficients ``(R, *x.shape)`` and the factor of the summed result."""
+    xp = array_module_of(xv)
+    shape = _per_datum(xv, batch_axis)
+    if batch_axis == 0 and xv.ndim == 0:
+        raise ValueError(f"{name}: batch_axis=0 needs x with a batch axis, got shape ()")
+    d = int(np.prod(shape))
+    if method == "taylor":
+        e = xp.eye(d, dtype=xv.dtype).reshape((d, *shape))
+        scale = 1.0
+    else:
+        rng = np.random.default_rng(seed)
+        assert num_samples is not None
+        full = (num_samples, *xv.shape)
+        if kind == "rademacher":
+            v = rng.integers(0, 2, size=full).astype(xv.dtype) * 2 - 1
+        else:
+            v = rng.standard_normal(full).astype(xv.dtype)
+        return xp.asarray(v), 1.0 / num_samples
+    if batch_axis == 0:
+        n = xv.shape[0]
+        e = xp.broadcast_to(e[:, None], (d, n, *shape))
+    return e, scale
+
+
+def _check_output(name: str, y: Any, xv: Variable, batch_axis: int | None) -> None:
+    if not isinstance(y, Variable):
+        raise TypeError(f"{name}: f must return a hodiff.Variable, got {type(y).__name__}")
+    if batch_axis == 0:
+        n = xv.shape[0]
+        if tuple(y.shape) not in ((n,), (n, 1)):
+            raise ValueError(
+                f"{name}: with batch_axis=0, f must map x of shape {xv.shape} to ({n},) or "
+                f"({n}, 1), got {y.shape}"
+            )
+    elif y.size != 1:
+        raise ValueError(f"{name}: f must return a scalar (size 1), got shape {y.shape}")
+
+
+def _result(
+    y: Variable, top: Any, xv: Variable, batch_axis: int | None, scale: float, record: bool
+) -> Any:
+    shape = (xv.shape[0],) if batch_axis == 0 else ()
+    if top is None:
+        z = array_module_of(xv).zeros(shape, dtype=y.dtype)
+        return Variable.from_array(z) if record else z
+    if not record:
+        a = top.reshape(shape)
+        return a * scale if scale != 1.0 else a.copy()
+    out = F.reshape(top, shape)
+    return out * scale if scale != 1.0 else out
+
+
+def _nested_laplacian(
+    f: Callable[[Variable], Variable], x: Any, batch_axis: int | None, record: bool
+) -> Any:
+    """The reference: ``sum_i (H e_i)_i`` by Hessian-vector products (reverse over reverse)."""
+    xv = _point(x, record)
+    shape = _per_datum(xv, batch_axis)
+    d = int(np.prod(shape))
+    xp = array_module_of(xv)
+    if not record:
+
+        def total(z: Variable) -> Variable:
+            y = f(z)
+            _check_output("laplacian", y, xv, batch_axis)
+            return F.sum(y)
+
+        e = xp.eye(d, dtype=xv.dtype).reshape((d, *shape))
+        if batch_axis == 0:
+            e = xp.ascontiguousarray(xp.broadcast_to(e[:, None], (d, *xv.shape)))
+        _, hv = hvp(total, xv.d, e)  # (D, *x.shape)
+        diag = (hv * e).reshape((d, *xv.shape[:1], -1) if batch_axis == 0 else (d, -1))
+        return xp.asarray(diag.sum(axis=(0, -1)))
+    y = f(xv)
+    _check_output("laplacian", y, xv, batch_axis)
+    (g,) = grad(F.sum(y), xv)
+    flat = F.reshape(g, (xv.shape[0], d) if batch_axis == 0 else (d,))
+    acc: Any = None
+    for i in range(d):
+        gi = flat[:, i] if batch_axis == 0 else flat[i]
+        (hi,) = grad(F.sum(gi), xv, allow_unused=True)
+        if hi is None:
+            continue
+        hflat = F.reshape(hi, (xv.shape[0], d) if batch_axis == 0 else (d,))
+        term = hflat[:, i] if batch_axis == 0 else hflat[i]
+        acc = term if acc is None else acc + term
+    if acc is None:
+        z = xp.zeros((xv.shape[0],) if batch_axis == 0 else (), dtype=xv.dtype)
+        return Variable.from_array(z)
+    return acc

@@ -1,0 +1,863 @@
+"""Forward and Taylor mode: jets pushed through the graph of a call, rule by rule.
+
+A *jet* of a variable ``x`` along a curve ``x(t)`` is its value ``x0 = x(0)`` and the
+derivatives ``x_k = d^k x / dt^k (0)`` for ``k = 1..K`` (factorial-scaled, as
+``jax.experimental.jet``). Here every coefficient carries a leading *direction* axis:
+``x_k`` has shape ``(nr, *x.shape)`` for ``nr`` curves through the same point, so that one
+pass computes the jets of many directions (the ``D`` unit vectors of a Laplacian) with
+one matrix product per layer.
+
+How a pass runs: ``f`` is called once on the primals (recording its graph); then the
+nodes that depend on the primals are visited in order, and each node's rule computes its
+outputs' coefficients from its inputs' coefficients. The rules are written in hodiff
+functions, so:
+
+- with ``create_graph=False`` they run in raw mode on arrays (nothing recorded);
+- with ``create_graph=True`` they run on Variables and record a graph connected to
+  everything ``f`` uses (its parameters too), differentiable again at any order.
+
+Most primitives need no code of their own (see :data:`LINEAR`, :data:`MULTILINEAR`,
+:func:`_elementwise`): a linear function applies to each coefficient (through its
+``batch_rule``, the rule that makes it carry a leading axis for ``hd.vmap``); a
+multilinear one follows Leibniz' rule; a unary elementwise one follows from its
+derivative ``z = f'(x)`` (the ``dydx`` hook), itself a graph of primitives whose jet is
+computed the same way: ``y' = z x'`` gives ``y_k = sum_j C(k-1, j) z_j x_{k-j}``. Any
+other primitive takes :func:`_generic`: nested first derivatives in ``t`` of the
+primitive along its input curves (each a transposed vjp), exact and differentiable, only
+slower; :func:`rule_kinds` says which rule each primitive takes.
+
+*Collapsed* Taylor mode (Dangel et al., 2025): when only the sum over directions of the
+top coefficient is wanted (a Laplacian is ``sum_d y_2[d]``), that coefficient is carried
+summed, with a leading axis of 1. Every rule is linear in the top coefficient of its
+inputs, ``y_K = J x_K + N(x_1..x_{K-1})``, so the sum commutes through it: the terms
+with a top coefficient are kept as they are, the others (products of lower-order,
+per-direction coefficients) are summed over the direction axis.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from math import comb
+from typing import Any
+
+import numpy as np
+
+from hodiff import batching as _batching
+from hodiff import functions as F
+from hodiff.autograd import grad as _autograd_grad
+from hodiff.context import _raw, _recording, auto_forward
+from hodiff.function import Elementwise, Function, array_module_of
+from hodiff.functions import activation as _activation
+from hodiff.functions import arithmetic as _arith
+from hodiff.functions import array as _array
+from hodiff.functions import conv as _conv
+from hodiff.functions import indexing as _indexing
+from hodiff.functions import linalg as _linalg
+from hodiff.functions import math as _math
+from hodiff.functions import pooling as _pooling
+from hodiff.functions import reduction as _reduction
+from hodiff.functions import rounding as _rounding
+from hodiff.functions import shaping as _shaping
+from hodiff.variable import Variable
+from hodiff.variable import _seq as _clock
+
+__all__ = ["JetPass", "clock", "jet", "push", "rule_kinds", "run_jet"]
+
+Coeffs = list[Any]  # c_1..c_K, each (R_k, *shape) or None (zero)
+
+
+def _cls(module: Any, *names: str) -> tuple[type, ...]:
+    return tuple(getattr(module, n) for n in names if hasattr(module, n))
+
+
+#: primitives linear in all their (float) inputs jointly: ``y_k = f(x_k)`` (a missing
+#: input coefficient is zero)
+LINEAR: tuple[type, ...] = (
+    *_cls(_arith, "Add2", "Sub2", "MulScalar", "Identity"),
+    *_cls(_array, "Reshape", "Broadcast", "Concatenate", "Stack", "Split", "Flip", "Identity"),
+    *_cls(_indexing, "Transpose", "GetItem"),
+    *_cls(_shaping, "Reshape", "Broadcast", "Concatenate", "Stack", "Split", "Flip", "Transpose"),
+    *_cls(_reduction, "Sum", "CumSum"),
+    *_cls(_pooling, "SumPooling", "AveragePooling"),
+)
+
+#: primitives linear in some inputs, the others constant (integer indices, masks)
+LINEAR_IN: dict[type, tuple[int, ...]] = {
+    **dict.fromkeys(_cls(_indexing, "Gather"), (0,)),
+    **dict.fromkeys(_cls(_array, "Gather"), (0,)),
+    **dict.fromkeys(_cls(_array, "Where"), (1, 2)),
+    **dict.fromkeys(_cls(_arith, "Where"), (1, 2)),
+}
+
+#: primitives multilinear in two inputs, plus (optionally) linear in a third (a bias):
+#: Leibniz' rule ``y_k = sum_j C(k, j) f(a_j, b_{k-j}) + c_k``
+MULTILINEAR: tuple[type, ...] = (
+    *_cls(_arith, "Mul2"),
+    *_cls(_linalg, "Affine", "BatchMatmul"),
+    *_cls(_conv, "Convolution", "Deconvolution"),
+)
+
+#: unary elementwise primitives whose derivative is not a ``dydx`` hook: ``f'(x, y)``
+_DERIVATIVE: dict[type, Callable[[Any, Any, Any], Any]] = {
+    **dict.fromkeys(_cls(_math, "Tanh"), lambda f, x, y: 1.0 - y * y),
+    **dict.fromkeys(_cls(_activation, "Sigmoid"), lambda f, x, y: y * (1.0 - y)),
+    **dict.fromkeys(_cls(_arith, "PowScalar"), lambda f, x, y: _pow_derivative(f.val, x)),
+    **dict.fromkeys(_cls(_arith, "RDivScalar"), lambda f, x, y: -y / x),
+    **dict.fromkeys(_cls(_arith, "RPowScalar"), lambda f, x, y: _rpow_derivative(f.val, y)),
+}
+
+
+def _pow_derivative(c: float, x: Any) -> Any:
+    """``d x^c / dx = c x^(c-1)``; a constant for ``c`` in (0, 1), ``x`` itself for 2."""
+    if c == 0.0 or c == 1.0:
+        return float(c)
+    if c == 2.0:
+        return x * 2.0
+    return x ** (c - 1.0) * float(c)
+
+
+def _rpow_derivative(c: float, y: Any) -> Any:
+    """``d c^x / dx = c^x log(c)``; 0 for ``c = 0`` (``0^x`` is constant), NaN for ``c < 0``
+    (as the backward rule).
+    """
+    if c == 0.0:
+        return 0.0
+    return y * (math.log(c) if c > 0.0 else math.nan)
+
+
+#: the derivative is a constant mask of the input (piecewise linear): ``y_k = m(x0) x_k``
+_PIECEWISE_LINEAR: dict[type, Callable[[Any, Any], Any]] = {
+    **dict.fromkeys(_cls(_arith, "Abs"), lambda f, x: F.sign(x)),
+    **dict.fromkeys(_cls(_arith, "MaximumScalar"), lambda f, x: F.greater(x, f.val)),
+    **dict.fromkeys(_cls(_arith, "MinimumScalar"), lambda f, x: F.less(x, f.val)),
+}
+
+#: derivative zero almost everywhere: the output is locally constant
+_LOCALLY_CONSTANT: tuple[type, ...] = (
+    *_cls(_rounding, "Round", "Floor", "Ceil", "Sign"),
+    *_cls(_arith, "Sign", "Round", "Floor", "Ceil"),
+)
+
+
+def rule_kinds() -> dict[str, str]:
+    """Which rule each registered primitive takes, by name: ``"linear"``, ``"multilinear"``,
+    ``"elementwise"``, ``"custom"``, ``"constant"`` or ``"generic"`` (:func:`_generic`).
+    """
+    out = {}
+    for cls in _all_primitives(Function):
+        out[cls.__name__] = _kind(cls)
+    return dict(sorted(out.items()))
+
+
+def _all_primitives(base: type) -> list[type]:
+    found: list[type] = []
+    stack: list[type] = list(base.__subclasses__())
+    while stack:
+        c = stack.pop()
+        stack.extend(c.__subclasses__())
+        if not c.__name__.startswith("_") and c is not Elementwise:
+            found.append(c)
+    return found
+
+
+def _kind(cls: type) -> str:
+    if not getattr(cls, "differentiable", True) or cls in _LOCALLY_CONSTANT:
+        return "constant"
+    if issubclass(cls, LINEAR) or cls in LINEAR_IN:
+        return "linear"
+    if issubclass(cls, MULTILINEAR):
+        return "multilinear"
+    if cls in _CUSTOM:
+        return "custom"
+    if cls in _DERIVATIVE or cls in _PIECEWISE_LINEAR or _has_dydx(cls):
+        return "elementwise"
+    return "generic"
+
+
+def _has_dydx(cls: type) -> bool:
+    return issubclass(cls, Elementwise) and cls.dydx is not Elementwise.dydx
+
+
+# ---------------------------------------------------------------- the pass
+class JetPass:
+    """One jet pass of order ``K`` over a recorded graph (see the module's docstring).
+
+    ``collapsed``: the top coefficient is carried summed over the directions (axis of 1).
+    ``record``: rules run on Variables and record (``create_graph=True``); otherwise in raw
+    mode on arrays.
+    """
+
+    def __init__(self, order: int, collapsed: bool = False, record: bool = False) -> None:
+        self.kk = order
+        self.collapsed = collapsed
+        self.record = record
+        self.series: dict[Variable, Coeffs] = {}
+
+    # -- values of primals as the rules see them
+    def val(self, v: Variable) -> Any:
+        return v if self.record else v._data
+
+    def run(self, nodes: Sequence[Function]) -> None:
+        """Visits ``nodes`` (inputs before consumers) and fills :attr:`series`."""
+        token = None if self.record else _raw.set(True)
+        try:
+            for f in nodes:
+                ins = [self.series.get(x) for x in f.inputs]
+                if all(s is None for s in ins):
+                    continue
+                outs = [r() for r in f._outputs]
+                result = _rule(self, f, ins, outs)
+                for o, s in zip(outs, result, strict=True):
+                    if o is not None and s is not None and any(c is not None for c in s):
+                        self.series[o] = s
+        finally:
+            if token is not None:
+                _raw.reset(token)
+
+    # -- helpers for rules
+    def top(self, k: int) -> bool:
+        """Whether order ``k`` is the collapsed top coefficient."""
+        return self.collapsed and k == self.kk
+
+    def sum_dirs(self, c: Any) -> Any:
+        """``c`` summed over the direction axis, kept as an axis of 1."""
+        return F.sum(c, axis=0, keepdims=True)
+
+    def combine(self, k: int, per_dir: list[Any], with_top: list[Any]) -> Any:
+        """The coefficient of order ``k`` from terms without (``per_dir``) and with
+        (``with_top``) a top coefficient: at a collapsed top the first are summed over the
+        directions. None if there is no term.
+        """
+        terms = [t for t in per_dir if t is not None]
+        if terms and self.top(k):
+            terms = [self.sum_dirs(_add_all(terms))]
+        terms += [t for t in with_top if t is not None]
+        return _add_all(terms) if terms else None
+
+
+def _add_all(terms: list[Any]) -> Any:
+    out = terms[0]
+    for t in terms[1:]:
+        out = out + t
+    return out
+
+
+def _rule(jp: JetPass, f: Function, ins: list[Coeffs | None], outs: list[Any]) -> list[Any]:
+    cls = type(f)
+    kind = _kind(cls)
+    if kind == "constant":
+        return [None] * len(outs)
+    if kind == "linear":
+        return _linear(jp, f, ins, outs)
+    if kind == "multilinear":
+        return _multilinear(jp, f, ins, outs)
+    if kind == "custom":
+        return _CUSTOM[cls](jp, f, ins, outs)
+    if kind == "elementwise":
+        return [_elementwise(jp, f, ins[0], outs[0])]
+    return _generic(jp, f, ins, outs)
+
+
+def _as_tuple(y: Any) -> tuple[Any, ...]:
+    return tuple(y) if isinstance(y, tuple | list) else (y,)
+
+
+def _batched(f: Function, inputs: list[Any], axes: list[int | None]) -> tuple[Any, ...]:
+    """``f`` run on inputs of which those with axis 0 carry a leading direction axis."""
+    return _as_tuple(type(f).batch_rule(f, inputs, axes))  # type: ignore[attr-defined]
+
+
+def _zeros(jp: JetPass, x: Variable, r: int) -> Any:
+    xp = array_module_of(x)
+    return xp.zeros((r, *x.shape), dtype=x.dtype if x.dtype.kind == "f" else np.float64)
+
+
+def _dirs(jp: JetPass, ins: list[Coeffs | None], k: int) -> int:
+    """The direction count of order ``k`` among the inputs' coefficients."""
+    for s in ins:
+        if s is not None and s[k - 1] is not None:
+            return int(s[k - 1].shape[0])
+    return 1
+
+
+def _linear(jp: JetPass, f: Function, ins: list[Coeffs | None], outs: list[Any]) -> list[Any]:
+    which = LINEAR_IN.get(type(f))
+    for i, s in enumerate(ins):
+        if s is not None and which is not None and i not in which:
+            return _generic(jp, f, ins, outs)  # a series into a constant slot
+    result: list[Coeffs] = [[] for _ in outs]
+    for k in range(1, jp.kk + 1):
+        cs = [None if s is None else s[k - 1] for s in ins]
+        if all(c is None for c in cs):
+            for r in result:
+                r.append(None)
+            continue
+        r_k = _dirs(jp, ins, k)
+        args: list[Any] = []
+        axes: list[int | None] = []
+        for i, (x, c) in enumerate(zip(f.inputs, cs, strict=True)):
+            if which is not None and i not in which:
+                args.append(jp.val(x))
+                axes.append(None)
+            elif c is None:
+                args.append(_zeros(jp, x, r_k))
+                axes.append(0)
+            else:
+                args.append(c)
+                axes.append(0)
+        ys = _batched(f, args, axes)
+        for r, y in zip(result, ys, strict=True):
+            r.append(y)
+    return result
+
+
+def _multilinear(jp: JetPass, f: Function, ins: list[Coeffs | None], outs: list[Any]) -> list[Any]:
+    a, b = f.inputs[0], f.inputs[1]
+    sa, sb = ins[0], ins[1]
+    bias = ins[2] if len(ins) > 2 else None
+    out: Coeffs = []
+    for k in range(1, jp.kk + 1):
+        per_dir: list[Any] = []
+        with_top: list[Any] = []
+        for j in range(k + 1):
+            ca = jp.val(a) if j == 0 else (None if sa is None else sa[j - 1])
+            cb = jp.val(b) if j == k else (None if sb is None else sb[k - j - 1])
+            if ca is None or cb is None:
+                continue
+            if j > 0 and j == k and _rows_repeat(f, ca):
+                t = _on_one_row(f, ca, cb)  # the same direction for every row (a Laplacian's)
+            else:
+                (t,) = _batched(f, [ca, cb], [None if j == 0 else 0, None if j == k else 0])
+            if (j == 0 or j == k) and k > 0:
+                with_top.append(t if comb(k, j) == 1 else t * float(comb(k, j)))
+            else:
+                per_dir.append(t * float(comb(k, j)))
+        if bias is not None and bias[k - 1] is not None:
+            c = bias[k - 1]
+            with_top.append(_bias_term(f, c))
+        out.append(jp.combine(k, per_dir, with_top))
+    return [out]
+
+
+def _rows_repeat(f: Function, c: Any) -> bool:
+    """Whether ``c`` (a numpy coefficient ``(R, N, K)`` of ``affine``'s ``x``) repeats one row
+    for every ``n`` (a broadcast view, stride 0): then one row is computed and broadcast.
+    """
+    return (
+        type(f) is _linalg.Affine
+        and type(c) is np.ndarray
+        and c.ndim == 3
+        and c.strides[1] == 0
+        and f._axis(c.ndim - 1) == 1  # type: ignore[attr-defined]
+    )
+
+
+def _on_one_row(f: Function, c: Any, w: Any) -> Any:
+    (t,) = _batched(f, [c[:, :1], w], [0, None])
+    shape = (c.shape[0], c.shape[1], *t.shape[2:])
+    return F.broadcast(t, shape) if isinstance(t, Variable) else np.broadcast_to(t, shape)
+
+
+def _bias_term(f: Function, c: Any) -> Any:
+    """A bias coefficient ``(nr, *b.shape)`` broadcast as the function adds its bias."""
+    y = f.output_shape(0)
+    b_shape = tuple(f.inputs[2].shape)
+    if isinstance(f, _linalg.Affine):
+        lead = y[: len(y) - len(f.inputs[1].shape[1:])]
+        c = F.reshape(c, (c.shape[0], *(1,) * len(lead), *f.inputs[1].shape[1:]))
+        return F.broadcast(c, (c.shape[0], *y))
+    # convolution-like: bias (C,) over axis base_axis of the output
+    ba = getattr(f, "base_axis", 1)
+    ba = ba + len(y) if ba < 0 else ba
+    if getattr(f, "channel_last", False):
+        ba = len(y) - 1
+    shape = [c.shape[0]] + [1] * len(y)
+    shape[1 + ba] = b_shape[0]
+    return F.broadcast(F.reshape(c, tuple(shape)), (c.shape[0], *y))
+
+
+# ---------------------------------------------------------------- elementwise
+def _derivative(jp: JetPass, f: Function, x: Any, y: Any) -> Any:
+    cls = type(f)
+    if cls in _DERIVATIVE:
+        return _DERIVATIVE[cls](f, x, y)
+    return f.dydx(  # type: ignore[attr-defined]
+        x if getattr(f, "need_inputs", True) else None,
+        y if getattr(f, "need_outputs", False) else None,
+    )
+
+
+def _elementwise(jp: JetPass, f: Function, sx: Coeffs | None, y: Variable) -> Coeffs:
+    """``y = f(x)`` elementwise, by Faa di Bruno's formula::
+
+        y_k = sum_{m=1..k} f^(m)(x0) B_{k,m}(x_1, ..., x_{k-m+1})
+
+    (``B`` the partial Bell polynomials: ``y2 = f^(1) x2 + f^(2) x1^2``, ``y3 = f^(1) x3 +
+    3 f^(2) x1 x2 + f^(3) x1^3``). The derivatives ``f^(m)(x0)`` are those of a jet along
+    the unit curve ``x0 + t`` (one direction: cheap), computed by :func:`_recurrence`. At a
+    collapsed top the Bell polynomials (``m >= 2``: lower orders only) are summed over the
+    directions before the product with ``f^(m)``.
+    """
+    assert sx is not None
+    x = f.inputs[0]
+    cls = type(f)
+    if cls in _PIECEWISE_LINEAR:
+        m = _PIECEWISE_LINEAR[cls](f, jp.val(x))
+        return [None if c is None else c * m for c in sx]
+    kk = jp.kk
+    z0 = _derivative(jp, f, jp.val(x), jp.val(y))
+    ds: list[Any] = [z0]  # f^(1), f^(2), ...
+    if kk >= 2:
+        xp = array_module_of(x)
+        ones = xp.ones((1, *x.shape), dtype=x.dtype if x.dtype.kind == "f" else np.float64)
+        unit = JetPass(kk, collapsed=False, record=jp.record)
+        ds += [None if d is None else d[0] for d in _recurrence(unit, f, [ones], y, z0)[1:]]
+    memo: dict[tuple[int, int], Any] = {}
+    one = object()
+
+    def bell(n: int, m: int) -> Any:
+        if m == 0:
+            return one if n == 0 else None
+        if n < m:
+            return None
+        key = (n, m)
+        if key in memo:
+            return memo[key]
+        total = None
+        for i in range(1, n - m + 2):
+            xi, b = sx[i - 1], bell(n - i, m - 1)
+            if xi is None or b is None:
+                continue
+            term = xi if b is one else xi * b
+            c = comb(n - 1, i - 1)
+            term = term if c == 1 else term * float(c)
+            total = term if total is None else total + term
+        memo[key] = total
+        return total
+
+    ys: Coeffs = []
+    for k in range(1, kk + 1):
+        terms = []
+        for m in range(1, k + 1):
+            b, d = bell(k, m), ds[m - 1]
+            if b is None or d is None:
+                continue
+            if jp.top(k) and m >= 2:
+                b = jp.sum_dirs(b)
+            terms.append(d * b)
+        ys.append(_add_all(terms) if terms else None)
+    return ys
+
+
+def _recurrence(jp: JetPass, f: Function, sx: Coeffs, y: Variable, z0: Any) -> Coeffs:
+    """``y = f(x)`` elementwise: ``y_k = sum_{j<k} C(k-1, j) z_j x_{k-j}`` (from ``y' = z x'``)
+    with ``z = f'(x)``, whose coefficients come from a jet of the derivative's own graph.
+    ``sx`` may be shorter than the order (the rest zero).
+    """
+    x = f.inputs[0]
+    sx = list(sx) + [None] * (jp.kk - len(sx))
+    ys: Coeffs = []
+    zs: Coeffs = []  # z_1.. as they become computable
+    for k in range(1, jp.kk + 1):
+        if k >= 2:
+            zs = _derivative_series(jp, f, x, y, sx[: k - 1], ys[: k - 1])
+        per_dir: list[Any] = []
+        with_top: list[Any] = []
+        for j in range(k):
+            cx = sx[k - j - 1]
+            cz = z0 if j == 0 else zs[j - 1]
+            if cx is None or cz is None:
+                continue
+            t = cz * cx if comb(k - 1, j) == 1 else cz * cx * float(comb(k - 1, j))
+            (with_top if j == 0 else per_dir).append(t)
+        ys.append(jp.combine(k, per_dir, with_top))
+    return ys
+
+
+def _derivative_series(
+    jp: JetPass, f: Function, x: Variable, y: Variable, sx: Coeffs, sy: Coeffs
+) -> Coeffs:
+    """The coefficients 1..len(sx) of ``z(t) = f'(x(t))`` (all per direction)."""
+    with _RecordingOn():
+        xv = x if jp.record else _leaf(x._data)
+        yv = y if jp.record else _leaf(y._data)
+        start = next(_clock)
+        z = _derivative(jp, f, xv, yv)
+    if not isinstance(z, Variable):  # a constant derivative
+        return [None] * len(sx)
+    nodes = _nodes_since(z, start)
+    sub = JetPass(len(sx), collapsed=False, record=jp.record)
+    sub.series[xv] = sx
+    sub.series[yv] = sy
+    sub.run(nodes)
+    return sub.series.get(z, [None] * len(sx))
+
+
+class _RecordingOn:
+    """Records a graph (not raw mode) for the duration."""
+
+    def __enter__(self) -> None:
+        self.tokens = (_raw.set(False), _recording.set(True))
+
+    def __exit__(self, *exc: Any) -> None:
+        _recording.reset(self.tokens[1])
+        _raw.reset(self.tokens[0])
+
+
+def _leaf(a: Any) -> Variable:
+    """A leaf holding ``a`` (not copied); with need_grad when it is float (a graph is wanted)."""
+    kind = getattr(getattr(a, "dtype", None), "kind", "f")
+    return Variable.from_array(a, need_grad=kind == "f", copy=False)
+
+
+def _nodes_since(root: Variable, start: int) -> list[Function]:
+    """The nodes ``root`` depends on that were created after the clock read ``start``
+    (inputs before consumers): the graph of one call, not what it closes over.
+    """
+    if root.parent is None or root.parent.seq < start:
+        return []
+    stack = [root.parent]
+    seen = {root.parent}
+    nodes = []
+    while stack:
+        g = stack.pop()
+        nodes.append(g)
+        for v in g.inputs:
+            p = v.parent
+            if p is not None and p not in seen and p.seq > start:
+                seen.add(p)
+                stack.append(p)
+    nodes.sort(key=lambda g: g.seq)
+    return nodes
+
+
+# ---------------------------------------------------------------- custom rules
+def _add_scalar(jp: JetPass, f: Function, ins: list[Any], outs: list[Any]) -> list[Any]:
+    return [list(ins[0])]  # (x + c)_k = x_k
+
+
+def _rsub_scalar(jp: JetPass, f: Function, ins: list[Any], outs: list[Any]) -> list[Any]:
+    return [[None if c is None else -c for c in ins[0]]]  # (c - x)_k = -x_k
+
+
+def _div2(jp: JetPass, f: Function, ins: list[Any], outs: list[Any]) -> list[Any]:
+    """``y = a / b`` from ``y b = a``: ``y_k = (a_k - sum_{j<k} C(k, j) y_j b_{k-j}) / b0``."""
+    b = f.inputs[1]
+    ndim = len(f.output_shape(0))
+    sa, sb = ([_align(c, ndim) for c in s] if s is not None else None for s in ins)
+    b0 = jp.val(b)
+    y0 = jp.val(outs[0])
+    ys: Coeffs = []
+    for k in range(1, jp.kk + 1):
+        per_dir: list[Any] = []
+        with_top: list[Any] = []
+        if sa is not None and sa[k - 1] is not None:
+            with_top.append(sa[k - 1])
+        if sb is not None:
+            for j in range(k):
+                cb = sb[k - j - 1]
+                cy = y0 if j == 0 else ys[j - 1]
+                if cb is None or cy is None:
+                    continue
+                t = -(cy * cb) * float(comb(k, j))
+                (with_top if j == 0 else per_dir).append(t)
+        c = jp.combine(k, per_dir, with_top)
+        ys.append(None if c is None else c / b0)
+    return [ys]
+
+
+def _align(c: Any, ndim: int) -> Any:
+    """A coefficient ``(R, *shape)`` with axes of 1 after ``R`` up to ``ndim`` per-direction
+    dimensions (numpy's broadcasting aligns the trailing axes: the direction axis stays first).
+    """
+    if c is None or c.ndim - 1 >= ndim:
+        return c
+    return F.reshape(c, (c.shape[0], *(1,) * (ndim - c.ndim + 1), *c.shape[1:]))
+
+
+_CUSTOM: dict[type, Callable[[JetPass, Function, list[Any], list[Any]], list[Any]]] = {
+    **dict.fromkeys(_cls(_arith, "AddScalar"), _add_scalar),
+    **dict.fromkeys(_cls(_arith, "RSubScalar"), _rsub_scalar),
+    **dict.fromkeys(_cls(_arith, "Div2"), _div2),
+}
+
+
+# ---------------------------------------------------------------- the generic rule
+def _generic(jp: JetPass, f: Function, ins: list[Coeffs | None], outs: list[Any]) -> list[Any]:
+    """Any primitive: per direction, the derivatives in ``t`` of ``f`` along its input
+    curves ``x(t) = x0 + sum_k x_k t^k / k!``, nested first derivatives (each the transposed
+    vjp of the previous one). Exact to any order and differentiable; slower than a rule.
+    At a collapsed top, the top coefficient enters through one more first derivative (the
+    rule is linear in it).
+    """
+    kk = jp.kk
+    nr = max(s[k].shape[0] for s in ins if s is not None for k in range(kk) if s[k] is not None)
+    per: list[list[list[Any]]] = []  # per direction r: per output, coefficients 1..kk
+    low = kk - 1 if jp.collapsed else kk  # orders computed per direction
+    for r in range(nr):
+        curves: list[Coeffs | None] = []
+        for s in ins:
+            if s is None:
+                curves.append(None)
+                continue
+            curves.append([_row(c, r) for c in s[:low]] + [None] * (kk - low))
+        per.append(_curve_derivatives(jp, f, curves, kk))
+    result: list[Any] = []
+    for i in range(len(outs)):
+        coeffs: Coeffs = []
+        for k in range(1, kk + 1):
+            rows = [per[r][i][k - 1] for r in range(nr)]
+            if any(v is None for v in rows):
+                coeffs.append(None)
+                continue
+            c = F.stack(*rows, axis=0) if nr > 1 else F.reshape(rows[0], (1, *rows[0].shape))
+            if jp.top(k):
+                c = jp.sum_dirs(c)
+            coeffs.append(c)
+        result.append(coeffs)
+    if jp.collapsed:  # + J x_K, from the summed top coefficients
+        tops: list[Coeffs | None] = [
+            None if s is None or s[kk - 1] is None else [_row(s[kk - 1], 0)] for s in ins
+        ]
+        if any(top is not None for top in tops):
+            d1 = _curve_derivatives(jp, f, tops, 1)
+            for i, di in enumerate(d1):
+                if di[0] is None:
+                    continue
+                t = F.reshape(di[0], (1, *di[0].shape))
+                old = result[i][kk - 1]
+                result[i][kk - 1] = t if old is None else old + t
+    return result
+
+
+def _row(c: Any, r: int) -> Any:
+    return None if c is None else c[r]
+
+
+def _curve_derivatives(
+    jp: JetPass, f: Function, curves: list[Coeffs | None], kk: int
+) -> list[list[Any]]:
+    """``d^k/dt^k f(x(t))`` at ``t = 0`` for ``k = 1..K``, per output (None: zero)."""
+    with _RecordingOn():
+        dtypes = [x.dtype for x in f.inputs if x.dtype.kind == "f"]
+        t = Variable.from_array(np.zeros((), dtype=dtypes[0] if dtypes else np.float64), True)
+        args = []
+        for x, cs in zip(f.inputs, curves, strict=True):
+            x0 = jp.val(x) if jp.record else _leaf(x._data)
+            if cs is None or all(c is None for c in cs):
+                args.append(x0)
+                continue
+            acc: Any = None  # Horner: x1 + t/2 (x2 + t/3 (x3 + ...))
+            for k in range(len(cs), 0, -1):
+                c = cs[k - 1]
+                if c is not None and not jp.record:
+                    c = _const(c)
+                if acc is None:
+                    acc = c
+                elif c is None:
+                    acc = acc * t * (1.0 / (k + 1))
+                else:
+                    acc = c + acc * t * (1.0 / (k + 1))
+            args.append(x0 + acc * t if acc is not None else x0)
+        g = _batching.renew(f)
+        ys = _as_tuple(g(*args))
+        out: list[list[Any]] = []
+        for y in ys:
+            derivs: list[Any] = []
+            cur: Any = y
+            for _ in range(kk):
+                cur = None if cur is None else _d_dt(cur, t)
+                derivs.append(cur)
+            out.append(derivs)
+    if not jp.record:
+        out = [[None if d is None else d.d for d in ds] for ds in out]
+    return out
+
+
+def _const(a: Any) -> Any:
+    return Variable.from_array(a, need_grad=False, copy=False)
+
+
+def _d_dt(v: Variable, t: Variable) -> Variable | None:
+    """``dv/dt`` for a scalar ``t``: the transpose of ``u -> (dv/dt)^T u``."""
+    from_array = Variable.from_array
+    if v.dtype.kind != "f":
+        return None
+    xp = array_module_of(v)
+    u = from_array(xp.zeros(v.shape, dtype=v.dtype), need_grad=True)
+    (w,) = _grad([v], [t], [u])
+    if w is None:
+        return None
+    (d,) = _grad([w], [u], None)
+    return d
+
+
+def _grad(outs: list[Variable], wrt: list[Variable], seeds: list[Any] | None) -> list[Any]:
+    return _autograd_grad(outs, wrt, grad_outputs=seeds, allow_unused=True)
+
+
+def run_jet(
+    f: Callable[..., Any],
+    primals: Sequence[Variable],
+    series: Sequence[Coeffs | None],
+    order: int,
+    collapsed: bool = False,
+    record: bool = False,
+    name: str = "jet",
+) -> tuple[Any, list[Coeffs]]:
+    """Calls ``f(*primals)`` and pushes ``series`` (per primal, coefficients with a leading
+    direction axis) through its graph. Returns ``f``'s output(s) and, per output, its
+    coefficients 1..order (None where zero).
+    """
+    with _RecordingOn(), auto_forward(True):
+        start = next(_clock)
+        y = f(*primals)
+    for o in _as_tuple(y):
+        if not isinstance(o, Variable):
+            raise TypeError(f"{name}: f must return a hodiff.Variable, got {type(o).__name__}")
+    return y, push(y, start, primals, series, order, collapsed, record)
+
+
+def push(
+    y: Any,
+    start: int,
+    primals: Sequence[Variable],
+    series: Sequence[Coeffs | None],
+    order: int,
+    collapsed: bool = False,
+    record: bool = False,
+) -> list[Coeffs]:
+    """The jet pass over the nodes made since the clock read ``start`` (see :func:`run_jet`)
+    towards the output(s) ``y``.
+    """
+    ys = _as_tuple(y)
+    jp = JetPass(order, collapsed=collapsed, record=record)
+    for x, s in zip(primals, series, strict=True):
+        if s is not None:
+            jp.series[x] = list(s)
+    nodes: dict[Function, None] = {}
+    for o in ys:
+        for g in _nodes_since(o, start):
+            nodes[g] = None
+    jp.run(sorted(nodes, key=lambda g: g.seq))
+    return [jp.series.get(o) or [None] * order for o in ys]
+
+
+def clock() -> int:
+    """A reading of the node clock: nodes made after it have a larger ``seq``."""
+    return next(_clock)
+
+
+# ---------------------------------------------------------------- the public function
+def jet(
+    f: Callable[..., Variable],
+    primals: Any,
+    series: Any,
+    create_graph: bool = False,
+) -> tuple[Any, list[Any]]:
+    """Taylor mode: the derivatives of ``f`` along a curve, in one forward pass.
+
+    As ``jax.experimental.jet.jet`` (factorial-scaled): for a curve ``x(t)`` through the
+    primals with derivatives ``x1 = x'(0), x2 = x''(0), ..., xK`` (``series``), returns
+    ``y0 = f(x(0))`` and ``[y1, ..., yK]`` with ``yk = d^k/dt^k f(x(t))`` at ``t = 0``::
+
+        y1 = J x1
+        y2 = J x2 + D2f[x1, x1]
+        y3 = J x3 + 3 D2f[x1, x2] + D3f[x1, x1, x1]
+
+    Args:
+        f: called as ``f(*primals)`` with Variables; returns a Variable.
+        primals: a tuple of arrays (or Variables, scalars), one per argument of ``f``.
+        series: a tuple, one per primal, of lists of ``K`` arrays of that primal's shape
+            (every list of the same length ``K``).
+        create_graph: return Variables recorded in a graph (differentiable again, with
+            respect to the primals when they are Variables and to everything ``f`` uses);
+            otherwise arrays, and nothing is kept.
+
+    Returns:
+        ``(y0, [y1, ..., yK])``, each of ``f``'s output shape.
+
+    Raises:
+        ValueError: ``series`` does not match ``primals`` (count, length or a shape).
+
+    >>> import numpy as np, hodiff as hd, hodiff.functions as F
+    >>> y0, (y1, y2) = hd.jet(F.sin, (np.array(0.5),), ([np.array(1.0), np.array(0.0)],))
+    >>> bool(np.allclose([y1, y2], [np.cos(0.5), -np.sin(0.5)]))
+    True
+
+    """
+    if not isinstance(primals, tuple | list):
+        raise TypeError(f"jet: primals must be a tuple of arrays, got {type(primals).__name__}")
+    if not isinstance(series, tuple | list) or len(series) != len(primals):
+        n = len(series) if isinstance(series, tuple | list) else type(series).__name__
+        raise ValueError(
+            f"jet: series must be a tuple with one list per primal ({len(primals)}), got {n}"
+        )
+    with _RecordingOn():
+        xs = [_primal(p, create_graph) for p in primals]
+    orders = {len(s) for s in series}
+    if len(orders) != 1:
+        raise ValueError(f"jet: every list of series must have the same length, got {orders}")
+    kk = orders.pop()
+    coeffs: list[Coeffs | None] = []
+    for i, (x, s) in enumerate(zip(xs, series, strict=True)):
+        row: Coeffs = []
+        for k, c in enumerate(s):
+            shape = tuple(getattr(c, "shape", np.shape(c)))
+            if shape != x.shape:
+                raise ValueError(
+                    f"jet: series[{i}][{k}] has shape {shape}, primals[{i}] has shape {x.shape}"
+                )
+            row.append(_coefficient(c, x, create_graph))
+        coeffs.append(row)
+    if kk == 0:
+        with _RecordingOn():
+            y0 = f(*xs)
+        _check_output(y0)
+        return (y0 if create_graph else _copy(y0.d)), []
+    y, outs = run_jet(f, xs, coeffs, kk, collapsed=False, record=create_graph)
+    _check_output(y)
+    ks = [_squeeze(c, y, create_graph) for c in outs[0]]
+    if create_graph:
+        return y, ks
+    return _copy(y.d), ks
+
+
+def _check_output(y: Any) -> None:
+    if not isinstance(y, Variable):
+        raise TypeError(f"jet: f must return one hodiff.Variable, got {type(y).__name__}")
+
+
+def _primal(p: Any, keep: bool) -> Variable:
+    if isinstance(p, Variable):
+        if keep:
+            return p
+        return Variable.from_array(p.d, need_grad=True, copy=False)
+    a = p if hasattr(p, "dtype") else np.asarray(p)
+    if a.dtype.kind != "f":
+        a = a.astype(np.float64)
+    return Variable.from_array(a, need_grad=True, copy=False)
+
+
+def _coefficient(c: Any, x: Variable, record: bool) -> Any:
+    if isinstance(c, Variable):
+        if record:
+            return F.reshape(c, (1, *x.shape))
+        c = c.d
+    xp = array_module_of(x)
+    a = xp.asarray(c, dtype=x.dtype)
+    return a.reshape((1, *x.shape))
+
+
+def _squeeze(c: Any, y: Variable, record: bool) -> Any:
+    if c is None:
+        z = array_module_of(y).zeros(y.shape, dtype=y.dtype)
+        return Variable.from_array(z) if record else z
+    if record:
+        return F.reshape(c, tuple(y.shape))
+    return _copy(c.reshape(y.shape))
+
+
+def _copy(a: Any) -> Any:
+    return a.copy() if hasattr(a, "copy") else a
