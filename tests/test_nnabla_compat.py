@@ -225,3 +225,14 @@ def test_straight_through_estimator_recipe_of_the_porting_table() -> None:
     F.sum(y * np.array([2.0, 3.0])).backward()
     np.testing.assert_array_equal(y.d, [0.0, 2.0])
     np.testing.assert_array_equal(x.g, [2.0, 3.0])  # NNabla's identity gradient
+
+
+def test_depthwise_deconvolution_is_the_transpose_of_depthwise_convolution() -> None:
+    """<conv(u), v> = <u, deconv(v)> with the same filters (divisor 1: one filter per channel)."""
+    w = RNG.standard_normal((3, 2, 2))
+    u, v = RNG.standard_normal((2, 3, 5, 4)), RNG.standard_normal((2, 3, 4, 3))
+    lhs = np.sum(F.depthwise_convolution(u, w).d * v)
+    rhs = np.sum(u * F.depthwise_deconvolution(v, w).d)
+    np.testing.assert_allclose(lhs, rhs, rtol=1e-12)
+    with pytest.raises(ValueError, match="not a multiple of divisor=2"):
+        F.depthwise_deconvolution(v, w, divisor=2)
