@@ -236,3 +236,11 @@ def test_depthwise_deconvolution_is_the_transpose_of_depthwise_convolution() -> 
     np.testing.assert_allclose(lhs, rhs, rtol=1e-12)
     with pytest.raises(ValueError, match="not a multiple of divisor=2"):
         F.depthwise_deconvolution(v, w, divisor=2)
+
+
+def test_multi_head_attention_errors_name_the_function() -> None:
+    x, w = np.ones((2, 1, 4)), np.eye(4)
+    with pytest.raises(ValueError, match="multi_head_attention: the embedding sizes E=4"):
+        F.multi_head_attention(x, x, x, 3, w, w, w, w)
+    with pytest.raises(ValueError, match="attn_bias_k and attn_bias_v go together"):
+        F.multi_head_attention(x, x, x, 2, w, w, w, w, attn_bias_k=np.zeros(4))
