@@ -244,3 +244,15 @@ def test_multi_head_attention_errors_name_the_function() -> None:
         F.multi_head_attention(x, x, x, 3, w, w, w, w)
     with pytest.raises(ValueError, match="attn_bias_k and attn_bias_v go together"):
         F.multi_head_attention(x, x, x, 2, w, w, w, w, attn_bias_k=np.zeros(4))
+
+
+@pytest.mark.parametrize("right", [False, True])
+def test_searchsorted_row_by_row_as_numpy(right: bool) -> None:
+    seq = np.sort(RNG.integers(-2, 5, size=(3, 2, 6)).astype(float), axis=-1)
+    values = RNG.integers(-4, 7, size=(3, 2, 5)).astype(float)
+    y = F.searchsorted(seq, values, right=right)
+    side = "right" if right else "left"
+    for i, j in np.ndindex(3, 2):
+        np.testing.assert_array_equal(y.d[i, j], np.searchsorted(seq[i, j], values[i, j], side))
+    with pytest.raises(ValueError, match="searchsorted: sorted_sequence of shape"):
+        F.searchsorted(seq, values[0])
