@@ -40,6 +40,7 @@ TITLES = {
     "shaping": "More arrays: axes, triangles, scatter, constants",
     "decomposition": "Linear algebra II: solves and factorizations",
     "attention": "Layers: attention, spectral normalization",
+    "logic": "Comparisons and logic",
     "sampling": "Spatial transformers",
     "random": "Random numbers",
     "distributed": "Collectives",

@@ -320,7 +320,8 @@ def batch_normalization(
     no_scale: bool = False,
     no_bias: bool = False,
     param_init: dict[str, Init] | None = None,
-) -> Variable:
+    output_stat: bool = False,
+) -> Any:
     """Batch normalization layer: ``y = (x - mu) / sqrt(sigma^2 + eps) * gamma + beta``.
 
     Parameters ``name/beta`` (zeros), ``name/gamma`` (ones), and the running
@@ -342,6 +343,7 @@ def batch_normalization(
         no_scale: omit ``gamma``.
         no_bias: omit ``beta``.
         param_init: initializers by name (``beta``, ``gamma``, ``mean``, ``var``).
+        output_stat: also return the batch mean and variance (NNabla's; training only).
     """
     shape = _shape_of("batch_normalization", x)
     kept = [axes] if isinstance(axes, int) else list(axes)
@@ -357,7 +359,16 @@ def batch_normalization(
             "var", stat, init.get("var", I.ConstantInitializer(1)), need_grad=False
         )
     return F.batch_normalization(
-        x, beta, gamma, mean, var, axes=kept, decay_rate=decay_rate, eps=eps, batch_stat=batch_stat
+        x,
+        beta,
+        gamma,
+        mean,
+        var,
+        axes=kept,
+        decay_rate=decay_rate,
+        eps=eps,
+        batch_stat=batch_stat,
+        output_stat=output_stat,
     )
 
 
@@ -369,11 +380,13 @@ def layer_normalization(
     no_bias: bool = False,
     name: str = "layer_normalization",
     param_init: dict[str, Init] | None = None,
-) -> Variable:
+    output_stat: bool = False,
+) -> Any:
     """Layer normalization layer (:func:`hodiff.functions.layer_normalization`).
 
     Parameters ``name/beta`` (zeros) and ``name/gamma`` (ones) of shape
-    ``x.shape`` with 1 on the batch axes (e.g. ``(1, C, H, W)``), as NNabla.
+    ``x.shape`` with 1 on the batch axes (e.g. ``(1, C, H, W)``), as NNabla. With
+    ``output_stat`` (NNabla's) the result is ``(y, mean, variance)``.
     """
     shape = _shape_of("layer_normalization", x)
     batch = [batch_axis] if isinstance(batch_axis, int) else list(batch_axis)
@@ -381,7 +394,7 @@ def layer_normalization(
     stat = tuple(1 if i in batch else s for i, s in enumerate(shape))
     with parameter_scope(name):
         beta, gamma = _beta_gamma(stat, param_init, no_bias, no_scale)
-    return F.layer_normalization(x, beta, gamma, batch_axis=batch, eps=eps)
+    return F.layer_normalization(x, beta, gamma, batch_axis=batch, eps=eps, output_stat=output_stat)
 
 
 def embed(

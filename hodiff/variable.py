@@ -50,6 +50,14 @@ def is_scalar(value: Any) -> bool:
     return isinstance(value, numbers.Real)  # other registered real types (slow ABC check)
 
 
+def _squeeze_leading(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """``shape`` without its leading axes of size 1."""
+    i = 0
+    while i < len(shape) and shape[i] == 1:
+        i += 1
+    return tuple(shape[i:])
+
+
 class Variable:
     """A node of the graph holding an array ``d`` and its gradient ``g``.
 
@@ -167,7 +175,10 @@ class Variable:
 
         A scalar fills every element. The shape is fixed: a graph built on this
         Variable was set up for it (a mean divides by it), so a value of
-        another shape raises ValueError instead of giving stale results.
+        another shape raises ValueError instead of giving stale results; one that
+        differs only by leading axes of size 1 (``(1, 6)`` for ``(6,)``, or the
+        reverse) holds the same elements in the same order and is reshaped, as
+        NNabla's ``d[...] = value`` does.
 
         It also marks the value as changed (also when ``value`` is the array
         itself, as ``x.d *= 10`` does): a reverse pass through nodes computed
@@ -189,7 +200,10 @@ class Variable:
                 f"Variable.d: cannot make a {self._dtype} array of {type(value).__name__}"
             ) from e
         if value.shape != self._shape:
-            if value.ndim != 0:
+            if _squeeze_leading(value.shape) == _squeeze_leading(self._shape):
+                # NNabla's d[...] = value: the same elements with leading 1-axes added or dropped
+                value = value.reshape(self._shape)
+            elif value.ndim != 0:
                 raise ValueError(
                     f"Variable.d: a value of shape {value.shape} for a Variable of shape "
                     f"{self._shape}; the shape of a Variable is fixed (graphs built on it were "

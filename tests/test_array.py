@@ -246,7 +246,7 @@ def test_one_hot_nd_and_errors() -> None:
     assert y.d[0, 1, 7] == 1
     assert y.d.sum() == 2
     with pytest.raises(TypeError, match="one_hot: x must hold integer ids"):
-        F.one_hot(np.zeros((2, 1)), (3,))
+        F.one_hot(np.zeros((2, 1), dtype=bool), (3,))
     with pytest.raises(ValueError, match="last axis of len"):
         F.one_hot(np.zeros((2, 2), dtype=int), (3,))
     with pytest.raises(ValueError, match="out of range"):

@@ -18,6 +18,7 @@ from hodiff.functions import (
     decomposition,
     distributed,
     linalg,
+    logic,
     loss,
     math,
     nn,
@@ -40,6 +41,7 @@ from hodiff.functions.conv import *  # noqa: F403
 from hodiff.functions.decomposition import *  # noqa: F403
 from hodiff.functions.distributed import *  # noqa: F403
 from hodiff.functions.linalg import *  # noqa: F403
+from hodiff.functions.logic import *  # noqa: F403
 from hodiff.functions.loss import *  # noqa: F403
 from hodiff.functions.math import *  # noqa: F403
 from hodiff.functions.nn import *  # noqa: F403
@@ -73,6 +75,7 @@ FAMILIES = (
     special,
     statistics,
     shaping,
+    logic,
     decomposition,
     attention,
     sampling,

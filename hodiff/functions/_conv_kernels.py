@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from hodiff.functions._index_kernels import normalize_base_axis
+
 Ints = tuple[int, ...]
 
 
@@ -44,15 +46,15 @@ def spatial_args(name: str, x_shape: Ints, n: int, **args: Any) -> dict[str, Int
 
 
 def n_spatial(name: str, x_shape: Ints, base_axis: int) -> int:
-    """The number of spatial axes of ``x`` (ValueError unless ``0 <= base_axis < ndim - 1``)."""
-    if not isinstance(base_axis, int | np.integer):
-        raise TypeError(f"{name}: base_axis={base_axis!r} must be an int")
-    if not 0 <= base_axis < len(x_shape) - 1:
-        raise ValueError(
-            f"{name}: base_axis={base_axis} must be in [0, {len(x_shape) - 2}] for x of shape "
-            f"{x_shape} (after it come the channel and at least one spatial axis)"
-        )
-    return len(x_shape) - int(base_axis) - 1
+    """The number of spatial axes of ``x`` (``base_axis`` as :func:`resolve_base_axis` takes it)."""
+    return len(x_shape) - resolve_base_axis(name, x_shape, base_axis) - 1
+
+
+def resolve_base_axis(name: str, x_shape: Ints, base_axis: int) -> int:
+    """``base_axis`` non-negative (a negative one counts from the end, as NNabla), leaving the
+    channel and at least one spatial axis after it; TypeError or ValueError naming ``name``.
+    """
+    return normalize_base_axis(name, base_axis, len(x_shape), high=-2)
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,32 @@ def normalize_axis(name: str, axis: Any, ndim: int, arg: str = "axis") -> int:
     return a % ndim
 
 
+def normalize_base_axis(name: str, base_axis: Any, ndim: int, low: int = 0, high: int = -1) -> int:
+    """NNabla's ``base_axis`` as a non-negative int: a negative one counts from the end.
+
+    ``base_axis + ndim`` when negative (NNabla's rule: ``base_axis=-2`` of a 3-D input is
+    1), then checked to lie in ``[low, ndim + high]``: the axes the function needs after
+    it (the convolutions: a channel and a spatial axis, ``high=-2``). TypeError for a
+    non-int, ValueError naming ``name``, the value and the range otherwise.
+    """
+    if isinstance(base_axis, bool):
+        raise TypeError(f"{name}: base_axis must be an int, got bool")
+    try:
+        b = operator.index(base_axis)
+    except TypeError:
+        raise TypeError(
+            f"{name}: base_axis must be an int, got {type(base_axis).__name__}"
+        ) from None
+    resolved = b + ndim if b < 0 else b
+    top = ndim + high
+    if not low <= resolved <= top:
+        raise ValueError(
+            f"{name}: base_axis={base_axis} must be in [{low}, {top}] or, counted from the end,"
+            f" in [{low - ndim}, {top - ndim}] for an input of {ndim} dims"
+        )
+    return resolved
+
+
 def as_ints(name: str, arg: str, values: Any) -> tuple[int, ...]:
     try:
         return tuple(operator.index(v) for v in values)
@@ -46,6 +72,14 @@ def key_on(xp: Any, key: tuple[Any, ...]) -> tuple[Any, ...]:
     if xp is np:
         return key
     return tuple(xp.asarray(k) if isinstance(k, np.ndarray) else k for k in key)
+
+
+class EmptyShapeError(ValueError, RuntimeError):
+    """An input with no axis, or no element, where the function needs one.
+
+    A ValueError as every bad argument in hodiff, and a RuntimeError as NNabla raises for
+    the same call (``concatenate`` of 0-d inputs, ``split`` along an axis of size 0).
+    """
 
 
 class IndexOutOfRangeError(IndexError, ValueError):

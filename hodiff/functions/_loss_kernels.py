@@ -44,18 +44,20 @@ def check_labels(
 
 
 def labels_in_range(name: str, xp: Any, t: Any, axis: int, x_shape: tuple[int, ...]) -> Any:
-    """``t`` as an ``xp`` array of size 1 on ``axis``; a ValueError if a label is outside [0, C)."""
+    """``t`` as an ``xp`` array of size 1 on ``axis``; a ValueError if a label is outside [0, C)
+    and is not ``-1``, NNabla's label of a sample to ignore (the caller masks it).
+    """
     n = x_shape[axis]
     t = xp.asarray(t).reshape((*x_shape[:axis], 1, *x_shape[axis + 1 :]))
     if t.size:
         # a GPU: one reduction and one wait for the device, not two of each
-        if xp is not np and not bool(((t < 0) | (t >= n)).any()):
+        if xp is not np and not bool(((t < -1) | (t >= n)).any()):
             return t
         lo, hi = int(t.min()), int(t.max())
-        if lo < 0 or hi >= n:
+        if lo < -1 or hi >= n:
             raise ValueError(
-                f"{name}: labels t of shape {t.shape} must lie in [0, {n}) for x of shape"
-                f" {x_shape} (axis {axis}); got values in [{lo}, {hi}]"
+                f"{name}: labels t of shape {t.shape} must lie in [0, {n}) (or be -1: ignored)"
+                f" for x of shape {x_shape} (axis {axis}); got values in [{lo}, {hi}]"
             )
     return t
 

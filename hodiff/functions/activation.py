@@ -25,11 +25,13 @@ from hodiff.function import Elementwise, Flags, Function, Slots
 from hodiff.functions import arithmetic as _arithmetic
 from hodiff.functions import array as _array
 from hodiff.functions import math as _math
+from hodiff.functions._index_kernels import normalize_base_axis
 from hodiff.grad_functions import math as _gm
 from hodiff.variable import Variable, as_variable
 
 __all__ = [
     "celu",
+    "crelu",
     "elu",
     "gelu",
     "hard_sigmoid",
@@ -315,6 +317,26 @@ def celu(x: Any, alpha: float = 1.0, axis: int = 1) -> Variable:
     return _array.concatenate(elu(x, alpha), elu(_neg(x), alpha), axis=axis)
 
 
+def crelu(x: Any, axis: int = 1) -> Variable:
+    """Concatenated ReLU (NNabla's): ``relu(x)`` and ``relu(-x)`` joined along ``axis``.
+
+    Args:
+        x: input with at least one axis.
+        axis: the axis whose size doubles.
+
+    Returns:
+        ``x``'s shape with ``shape[axis]`` doubled.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.crelu(np.array([[1.0, -2.0]]), axis=1).d
+    array([[1., 0., 0., 2.]])
+    """
+    x = _shaped(x)
+    if not isinstance(axis, int) or not -x.ndim <= axis < x.ndim:
+        raise ValueError(f"crelu: axis {axis} is out of range for x of shape {x.shape}")
+    return _array.concatenate(relu(x), relu(_neg(x)), axis=axis)
+
+
 def gelu(x: Any) -> Variable:
     """Gaussian error linear unit, tanh approximation (NNabla's definition):
     ``y = x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3)))``.
@@ -404,11 +426,7 @@ def prelu(x: Any, w: Any, base_axis: int = 1) -> Variable:
     if w.shape in ((), (1,)):
         w = _array.reshape(w, ()) if w.shape else w
     else:
-        if not isinstance(base_axis, int) or not -x.ndim <= base_axis < x.ndim:
-            raise ValueError(
-                f"prelu: base_axis {base_axis} is out of range for x of shape {x.shape}"
-            )
-        axis = base_axis % x.ndim
+        axis = normalize_base_axis("prelu", base_axis, x.ndim)
         if w.shape != (x.shape[axis],):
             raise ValueError(
                 f"prelu: w of shape {w.shape} must have shape (), (1,) or "

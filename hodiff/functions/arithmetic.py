@@ -25,11 +25,13 @@ from hodiff.function import (
 )
 from hodiff.functions import array as _array
 from hodiff.functions import math as _math
+from hodiff.grad_functions import arithmetic as _garith
 from hodiff.variable import Variable, is_scalar
 
 __all__ = [
     "abs",
     "add2",
+    "add_n",
     "add_scalar",
     "div2",
     "identity",
@@ -38,6 +40,7 @@ __all__ = [
     "minimum2",
     "minimum_scalar",
     "mul2",
+    "mul_n",
     "mul_scalar",
     "pow2",
     "pow_scalar",
@@ -338,17 +341,27 @@ class Abs(Function):
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # d|x| = sign(x) dx
         if prop_down[0]:
-            inputs[0].store(outputs[0].grad * sign(inputs[0].data), accum[0])
+            inputs[0].store(outputs[0].grad * Sign()(inputs[0].data), accum[0])  # 0 at 0
 
 
 class Sign(Function):
-    """sign(x) in {-1, 0, 1}; not differentiable (zero gradient), so it cuts the graph."""
+    """sign(x) in {-1, alpha, 1} (``alpha`` at 0; 0 by default, numpy's); not differentiable
+    (zero gradient), so it cuts the graph.
+    """
 
     differentiable = False
     batch_rule = _batching.elementwise
 
+    def __init__(self, *, alpha: float = 0.0) -> None:
+        self.alpha = check_scalar(self.name, "alpha", alpha)
+
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
-        outputs[0] = array_module(inputs[0]).sign(inputs[0])
+        x = inputs[0]
+        xp = array_module(x)
+        y = xp.sign(x)
+        if self.alpha != 0.0:
+            y = xp.where(x == 0, xp.asarray(self.alpha, dtype=y.dtype), y)
+        outputs[0] = y
 
 
 class Identity(Function):
@@ -458,13 +471,71 @@ def abs(x: Any) -> Variable:
     return Abs()(x)
 
 
-def sign(x: Any) -> Variable:
-    """Elementwise sign in {-1, 0, 1}.
+def sign(x: Any, alpha: float = 1.0) -> Variable:
+    """Elementwise sign as NNabla's: ``1`` above 0, ``-1`` below, ``alpha`` at 0 (default 1).
+
+    ``alpha=0`` gives numpy's ``sign``.
 
     Not differentiable: zero gradient, it cuts the graph (unlike NNabla's
     straight-through estimator).
+
+    Args:
+        x: input of any shape.
+        alpha: the value at 0.
+
+    Returns:
+        The shape of ``x``.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.sign(np.array([-2.0, 0.0, 3.0])).d, F.sign(np.array([0.0]), alpha=0.0).d
+    (array([-1.,  1.,  1.]), array([0.]))
     """
-    return Sign()(x)
+    return Sign(alpha=alpha)(x)
+
+
+def add_n(*xs: Any) -> Variable:
+    """``y = x_0 + x_1 + ... + x_{n-1}`` elementwise, with numpy broadcasting (NNabla's).
+
+    Composed of :func:`add2` (each gradient is ``gy``, summed back to its input's shape).
+
+    Args:
+        *xs: one or more inputs whose shapes broadcast together.
+
+    Returns:
+        The broadcast shape.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.add_n(np.array([1.0, 2.0]), np.array([3.0, 4.0]), np.array(0.5)).d
+    array([4.5, 6.5])
+    """
+    if not xs:
+        raise ValueError("add_n: needs at least one input")
+    if len(xs) == 1:
+        return identity(xs[0])  # a new Variable, as NNabla
+    y = add2(xs[0], xs[1])
+    for x in xs[2:]:
+        y = add2(y, x)
+    return y
+
+
+def mul_n(*xs: Any) -> Variable:
+    """``y = x_0 x_1 ... x_{n-1}`` elementwise, with numpy broadcasting (NNabla's).
+
+    One node (the product rules use); ``d y / d x_i = gy prod_{j != i} x_j``.
+
+    Args:
+        *xs: one or more inputs whose shapes broadcast together.
+
+    Returns:
+        The broadcast shape.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.mul_n(np.array([1.0, 2.0]), np.array([3.0, 4.0]), np.array(0.5)).d
+    array([1.5, 4. ])
+    """
+    if not xs:
+        raise ValueError("mul_n: needs at least one input")
+    return _garith.MulN(val=1.0)(*xs)
 
 
 def identity(x: Any) -> Variable:

@@ -20,6 +20,7 @@ from hodiff import batching as _batching
 from hodiff.context import array_module, get_default_context
 from hodiff.function import Flags, Function, Slots, array_module_of
 from hodiff.functions import arithmetic as _arith
+from hodiff.functions._index_kernels import EmptyShapeError
 from hodiff.functions.indexing import (
     Transpose,  # noqa: F401 (re-exported: the primitive's home before it moved to indexing)
     as_ints,
@@ -188,8 +189,11 @@ class Concatenate(Function):
         if not inputs:
             raise ValueError("concatenate: needs at least one input")
         first = inputs[0]
-        if first.ndim == 0:
-            raise ValueError("concatenate: inputs must have at least one axis, got shape ()")
+        for i, x in enumerate(inputs):
+            if x.ndim == 0:
+                raise EmptyShapeError(
+                    f"concatenate: inputs must have at least one axis, got shape () for input {i}"
+                )
         axis = self._axis(first.ndim)
         for x in inputs[1:]:
             if x.ndim != first.ndim or any(
@@ -481,6 +485,9 @@ def split(x: Any, axis: int = 0) -> tuple[Variable, ...]:
     Returns:
         A tuple of ``x.shape[axis]`` Variables of shape ``x.shape`` without ``axis``.
 
+    Raises:
+        ValueError: ``x`` has no elements (also a RuntimeError, as NNabla raises).
+
     >>> import numpy as np, hodiff.functions as F
     >>> [y.shape for y in F.split(np.zeros((2, 3)), axis=1)]
     [(2,), (2,), (2,)]
@@ -488,6 +495,11 @@ def split(x: Any, axis: int = 0) -> tuple[Variable, ...]:
     """
     shape = shape_of(x)
     axis = normalize_axis("split", axis, len(shape))
+    if 0 in shape:  # as NNabla, which refuses an input without elements
+        raise EmptyShapeError(
+            f"split: x of shape {shape} has no elements (axis {shape.index(0)} has size 0):"
+            " nothing to split"
+        )
     ys = Split(axis=axis, num=shape[axis])(x)
     return ys if isinstance(ys, tuple) else (ys,)
 

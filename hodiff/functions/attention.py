@@ -2,9 +2,9 @@
 tanh_shrink.
 
 All are compositions of existing primitives, so each is differentiable to any
-order. ``spectral_norm`` follows NNabla's forward (power iteration, ``sigma = u^T W v``,
-with ``test=False`` the iteration's ``u`` written back into the ``u`` array) and
-differentiates through the iteration.
+order. ``spectral_norm`` follows NNabla (power iteration, ``sigma = u^T W v``, with
+``test=False`` the iteration's ``u`` written back into the ``u`` array; the gradient holds
+``u`` and ``v`` constant), or differentiates through the iteration on request.
 """
 
 from __future__ import annotations
@@ -20,14 +20,22 @@ from hodiff.function import Flags, Function, Slots
 from hodiff.functions import activation as _act
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions import array as _array
+from hodiff.functions import logic as _logic
 from hodiff.functions import loss as _loss
 from hodiff.functions import math as _math
+from hodiff.functions import nn as _nn
 from hodiff.functions import reduction as _reduction
 from hodiff.functions.indexing import normalize_axis, shape_of
-from hodiff.functions.linalg import batch_matmul
+from hodiff.functions.linalg import affine, batch_matmul
 from hodiff.variable import Variable
 
-__all__ = ["mish", "scaled_dot_product_attention", "spectral_norm", "tanh_shrink"]
+__all__ = [
+    "mish",
+    "multi_head_attention",
+    "scaled_dot_product_attention",
+    "spectral_norm",
+    "tanh_shrink",
+]
 
 Spec = list[tuple[tuple[int, ...], Any]]
 
@@ -62,6 +70,35 @@ class WriteBack(Function):
             inputs[0].store(gy, accum[0])
         if prop_down[1]:
             inputs[1].store(gy * 0.0, accum[1])
+
+
+class StopGradient(Function):
+    """``y = x`` with no gradient: what follows treats ``x`` as a constant (JAX's
+    ``stop_gradient``; a static graph recomputes it on every forward, unlike
+    ``Variable.unlinked``). spectral_norm holds its power iteration constant with it.
+    """
+
+    need_inputs = False
+    differentiable = False
+    batch_rule = _batching.elementwise
+
+    def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
+        return [(inputs[0].shape, inputs[0].dtype)]
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        outputs[0] = inputs[0]
+
+
+def stop_gradient(x: Any) -> Variable:
+    """``y = x``, not differentiable: ``x`` is a constant for every derivative of ``y``.
+
+    >>> import numpy as np, hodiff as hd
+    >>> x = hd.Variable.from_array(np.array([2.0]), need_grad=True)
+    >>> (g,) = hd.grad(x * stop_gradient(x), x)
+    >>> g.d
+    array([2.])
+    """
+    return StopGradient()(x)
 
 
 def write_back(u: Any, target: Any) -> Variable:
@@ -115,20 +152,141 @@ def scaled_dot_product_attention(
     return batch_matmul(_loss.softmax(scores, axis=-1), value)
 
 
+def multi_head_attention(
+    query: Any,
+    key: Any,
+    value: Any,
+    num_heads: int,
+    q_weight: Any,
+    k_weight: Any,
+    v_weight: Any,
+    out_weight: Any,
+    q_bias: Any = None,
+    k_bias: Any = None,
+    v_bias: Any = None,
+    out_bias: Any = None,
+    attn_bias_k: Any = None,
+    attn_bias_v: Any = None,
+    dropout: float = 0.0,
+    additive_mask: Any = None,
+    key_padding_mask: Any = None,
+) -> tuple[Variable, Variable]:
+    """Multi-head attention, as NNabla's ``F.multi_head_attention`` (sequence-first layout).
+
+    ``q = query W_q + b_q`` (and ``k``, ``v``), split into ``H`` heads of ``E / H``; per
+    head ``A = softmax(q k^T / sqrt(E / H) + mask)``, ``o = A v``; the heads joined and
+    ``y = o W_out + b_out``. ``attn_bias_k``/``attn_bias_v`` append one learned key and
+    value; ``key_padding_mask`` (nonzero: ignored) sets those scores to ``-inf``.
+
+    Args:
+        query: ``(L_T, B, D_q)``.
+        key: ``(L_S, B, D_k)``.
+        value: ``(L_S, B, D_v)``.
+        num_heads: ``H``; ``E`` and ``E_v`` must be multiples of it.
+        q_weight: ``(D_q, E)``.
+        k_weight: ``(D_k, E)``.
+        v_weight: ``(D_v, E_v)``.
+        out_weight: ``(E_v, E_out)``.
+        q_bias: optional ``(E,)``.
+        k_bias: optional ``(E,)``.
+        v_bias: optional ``(E_v,)``.
+        out_bias: optional ``(E_out,)``.
+        attn_bias_k: optional ``(E,)``, with ``attn_bias_v`` ``(E_v,)``.
+        attn_bias_v: see ``attn_bias_k``.
+        dropout: dropout ratio of the attention weights.
+        additive_mask: optional ``(L_T, L_S)``, added to the scores.
+        key_padding_mask: optional ``(B, L_S)``; nonzero entries are ignored.
+
+    Returns:
+        ``(y, A)``: ``y`` of shape ``(L_T, B, E_out)`` and the attention weights of shape
+        ``(B * H, L_T, L_S)`` (``L_S + 1`` with ``attn_bias_k``), as NNabla's code returns.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> x = np.ones((2, 1, 4)); w = np.eye(4)
+    >>> y, a = F.multi_head_attention(x, x, x, 2, w, w, w, w)
+    >>> y.shape, a.shape, a.d[0, 0]
+    ((2, 1, 4), (2, 2, 2), array([0.5, 0.5]))
+    """
+    name = "multi_head_attention"
+    (lt, b, _), (ls, bk, _) = shape_of(query), shape_of(key)
+    e, e_v = shape_of(q_weight)[1], shape_of(v_weight)[1]
+    if shape_of(k_weight)[1] != e:
+        raise ValueError(
+            f"{name}: q_weight of shape {shape_of(q_weight)} and k_weight of shape"
+            f" {shape_of(k_weight)} must embed into the same size"
+        )
+    if isinstance(num_heads, bool) or not isinstance(num_heads, int | np.integer) or num_heads < 1:
+        raise ValueError(f"{name}: num_heads={num_heads} must be an int >= 1")
+    if e % num_heads or e_v % num_heads:
+        raise ValueError(
+            f"{name}: the embedding sizes E={e} and E_v={e_v} must be multiples of"
+            f" num_heads={num_heads}"
+        )
+    if bk != b or shape_of(value)[:2] != (ls, b):
+        raise ValueError(
+            f"{name}: query {shape_of(query)}, key {shape_of(key)} and value"
+            f" {shape_of(value)} must be (L_T, B, D), (L_S, B, D_k), (L_S, B, D_v)"
+        )
+    if (attn_bias_k is None) != (attn_bias_v is None):
+        raise ValueError(f"{name}: attn_bias_k and attn_bias_v go together")
+    h, d, d_v = int(num_heads), e // num_heads, e_v // num_heads
+    q = affine(query, q_weight, q_bias, base_axis=2) * (float(d) ** -0.5)
+    k = affine(key, k_weight, k_bias, base_axis=2)
+    v = affine(value, v_weight, v_bias, base_axis=2)
+    if attn_bias_k is not None:  # one more key and value, the same for every sample
+        ls += 1
+        bias_k = _array.broadcast(_array.reshape(attn_bias_k, (1, 1, e)), (1, b, e))
+        bias_v = _array.broadcast(_array.reshape(attn_bias_v, (1, 1, e_v)), (1, b, e_v))
+        k = _array.concatenate(k, bias_k, axis=0)
+        v = _array.concatenate(v, bias_v, axis=0)
+        if additive_mask is not None:
+            additive_mask = _array.pad(additive_mask, (0, 1))
+        if key_padding_mask is not None:
+            key_padding_mask = _array.pad(key_padding_mask, (0, 1))
+
+    def heads(t: Any, length: int, size: int) -> Any:  # (L, B, H size) -> (B H, L, size)
+        return _array.transpose(_array.reshape(t, (length, b * h, size)), (1, 0, 2))
+
+    scores = batch_matmul(heads(q, lt, d), heads(k, ls, d), transpose_b=True)
+    if additive_mask is not None:
+        scores = scores + _array.reshape(additive_mask, (1, lt, ls))
+    if key_padding_mask is not None:
+        ignored = _logic.not_equal(_array.reshape(key_padding_mask, (b, 1, 1, ls)), 0)
+        scores = _array.reshape(
+            _array.where(ignored, -math.inf, _array.reshape(scores, (b, h, lt, ls))),
+            (b * h, lt, ls),
+        )
+    weights = _loss.softmax(scores, axis=-1)
+    if dropout > 0:
+        weights = _nn.dropout(weights, p=dropout)
+    o = batch_matmul(weights, heads(v, ls, d_v))  # (B H, L_T, d_v)
+    o = _array.reshape(_array.transpose(o, (1, 0, 2)), (lt, b, e_v))
+    return affine(o, out_weight, out_bias, base_axis=2), weights
+
+
 def spectral_norm(
-    w: Any, u: Any, dim: int = 0, itr: int = 1, eps: float = 1e-12, test: bool = False
-) -> Variable:
+    w: Any,
+    u: Any,
+    dim: int = 0,
+    itr: int = 1,
+    eps: float = 1e-12,
+    test: bool = False,
+    output_u: bool = False,
+    *,
+    grad_through_iteration: bool = False,
+) -> Any:
     """Spectral normalization ``W_sn = W / sigma(W)`` (NNabla's ``spectral_norm``).
 
     Miyato et al. 2018.
 
     ``W`` is ``w`` with axis ``dim`` moved first and reshaped to (M, N); ``itr`` power
     iterations from ``u`` give ``v = W^T u / |W^T u|`` and ``u = W v / |W v|`` (each norm
-    ``sqrt(sum^2 + eps)``), and ``sigma = u^T W v``. Unlike NNabla, whose gradient treats
-    ``u`` and ``v`` as constants (``gW = (gW_sn - sum(gW_sn * W_sn) u v^T) / sigma``, exact
-    only once the iteration has converged), the iteration here is differentiated too, so
-    every derivative is that of the function computed, for any ``itr``; when the iteration
-    has converged the two first derivatives agree.
+    ``sqrt(sum^2 + eps)``), and ``sigma = u^T W v``. As in NNabla (and PyTorch), the
+    gradient holds ``u`` and ``v`` constant: ``gW = (gW_sn - sum(gW_sn * W_sn) u v^T) /
+    sigma``, the derivative of ``W / sigma(W)`` once the iteration has converged, and
+    ``u`` gets no gradient. With ``grad_through_iteration=True`` the iteration is
+    differentiated too, so every derivative is that of the function computed, for any
+    ``itr`` (and ``u`` gets its gradient).
 
     Args:
         w: weights of any shape (ndim >= 1).
@@ -138,9 +296,12 @@ def spectral_norm(
         itr: number of power iterations (>= 1).
         eps: added inside the square roots of the norms.
         test: if True, ``u`` is not updated.
+        output_u: also return ``u`` as it was before the update (NNabla's second output).
+        grad_through_iteration: differentiate through the power iteration (hodiff's
+            earlier behaviour) instead of holding ``u`` and ``v`` constant.
 
     Returns:
-        ``W_sn`` of the shape of ``w``.
+        ``W_sn`` of the shape of ``w``; with ``output_u``, ``(W_sn, u)``.
 
     >>> import numpy as np, hodiff.functions as F
     >>> w = np.diag([3.0, 1.0]); u = np.array([1.0, 0.0])
@@ -158,11 +319,14 @@ def spectral_norm(
     wt = _array.transpose(w, order) if d else w
     m = shape[d]
     wm = _array.reshape(wt, (m, -1))
-    u0 = _arith.mul_scalar(u, 1.0)  # a copy: the update below must not change what we read
+    u_in = _arith.mul_scalar(u, 1.0)  # a copy: the update below must not change what we read
+    u0, w_it = u_in, wm
+    if not grad_through_iteration:  # NNabla: u and v are constants of the gradient
+        u0, w_it = stop_gradient(u_in), stop_gradient(wm)
     v = None
     for _ in range(int(itr)):
-        v = _normalized(_matvec(wm, u0, transpose=True), eps)
-        u0 = _normalized(_matvec(wm, v), eps)
+        v = _normalized(_matvec(w_it, u0, transpose=True), eps)
+        u0 = _normalized(_matvec(w_it, v), eps)
     if not test:
         u0 = write_back(u0, u)
     sigma = _reduction.sum(u0 * _matvec(wm, v))
@@ -172,7 +336,7 @@ def spectral_norm(
         for i, o in enumerate(order):
             inverse[o] = i
         y = _array.transpose(y, inverse)
-    return y
+    return (y, u_in) if output_u else y
 
 
 def _matvec(w: Any, x: Any, transpose: bool = False) -> Any:

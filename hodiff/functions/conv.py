@@ -35,6 +35,7 @@ from hodiff.functions._conv_kernels import (
     deconv_out_size,
     from_cb,
     n_spatial,
+    resolve_base_axis,
     spatial_args,
     to_cb,
     weight_channels_first,
@@ -42,7 +43,7 @@ from hodiff.functions._conv_kernels import (
 from hodiff.grad_functions import conv as _gconv
 from hodiff.variable import Variable
 
-__all__ = ["convolution", "deconvolution", "depthwise_convolution"]
+__all__ = ["convolution", "deconvolution", "depthwise_convolution", "depthwise_deconvolution"]
 
 Ints = tuple[int, ...]
 
@@ -380,7 +381,8 @@ def convolution(
         w: ``(C', C / group, K_1, ..., K_N)``
             (``channel_last``: ``(C', K_1, ..., K_N, C / group)``).
         b: optional ``(C',)``.
-        base_axis: number of leading batch axes.
+        base_axis: number of leading batch axes; a negative one counts from the end
+            (NNabla's ``base_axis + x.ndim``).
         pad: zeros added on both sides, one int per spatial axis (or one for all; default 0).
         stride: window step per spatial axis (default 1).
         dilation: spacing of the kernel taps per spatial axis (default 1).
@@ -391,6 +393,7 @@ def convolution(
         ``(*batch, C', L'_1, ..., L'_N)``, ``L'_i = (L_i + 2 p_i - d_i (K_i - 1) - 1) // s_i + 1``.
 
     """
+    base_axis = resolve_base_axis("convolution", _shape(x), base_axis)
     n = n_spatial("convolution", _shape(x), base_axis)
     args = spatial_args("convolution", _shape(x), n, pad=pad, stride=stride, dilation=dilation)
     f = Convolution(base_axis=base_axis, group=group, channel_last=channel_last, **args)
@@ -438,6 +441,7 @@ def deconvolution(
         ``L'_i = s_i (L_i - 1) + d_i (K_i - 1) + 1 - 2 p_i + op_i``.
 
     """
+    base_axis = resolve_base_axis("deconvolution", _shape(x), base_axis)
     n = n_spatial("deconvolution", _shape(x), base_axis)
     args = spatial_args(
         "deconvolution",
@@ -489,6 +493,7 @@ def depthwise_convolution(
 
     """
     shape, w_shape = _shape(x), _shape(w)
+    base_axis = resolve_base_axis("depthwise_convolution", shape, base_axis)
     n = n_spatial("depthwise_convolution", shape, base_axis)
     c = shape[base_axis]
     if not isinstance(multiplier, int | np.integer) or multiplier < 1:
@@ -500,6 +505,62 @@ def depthwise_convolution(
         )
     w4 = _array.reshape(w, (w_shape[0], 1, *w_shape[1:]))
     return convolution(x, w4, b, base_axis, pad, stride, dilation, group=c)
+
+
+def depthwise_deconvolution(
+    x: Any,
+    w: Any,
+    b: Any = None,
+    base_axis: int = 1,
+    pad: Sequence[int] | None = None,
+    stride: Sequence[int] | None = None,
+    dilation: Sequence[int] | None = None,
+    divisor: int = 1,
+) -> Variable:
+    """Depthwise deconvolution, as NNabla's: the transpose of a depthwise convolution.
+
+    Each of the ``C / divisor`` output channels sums the transposed convolutions of its
+    ``divisor`` input channels, channel ``c`` with its own filter ``w[c]``. This is
+    :func:`deconvolution` with ``group = C / divisor`` and the weight reshaped to
+    ``(C, 1, *kernel)`` (so its gradients of every order are those of the deconvolution).
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.depthwise_deconvolution(np.ones((1, 2, 2)), np.array([[1.0, 1.0], [0.0, 2.0]])).d
+    array([[[1., 2., 1.],
+            [0., 2., 2.]]])
+
+    Args:
+        x: ``(*batch, C, L_1, ..., L_N)``.
+        w: ``(C, K_1, ..., K_N)``.
+        b: optional ``(C / divisor,)``.
+        base_axis: as in :func:`convolution`.
+        pad: as in :func:`deconvolution`.
+        stride: as in :func:`deconvolution`.
+        dilation: as in :func:`deconvolution`.
+        divisor: input channels per output channel (``C`` must be a multiple).
+
+    Returns:
+        ``(*batch, C / divisor, L'_1, ..., L'_N)``, ``L'`` as in :func:`deconvolution`.
+
+    """
+    shape, w_shape = _shape(x), _shape(w)
+    base_axis = resolve_base_axis("depthwise_deconvolution", shape, base_axis)
+    n = n_spatial("depthwise_deconvolution", shape, base_axis)
+    c = shape[base_axis]
+    if isinstance(divisor, bool) or not isinstance(divisor, int | np.integer) or divisor < 1:
+        raise ValueError(f"depthwise_deconvolution: divisor={divisor} must be an int >= 1")
+    if c % divisor:
+        raise ValueError(
+            f"depthwise_deconvolution: the {c} channels of x of shape {shape} are not a"
+            f" multiple of divisor={divisor}"
+        )
+    if len(w_shape) != n + 1 or w_shape[0] != c:
+        raise ValueError(
+            f"depthwise_deconvolution: w of shape {w_shape} must be ({c}, *kernel) with {n}"
+            f" kernel axes for x of shape {shape}"
+        )
+    w4 = _array.reshape(w, (c, 1, *w_shape[1:]))
+    return deconvolution(x, w4, b, base_axis, pad, stride, dilation, group=c // int(divisor))
 
 
 # ---------------------------------------------------------------- batching helpers (hd.vmap)

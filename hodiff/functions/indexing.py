@@ -139,7 +139,7 @@ class OneHot(Function):
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         x = inputs[0]
-        if x.dtype.kind not in "iu":
+        if x.dtype.kind not in "iuf":  # float ids (NNabla's default dtype) must be whole
             raise TypeError(f"one_hot: x must hold integer ids, got {x.dtype}")
         if x.ndim == 0 or x.shape[-1] != len(self.shape):
             raise ValueError(
@@ -151,6 +151,13 @@ class OneHot(Function):
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         xp = array_module(inputs[0])
         x = xp.asarray(inputs[0])
+        if x.dtype.kind == "f":
+            if x.size and not bool((x == xp.floor(x)).all()):
+                raise ValueError(
+                    f"one_hot: float ids of x (shape {x.shape}, dtype {x.dtype}) must be whole"
+                    " numbers"
+                )
+            x = x.astype(np.intp)
         if x.size and (bool((x < 0).any()) or bool((x >= xp.asarray(self.shape)).any())):
             raise ValueError(f"one_hot: ids out of range for shape {self.shape}")
         n = math.prod(x.shape[:-1])
@@ -257,7 +264,9 @@ def one_hot(x: Any, shape: Sequence[int]) -> Variable:
     """One-hot vectors of integer ids (not differentiable).
 
     Args:
-        x: ids of shape ``(..., K)``, ``0 <= x[..., k] < shape[k]``.
+        x: ids of shape ``(..., K)``, ``0 <= x[..., k] < shape[k]``: integers, or floats
+            holding whole numbers (as NNabla, whose arrays are float by default; another
+            float raises ValueError).
         shape: the ``K`` class counts.
 
     Returns:

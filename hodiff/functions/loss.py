@@ -23,6 +23,7 @@ from hodiff.functions import array as _array
 from hodiff.functions import math as _math
 from hodiff.functions import reduction as _red
 from hodiff.functions import shaping as _shaping
+from hodiff.functions._index_kernels import normalize_base_axis
 from hodiff.functions._loss_kernels import (
     _log_softmax_array,
     check_labels,
@@ -37,6 +38,7 @@ __all__ = [
     "absolute_error",
     "binary_cross_entropy",
     "categorical_cross_entropy",
+    "epsilon_insensitive_loss",
     "huber_loss",
     "kl_multinomial",
     "log_softmax",
@@ -124,10 +126,11 @@ class SoftmaxCrossEntropy(_AxisFunction):
         t = labels_in_range(self.name, xp, t, axis, x.shape)
         z = x - x.max(axis=axis, keepdims=True)
         lse = xp.log(xp.exp(z).sum(axis=axis, keepdims=True))
-        outputs[0] = lse - xp.take_along_axis(z, t, axis)
+        y = lse - xp.take_along_axis(z, t, axis)  # a label -1 picks the last: masked below
+        outputs[0] = xp.where(t < 0, xp.zeros((), y.dtype), y)
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
-        # dx = gy (softmax(x) - onehot(t)); the labels get no gradient
+        # dx = gy (softmax(x) - onehot(t)), zero for a label -1; the labels get no gradient
         if prop_down[0]:
             gx = _gloss.softmax_cross_entropy_grad(
                 inputs[0].data, inputs[1].data, outputs[0].grad, axis=self.axis
@@ -240,7 +243,8 @@ def softmax_cross_entropy(x: Any, t: Any, axis: int | None = None) -> Variable:
     Args:
         x: scores of shape ``(D_1, ..., C, ..., D_N)`` (``C`` on ``axis``, default the last).
         t: integer labels in ``[0, C)`` of shape ``(D_1, ..., 1, ..., D_N)`` (or without the
-            axis); they get no gradient.
+            axis); they get no gradient. A label ``-1`` marks a sample to ignore, as in
+            NNabla: its loss is 0 and its scores get no gradient.
         axis: the class axis.
 
     Returns:
@@ -248,7 +252,7 @@ def softmax_cross_entropy(x: Any, t: Any, axis: int | None = None) -> Variable:
 
     Raises:
         TypeError: ``t`` is not an integer array.
-        ValueError: ``t`` has the wrong shape or a label outside ``[0, C)``.
+        ValueError: ``t`` has the wrong shape or a label outside ``[0, C)`` other than -1.
 
     >>> import numpy as np, hodiff.functions as F
     >>> F.softmax_cross_entropy(np.array([[0.0, 0.0]]), np.array([[1]])).d
@@ -261,14 +265,25 @@ def softmax_cross_entropy(x: Any, t: Any, axis: int | None = None) -> Variable:
 def categorical_cross_entropy(x: Any, t: Any, axis: int | None = None) -> Variable:
     """``y_j = -log(x_{j, t_j})``: cross entropy of integer labels ``t`` under probabilities ``x``.
 
-    Shapes as in :func:`softmax_cross_entropy`; ``x`` must be positive at the labels.
+    Shapes as in :func:`softmax_cross_entropy`; ``x`` must be positive at the labels. A
+    label ``-1`` is ignored, as in NNabla: loss 0, no gradient.
 
     >>> import numpy as np, hodiff.functions as F
-    >>> F.categorical_cross_entropy(np.array([[0.25, 0.75]]), np.array([[1]])).d
-    array([[0.28768207]])
+    >>> F.categorical_cross_entropy(np.array([[0.25, 0.75], [0.5, 0.5]]), np.array([[1], [-1]])).d
+    array([[0.28768207],
+           [0.        ]])
     """
     picked = _gloss.SelectByLabel(axis=axis, caller="categorical_cross_entropy")(x, t)
-    return -_math.log(picked)
+    # an ignored label picks 0 (no gradient): log(0 + 1) = 0
+    return 0.0 - _math.log(picked + (1.0 - label_weight(t, picked.shape, picked.dtype)))
+
+
+def label_weight(t: Any, shape: tuple[int, ...], dtype: Any) -> Variable:
+    """``1`` where a label counts and ``0`` where it is ``-1`` (ignored), of ``shape`` (the
+    loss shape) and ``dtype``; not differentiable. Labels were checked by the caller.
+    """
+    kept = _array.greater_equal(_array.reshape(t, shape), 0)
+    return _shaping.astype(kept, dtype)
 
 
 def sigmoid_cross_entropy(x: Any, t: Any) -> Variable:
@@ -340,6 +355,30 @@ def huber_loss(x0: Any, x1: Any, delta: float = 1.0) -> Variable:
     return _array.where(inner, d * d, (2.0 * delta) * a - delta * delta)
 
 
+def epsilon_insensitive_loss(x0: Any, x1: Any, epsilon: float) -> Variable:
+    """``y = max(|x0 - x1| - epsilon, 0)`` elementwise, broadcast (NNabla's).
+
+    The gradient is ``sign(x0 - x1)`` (``-`` for ``x1``) where ``|x0 - x1| > epsilon``, 0
+    elsewhere (0 at the kinks, as NNabla).
+
+    Args:
+        x0: input.
+        x1: target, broadcastable with ``x0``.
+        epsilon: the insensitive margin (>= 0).
+
+    Returns:
+        The broadcast shape.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.epsilon_insensitive_loss(np.array([0.0, 2.0, -3.0]), np.zeros(3), 1.0).d
+    array([0., 1., 2.])
+    """
+    epsilon = _arith.check_scalar("epsilon_insensitive_loss", "epsilon", epsilon)
+    if epsilon < 0:
+        raise ValueError(f"epsilon_insensitive_loss: epsilon={epsilon} must be >= 0")
+    return _act.relu(_arith.abs(_arith.sub2(x0, x1)) - epsilon)
+
+
 def kl_multinomial(p: Any, q: Any, base_axis: int = 1) -> Variable:
     """Kullback-Leibler divergence of categorical distributions, ``D = sum_i p_i log(p_i / q_i)``.
 
@@ -365,13 +404,7 @@ def kl_multinomial(p: Any, q: Any, base_axis: int = 1) -> Variable:
             f"kl_multinomial: p of shape {p.shape} and q of shape {q.shape} must have the same"
             " shape"
         )
-    if isinstance(base_axis, bool) or not isinstance(base_axis, int | np.integer):
-        raise TypeError(f"kl_multinomial: base_axis must be an int, got {type(base_axis).__name__}")
-    if not 1 <= base_axis < p.ndim:
-        raise ValueError(
-            f"kl_multinomial: base_axis {base_axis} must be in [1, {p.ndim}) for p of shape"
-            f" {p.shape}"
-        )
+    base_axis = normalize_base_axis("kl_multinomial", base_axis, p.ndim, low=1)
     eps = 1e-8
     terms = p * (_math.log(p + eps) - _math.log(q + eps))
     d = _red.sum(terms, axis=tuple(range(base_axis, p.ndim)))

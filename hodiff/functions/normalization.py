@@ -26,10 +26,13 @@ from hodiff.variable import Variable, as_variable
 
 __all__ = [
     "batch_normalization",
+    "clip_by_norm",
     "group_normalization",
     "instance_normalization",
     "layer_normalization",
+    "norm_normalization",
     "weight_normalization",
+    "weight_standardization",
 ]
 
 Slots = Sequence[Slot]
@@ -180,13 +183,29 @@ class BatchNormalization(Function):
 
 
 # ---------------------------------------------------------------- helpers of the compositions
-def _standardize(x: Variable, red: tuple[int, ...], eps: float) -> Variable:
-    """``(x - mean) / sqrt(var + eps)`` over the axes ``red`` (two-pass variance)."""
+def _moments(x: Variable, red: tuple[int, ...]) -> tuple[Variable, Variable, Variable]:
+    """``(x - mean, mean, var)`` over the axes ``red`` (keepdims; two-pass, biased variance)."""
     n = math.prod(x.shape[i] for i in red)
     mu = _red.sum(x, axis=red, keepdims=True) * (1.0 / n)
     xc = x - mu
     var = _red.sum(xc * xc, axis=red, keepdims=True) * (1.0 / n)
+    return xc, mu, var
+
+
+def _standardize(x: Variable, red: tuple[int, ...], eps: float) -> Variable:
+    """``(x - mean) / sqrt(var + eps)`` over the axes ``red`` (two-pass variance)."""
+    xc, _, var = _moments(x, red)
     return xc * (var + eps) ** -0.5
+
+
+def _with_stat(name: str, y: Any, x: Variable, red: tuple[int, ...], output_stat: bool) -> Any:
+    """``y``, or ``(y, mean, var)`` of ``x`` over ``red`` (NNabla's ``output_stat``)."""
+    if not isinstance(output_stat, bool | np.bool_):
+        raise TypeError(f"{name}: output_stat must be a bool, got {type(output_stat).__name__}")
+    if not output_stat:
+        return y
+    _, mu, var = _moments(x, red)
+    return y, mu, var
 
 
 def _affine(
@@ -228,7 +247,8 @@ def batch_normalization(
     decay_rate: float = 0.9,
     eps: float = 1e-5,
     batch_stat: bool = True,
-) -> Variable:
+    output_stat: bool = False,
+) -> Any:
     """Batch normalization (NNabla's): ``y = (x - mu) / sqrt(sigma^2 + eps) * gamma + beta``.
 
     ``axes`` are the axes KEPT (the channel axis 1 by default): ``mu`` and
@@ -253,6 +273,11 @@ def batch_normalization(
         decay_rate: weight of the old running statistics.
         eps: added to the variance.
         batch_stat: use batch statistics (training) or the stored ones (inference).
+        output_stat: also return the batch ``mu`` and (biased) ``sigma^2``, differentiable,
+            of the shape of the parameters (``batch_stat`` only, as NNabla).
+
+    Returns:
+        ``y`` of the shape of ``x``; with ``output_stat``, ``(y, mu, sigma^2)``.
 
     >>> import numpy as np, hodiff.functions as F
     >>> x = np.array([[1.0], [3.0]])
@@ -291,8 +316,15 @@ def batch_normalization(
                     f"{name}: {arg} must be a leaf Variable (it is updated in place) when"
                     " batch_stat is True"
                 )
+    if output_stat and not batch_stat:
+        raise ValueError(f"{name}: output_stat=True needs batch_stat=True (the batch statistics)")
     fn = BatchNormalization(axes=kept, decay_rate=decay_rate, eps=eps, batch_stat=batch_stat)
-    return fn(x, *params)
+    y = fn(x, *params)
+    red = tuple(i for i in range(x.ndim) if i not in kept)
+    out = _with_stat(name, y, x, red, output_stat)
+    if output_stat and params[2].shape != p_shape:  # the stored statistics' shape, as NNabla
+        out = (y, _array.reshape(out[1], params[2].shape), _array.reshape(out[2], params[2].shape))
+    return out
 
 
 def layer_normalization(
@@ -301,15 +333,17 @@ def layer_normalization(
     gamma: Any,
     batch_axis: int | Sequence[int] = 0,
     eps: float = 1e-5,
+    output_stat: bool = False,
     no_scale: bool = False,
     no_bias: bool = False,
-) -> Variable:
+) -> Any:
     """Layer normalization: standardize each sample over all axes but ``batch_axis``.
 
     ``y = (x - mu) / sqrt(sigma^2 + eps) * gamma + beta`` with ``mu``, ``sigma^2`` taken
     per sample (for ``(B, C, H, W)`` and ``batch_axis=0``: shape ``(B, 1, 1, 1)``).
     ``beta``/``gamma`` broadcast to ``x`` (e.g. ``(1, C, H, W)``); None or
-    ``no_bias``/``no_scale`` omit them.
+    ``no_bias``/``no_scale`` omit them. With ``output_stat`` (NNabla's) the result is
+    ``(y, mu, sigma^2)``, the statistics differentiable, of shape ``(B, 1, 1, 1)``.
 
     >>> import numpy as np, hodiff.functions as F
     >>> F.layer_normalization(np.array([[1.0, 3.0]]), None, None, eps=0.0).d
@@ -319,7 +353,8 @@ def layer_normalization(
     x, eps = _prepare(name, x, eps)
     keep = _axes(name, "batch_axis", batch_axis, x.ndim)
     red = tuple(i for i in range(x.ndim) if i not in keep)
-    return _affine(name, _standardize(x, red, eps), beta, gamma, no_scale, no_bias)
+    y = _affine(name, _standardize(x, red, eps), beta, gamma, no_scale, no_bias)
+    return _with_stat(name, y, x, red, output_stat)
 
 
 def instance_normalization(
@@ -329,13 +364,16 @@ def instance_normalization(
     channel_axis: int = 1,
     batch_axis: int | Sequence[int] = 0,
     eps: float = 1e-5,
+    output_stat: bool = False,
     no_scale: bool = False,
     no_bias: bool = False,
-) -> Variable:
+) -> Any:
     """Instance normalization: standardize each (sample, channel) over the remaining axes.
 
     For ``(B, C, H, W)`` the statistics have shape ``(B, C, 1, 1)``;
-    ``beta``/``gamma`` broadcast to ``x`` (typically ``(1, C, 1, 1)``).
+    ``beta``/``gamma`` broadcast to ``x`` (typically ``(1, C, 1, 1)``). With
+    ``output_stat`` (NNabla's) the result is ``(y, mu, sigma^2)``, the statistics
+    differentiable.
 
     >>> import numpy as np, hodiff.functions as F
     >>> F.instance_normalization(np.array([[[1.0, 3.0]]]), None, None, eps=0.0).d
@@ -348,7 +386,8 @@ def instance_normalization(
     if ca in keep:
         raise ValueError(f"{name}: channel_axis {channel_axis} is also in batch_axis {keep}")
     red = tuple(i for i in range(x.ndim) if i not in keep and i != ca)
-    return _affine(name, _standardize(x, red, eps), beta, gamma, no_scale, no_bias)
+    y = _affine(name, _standardize(x, red, eps), beta, gamma, no_scale, no_bias)
+    return _with_stat(name, y, x, red, output_stat)
 
 
 def group_normalization(
@@ -359,15 +398,18 @@ def group_normalization(
     channel_axis: int = 1,
     batch_axis: int | Sequence[int] = 0,
     eps: float = 1e-5,
+    output_stat: bool = False,
     no_scale: bool = False,
     no_bias: bool = False,
-) -> Variable:
+) -> Any:
     """Group normalization: the ``C`` channels are split into ``num_groups`` groups and each
     (sample, group) is standardized over its channels and the remaining axes.
 
     ``(B, C, H, W)`` is viewed as ``(B, G, C/G, H, W)``, standardized with statistics
     of shape ``(B, G, 1, 1, 1)``, reshaped back, then scaled by ``gamma`` and shifted by
-    ``beta`` (broadcast to ``x``, typically ``(1, C, 1, 1)``).
+    ``beta`` (broadcast to ``x``, typically ``(1, C, 1, 1)``). With ``output_stat``
+    (NNabla's) the result is ``(y, mu, sigma^2)``, the statistics differentiable, of the
+    grouped shape ``(B, G, 1, 1, 1)``.
 
     >>> import numpy as np, hodiff.functions as F
     >>> x = np.array([[1.0, 3.0, 0.0, 4.0]])
@@ -391,8 +433,9 @@ def group_normalization(
     grouped = (*x.shape[:ca], int(num_groups), c // num_groups, *x.shape[ca + 1 :])
     keep_g = {a if a < ca else a + 1 for a in keep} | {ca}
     red = tuple(i for i in range(len(grouped)) if i not in keep_g)
-    y = _array.reshape(_standardize(_array.reshape(x, grouped), red, eps), x.shape)
-    return _affine(name, y, beta, gamma, no_scale, no_bias)
+    xg = _array.reshape(x, grouped)
+    y = _array.reshape(_standardize(xg, red, eps), x.shape)
+    return _with_stat(name, _affine(name, y, beta, gamma, no_scale, no_bias), xg, red, output_stat)
 
 
 def weight_normalization(w: Any, g: Any, dim: int = 0, eps: float = 1e-12) -> Variable:
@@ -416,3 +459,89 @@ def weight_normalization(w: Any, g: Any, dim: int = 0, eps: float = 1e-12) -> Va
     gb = _array.reshape(g, tuple(s if i == d else 1 for i, s in enumerate(w.shape)))
     red = tuple(i for i in range(w.ndim) if i != d)
     return w * gb * (_red.sum(w * w, axis=red, keepdims=True) + eps) ** -0.5
+
+
+def clip_by_norm(x: Any, clip_norm: Any, axis: Any = None) -> Variable:
+    """NNabla's ``y = clip_norm * x / max(||x||_2, clip_norm)``, the norm over ``axis``.
+
+    ``x`` is rescaled to the L2 norm ``clip_norm`` where its norm is larger; the norm is
+    taken over ``axis`` with keepdims.
+
+    Args:
+        x: input of any shape.
+        clip_norm: the largest norm, a positive float or a Variable (broadcast to the
+            norm's shape).
+        axis: None (the whole array), an int or a sequence of ints.
+
+    Returns:
+        The shape of ``x``. Differentiable through the norm (where it is clipped).
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.clip_by_norm(np.array([3.0, 4.0]), 1.0).d, F.clip_by_norm(np.array([0.3, 0.4]), 1.0).d
+    (array([0.6, 0.8]), array([0.3, 0.4]))
+    """
+    x = as_variable(x)
+    red = _red.normalize_axes("clip_by_norm", axis, x.ndim)
+    norm = _red.sum(x * x, axis=red, keepdims=True) ** 0.5
+    if isinstance(clip_norm, Variable):
+        return x * clip_norm / _arith.maximum2(norm, clip_norm)
+    c = _arith.check_scalar("clip_by_norm", "clip_norm", clip_norm)
+    if not c > 0:
+        raise ValueError(f"clip_by_norm: clip_norm must be positive, got {clip_norm}")
+    return x * (c / _arith.maximum_scalar(norm, c))
+
+
+def weight_standardization(
+    w: Any, channel_axis: int = 0, eps: float = 1e-5, output_stat: bool = False
+) -> Any:
+    """Weight standardization (NNabla's): ``(w - mu) / sqrt(sigma^2 + eps)`` per output channel.
+
+    Qiao et al. 2019: each output channel of ``w`` is standardized over its other axes.
+
+    Args:
+        w: a weight, e.g. ``(C_out, C_in, kH, kW)`` (``channel_axis=0``) or an affine
+            ``(C_in, C_out)`` (``channel_axis=1``).
+        channel_axis: the output-channel axis (negative counts from the end).
+        eps: added to the variance.
+        output_stat: also return the mean and the (biased) variance, keepdims.
+
+    Returns:
+        The shape of ``w``; with ``output_stat``, ``(w_hat, mu, sigma^2)``.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.weight_standardization(np.array([[1.0, 3.0], [0.0, 4.0]]), eps=0.0).d[1]
+    array([-1.,  1.])
+    """
+    name = "weight_standardization"
+    w, eps = _prepare(name, w, eps)
+    (ca,) = _axes(name, "channel_axis", channel_axis, w.ndim)
+    red = tuple(i for i in range(w.ndim) if i != ca)
+    return _with_stat(name, _standardize(w, red, eps), w, red, output_stat)
+
+
+def norm_normalization(
+    x: Any, p: float | None = None, axes: Any = None, eps: float = 1e-12
+) -> Variable:
+    """NNabla's ``y = x / (sum |x|^p + eps)^(1/p)``, the sum over ``axes`` (keepdims).
+
+    Args:
+        x: input of any shape.
+        p: the order of the norm (None: 2), > 0.
+        axes: None (all axes), an int or a sequence of ints.
+        eps: added to the sum before the p-th root.
+
+    Returns:
+        The shape of ``x``.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.norm_normalization(np.array([3.0, 4.0])).d
+    array([0.6, 0.8])
+    """
+    x = as_variable(x)
+    p = 2.0 if p is None else _arith.check_scalar("norm_normalization", "p", p)
+    if not p > 0:
+        raise ValueError(f"norm_normalization: p={p} must be positive")
+    red = _red.normalize_axes("norm_normalization", axes, x.ndim)
+    ax = _arith.abs(x) if p != 2.0 else x
+    total = _red.sum(ax * ax if p == 2.0 else ax**p, axis=red, keepdims=True) + float(eps)
+    return x * total ** (-1.0 / p)

@@ -48,6 +48,7 @@ __all__ = [
     "global_average_pooling",
     "interpolate",
     "max_pooling",
+    "max_pooling_backward",
     "sum_pooling",
     "unpooling",
 ]
@@ -409,6 +410,39 @@ def max_pooling_index(
     """
     args = pool_args("max_pooling", kernel, stride, pad)
     return MaxPoolingIndex(ignore_border=ignore_border, channel_last=channel_last, **args)(x)
+
+
+def max_pooling_backward(
+    dy: Any,
+    x: Any,
+    kernel: Sequence[int],
+    stride: Sequence[int] | None = None,
+    ignore_border: bool = True,
+    pad: Sequence[int] | None = None,
+    channel_last: bool = False,
+) -> Variable:
+    """NNabla's max pooling gradient: ``dy`` scattered to the first maximum of each window.
+
+    The gradient of :func:`max_pooling` with respect to ``x`` (zeros off the maxima), as
+    NNabla's ``max_pooling_backward(dy, x, ...)``.
+
+    Linear in ``dy`` (its gradient is the max pooling's gather); ``x`` only selects the
+    positions, so its gradient is zero. Arguments after ``x`` as :func:`max_pooling`.
+
+    Returns:
+        The shape of ``x``.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.max_pooling_backward(np.array([[10.0, 20.0]]), np.array([[3.0, 1.0, 2.0, 5.0]]), (2,)).d
+    array([[10.,  0.,  0., 20.]])
+    """
+    index = max_pooling_index(x, kernel, stride, ignore_border, pad, channel_last)
+    if tuple(_indexing.shape_of(dy)) != tuple(index.shape):
+        raise ValueError(
+            f"max_pooling_backward: dy of shape {_indexing.shape_of(dy)} must have the shape"
+            f" {index.shape} of max_pooling(x) for x of shape {_indexing.shape_of(x)}"
+        )
+    return _gpool.max_pooling_backward(dy, index, _indexing.shape_of(x))
 
 
 def max_pooling(

@@ -23,6 +23,8 @@ from hodiff.function import Function, Slot, float_dtype
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions import array as _array
 from hodiff.functions import math as _math
+from hodiff.functions import statistics as _stats
+from hodiff.functions.indexing import shape_of
 from hodiff.grad_functions import reduction as _greduction
 from hodiff.variable import Variable
 
@@ -328,22 +330,86 @@ def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
     return node(x) * (1.0 / n if n else math.nan)
 
 
-def max(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
+def max(
+    x: Any,
+    axis: Any = None,
+    keepdims: bool = False,
+    with_index: bool = False,
+    only_index: bool = False,
+) -> Any:
     """Maximum over ``axis``; the gradient goes to the maxima, split evenly among ties.
+
+    Args:
+        x: input of any shape.
+        axis: None (all axes), an int or a sequence of ints.
+        keepdims: keep the reduced axes with size 1.
+        with_index: also return the int64 index of the maximum (NNabla's): its position
+            in the reduced axes flattened in order (the first of ties); not differentiable.
+        only_index: return only that index.
+
+    Returns:
+        The maxima (numpy's shape); ``(maxima, index)`` with ``with_index``; the index alone
+        with ``only_index``. The index has the shape of the maxima.
 
     >>> import numpy as np, hodiff.functions as F
     >>> F.max(np.array([[1.0, 5.0], [7.0, 2.0]]), axis=1).d
     array([5., 7.])
+    >>> F.max(np.array([[1.0, 5.0], [7.0, 2.0]]), axis=1, only_index=True).d
+    array([1, 0])
     """
-    return Max(axis=axis, keepdims=keepdims)(x)
+    return _with_index("max", Max, x, axis, keepdims, with_index, only_index)
 
 
-def min(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
+def min(
+    x: Any,
+    axis: Any = None,
+    keepdims: bool = False,
+    with_index: bool = False,
+    only_index: bool = False,
+) -> Any:
     """``y = min(x)`` over ``axis`` (shape as in numpy).
 
-    The gradient goes to the minima, split evenly among ties.
+    The gradient goes to the minima, split evenly among ties. ``with_index`` and
+    ``only_index`` as in :func:`max` (the index of the first minimum).
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> y, i = F.min(np.array([[1.0, 5.0], [7.0, 2.0]]), axis=0, with_index=True)
+    >>> y.d, i.d
+    (array([1., 2.]), array([0, 1]))
     """
-    return Min(axis=axis, keepdims=keepdims)(x)
+    return _with_index("min", Min, x, axis, keepdims, with_index, only_index)
+
+
+def _with_index(
+    name: str,
+    cls: Any,
+    x: Any,
+    axis: Any,
+    keepdims: bool,
+    with_index: bool,
+    only_index: bool,
+) -> Any:
+    """The reduction, its index over the reduced axes (flattened in order), or both."""
+    if not (with_index or only_index):
+        return cls(axis=axis, keepdims=keepdims)(x)
+    shape = shape_of(x)
+    red = normalize_axes(name, axis, len(shape))
+    if not red or any(shape[a] == 0 for a in red):
+        raise ValueError(
+            f"{name}: with_index needs a non-empty reduction (x of shape {shape}, axis {axis})"
+        )
+    kept = tuple(a for a in range(len(shape)) if a not in red)
+    order = (*kept, *red)
+    moved = x if order == tuple(range(len(shape))) else _array.transpose(x, order)
+    flat = _array.reshape(moved, (*(shape[a] for a in kept), -1))
+    arg = _stats.argmax if name == "max" else _stats.argmin
+    out_shape = kept_shape(shape, red) if keepdims else tuple(shape[a] for a in kept)
+    index = arg(flat, axis=-1)
+    if tuple(index.shape) != out_shape:
+        index = _array.reshape(index, out_shape)
+    if only_index:
+        return index
+    return cls(axis=axis, keepdims=keepdims)(x), index
 
 
 def prod(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:

@@ -95,7 +95,7 @@ class Fmod2(_Remainder):
 
     def quotient(self, x0: Any, x1: Any) -> Any:
         q = x0 / x1
-        return _arith.sign(q) * floor(_arith.abs(q))  # trunc
+        return _arith.sign(q, alpha=0.0) * floor(_arith.abs(q))  # trunc
 
 
 class NanToNum(Elementwise):

@@ -209,7 +209,7 @@ def warp_by_grid(
         coords.append(_source(g, n, padding_mode, bool(align_corners)))
     if mode == "nearest":
         # NNabla's std::round: halves away from zero
-        lows = [_arith.sign(s) * _round.floor(_arith.abs(s) + 0.5) for s in coords]
+        lows = [_arith.sign(s, alpha=0.0) * _round.floor(_arith.abs(s) + 0.5) for s in coords]
         corners: list[tuple[int, ...]] = [(0,) * d]
     else:
         lows = [_round.floor(s) for s in coords]

@@ -29,6 +29,7 @@ from hodiff.variable import Variable
 __all__ = [
     "arange",
     "astype",
+    "broadcast_to",
     "expand_dims",
     "eye",
     "gather_nd",
@@ -388,3 +389,42 @@ def astype(x: Any, dtype: Any) -> Variable:
     if dtype.kind == "f" and xdt.kind == "f":
         return Cast(dtype=dtype, source=xdt)(x)
     return CastIndex(dtype=dtype)(x)
+
+
+def broadcast_to(x: Any, y: Any, axis: int = -1) -> Variable:
+    """``y`` broadcast to the shape of ``x`` from axis ``axis`` on (NNabla's ``broadcast_to``).
+
+    Only ``x``'s shape is used; it gets no gradient.
+
+    ``y``'s axes are matched to ``x``'s axes ``axis, ..., axis + y.ndim - 1``; with
+    ``axis < 0`` (the default), or when they end at ``x``'s last axis, to the trailing
+    axes (numpy's rule). The gradient of ``y`` sums over the broadcast axes.
+
+    Args:
+        x: any array or Variable: its shape is the target.
+        y: the values, each of its axes of the size of the matched axis of ``x``.
+        axis: the first axis of ``x`` matched to ``y``'s first axis.
+
+    Returns:
+        The shape of ``x``.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.broadcast_to(np.zeros((2, 3)), np.array([1.0, 2.0]), axis=0).d
+    array([[1., 1., 1.],
+           [2., 2., 2.]])
+    """
+    shape, y_shape = shape_of(x), shape_of(y)
+    if isinstance(axis, bool) or not isinstance(axis, int | np.integer):
+        raise TypeError(f"broadcast_to: axis must be an int, got {type(axis).__name__}")
+    if len(y_shape) > len(shape):
+        raise ValueError(
+            f"broadcast_to: y of shape {y_shape} has more axes than x of shape {shape}"
+        )
+    start = len(shape) - len(y_shape) if axis < 0 else int(axis)
+    if start + len(y_shape) > len(shape) or shape[start : start + len(y_shape)] != y_shape:
+        raise ValueError(
+            f"broadcast_to: y of shape {y_shape} does not match the axes {start}.."
+            f"{start + len(y_shape) - 1} of x of shape {shape} (axis={axis})"
+        )
+    aligned = (1,) * start + y_shape + (1,) * (len(shape) - start - len(y_shape))
+    return _array.broadcast(_array.reshape(y, aligned), shape)

@@ -27,7 +27,7 @@ from hodiff.functions import activation as _act
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions import array as _array
 from hodiff.functions import math as _math
-from hodiff.variable import Variable
+from hodiff.variable import Variable, as_variable
 
 __all__ = [
     "digamma",
@@ -303,19 +303,26 @@ def polygamma(n: int, x: Any) -> Variable:
 
 
 def sinc(x: Any) -> Variable:
-    """Normalized sinc ``y = sin(pi x) / (pi x)``, with ``y(0) = 1`` (numpy's ``sinc``).
+    """NNabla's (unnormalized) sinc ``y = sin(x) / x``, with ``y(0) = 1``.
 
-    Composed: ``|pi x| < 1e-3`` uses the Taylor polynomial ``1 - t^2/6 + t^4/120 - t^6/5040``
-    (``t = pi x``), elsewhere the quotient on a safe input, so every derivative is finite
-    and exact at ``x = 0`` too.
+    numpy's ``np.sinc(x)`` is the normalized ``sin(pi x) / (pi x)``, that is
+    ``F.sinc(np.pi * x)``. Composed: ``|x| < 1e-3`` uses the Taylor polynomial
+    ``1 - x^2/6 + x^4/120 - x^6/5040``, elsewhere the quotient on a safe input, so every
+    derivative is finite and exact at ``x = 0`` too.
+
+    Args:
+        x: input of any shape.
+
+    Returns:
+        The shape of ``x``.
 
     >>> import numpy as np, hodiff.functions as F
-    >>> F.sinc(np.array([0.0, 0.5, 1.0])).d.round(12)
+    >>> F.sinc(np.array([0.0, np.pi / 2, np.pi])).d.round(12)
     array([1.        , 0.63661977, 0.        ])
     """
-    t = _arith.mul_scalar(x, math.pi)
-    small = _array.less(_arith.abs(t), 1e-3)
-    safe = _array.where(small, 1.0, t)
-    t2 = t * t
-    taylor = 1.0 - t2 * (1.0 / 6.0 - t2 * (1.0 / 120.0 - t2 * (1.0 / 5040.0)))
+    x = as_variable(x)
+    small = _array.less(_arith.abs(x), 1e-3)
+    safe = _array.where(small, 1.0, x)
+    x2 = x * x
+    taylor = 1.0 - x2 * (1.0 / 6.0 - x2 * (1.0 / 120.0 - x2 * (1.0 / 5040.0)))
     return _array.where(small, taylor, _math.sin(safe) / safe)

@@ -24,11 +24,12 @@ from hodiff.context import array_module
 from hodiff.function import Function
 from hodiff.functions import array as _array
 from hodiff.functions import reduction as _red
+from hodiff.functions._index_kernels import normalize_base_axis
 from hodiff.functions.indexing import normalize_axis, shape_of
 from hodiff.grad_functions.selection import scatter_along_axis, take_along_axis
 from hodiff.variable import Variable
 
-__all__ = ["argmax", "argmin", "diff", "sort", "std", "top_k_data", "var"]
+__all__ = ["argmax", "argmin", "diff", "searchsorted", "sort", "std", "top_k_data", "var"]
 
 Spec = list[tuple[tuple[int, ...], Any]]
 
@@ -79,6 +80,40 @@ class Argmax(_ArgExtremum):
 
 class Argmin(_ArgExtremum):
     method = "argmin"
+
+
+class SearchSorted(Function):
+    """Insertion indices of ``values`` in ``sorted_sequence`` along the last axis (int64)."""
+
+    differentiable = False
+
+    def __init__(self, *, right: bool = False) -> None:
+        self.right = bool(right)
+
+    def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
+        seq, values = inputs
+        if seq.ndim == 0 or seq.ndim != values.ndim or seq.shape[:-1] != values.shape[:-1]:
+            raise ValueError(
+                f"searchsorted: sorted_sequence of shape {seq.shape} and values of shape"
+                f" {values.shape} must have the same number of axes and the same leading axes"
+            )
+        return [(values.shape, np.dtype(np.int64))]
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        seq, values = inputs
+        xp = array_module(seq)
+        side = "right" if self.right else "left"
+        rows, vals = seq.reshape(-1, seq.shape[-1]), values.reshape(-1, values.shape[-1])
+        y = xp.empty(vals.shape, dtype=np.int64)
+        for i in range(rows.shape[0]):  # one sorted row at a time
+            y[i] = xp.searchsorted(rows[i], vals[i], side=side)
+        outputs[0] = y.reshape(values.shape)
+
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        # both batched on axis 0 (an unbatched one broadcast): a leading axis like the others
+        size = _batching.batch_size(inputs, axes)
+        seq, values = (_batching.batched(v, a, size) for v, a in zip(inputs, axes, strict=True))
+        return self(seq, values)
 
 
 class Argsort(Function):
@@ -201,6 +236,28 @@ def argmax(x: Any, axis: int | None = None, keepdims: bool = False) -> Variable:
     return Argmax(axis=axis, keepdims=keepdims)(x)
 
 
+def searchsorted(sorted_sequence: Any, values: Any, right: bool = False) -> Variable:
+    """Indices where ``values`` would be inserted to keep each row sorted (NNabla's).
+
+    Along the last axis, row by row: ``y`` is the ``i`` with ``s[i-1] < v <= s[i]``
+    (``right``: ``s[i-1] <= v < s[i]``), numpy's ``searchsorted`` per row. Int64, not
+    differentiable (it cuts the graph).
+
+    Args:
+        sorted_sequence: ``(..., N)``, each row sorted ascending.
+        values: ``(..., M)``, the same leading axes.
+        right: the side for equal values.
+
+    Returns:
+        Shape of ``values``.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.searchsorted(np.array([[1.0, 3.0, 5.0]]), np.array([[3.0, 6.0, 0.0]])).d
+    array([[1, 3, 0]])
+    """
+    return SearchSorted(right=right)(sorted_sequence, values)
+
+
 def argmin(x: Any, axis: int | None = None, keepdims: bool = False) -> Variable:
     """Indices ``y = argmin(x, axis)`` of the minima, int64 (not differentiable).
 
@@ -267,8 +324,7 @@ def top_k_data(
     array([[-4.,  3.]])
     """
     shape = shape_of(x)
-    if not 0 <= base_axis < len(shape):
-        raise ValueError(f"top_k_data: base_axis={base_axis} out of range for x of {shape}")
+    base_axis = normalize_base_axis("top_k_data", base_axis, len(shape))
     flat = (*shape[:base_axis], math.prod(shape[base_axis:]))
     if not isinstance(k, int | np.integer) or not 1 <= k <= flat[-1]:
         raise ValueError(f"top_k_data: k={k} must be in [1, {flat[-1]}] for x of shape {shape}")

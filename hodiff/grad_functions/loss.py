@@ -64,7 +64,8 @@ class SelectByLabel(Function):
         axis = _kernels.resolve_axis(self.caller, self.axis, x.ndim)
         xp = array_module(x)
         t = _kernels.labels_in_range(self.caller, xp, t, axis, x.shape)
-        outputs[0] = xp.take_along_axis(x, t, axis)
+        y = xp.take_along_axis(x, t, axis)  # a label -1 (ignored) picks 0
+        outputs[0] = xp.where(t < 0, xp.zeros((), y.dtype), y)
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # transpose of a gather: scatter gy back to the picked entries (zeros elsewhere)
@@ -140,15 +141,19 @@ class SoftmaxCrossEntropyGrad(Function):
         axis = _kernels.resolve_axis(self.name, self.axis, x.ndim)
         t = _kernels.labels_in_range(self.name, xp, t, axis, x.shape)
         s = _kernels.softmax_array(xp, x, axis)
-        s -= _onehot(xp, t, axis, x.shape[axis], x.ndim)
-        s *= gy
+        s -= _onehot(xp, t, axis, x.shape[axis], x.ndim)  # no one for a label -1
+        s *= xp.where(t < 0, xp.zeros((), s.dtype), gy)  # an ignored label: no gradient
         outputs[0] = s
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         ggx = outputs[0].grad
         x, t, gy = (s.data for s in inputs)
-        axis = _kernels.resolve_axis(self.name, self.axis, len(inputs[0].shape))
+        shape = inputs[0].shape
+        axis = _kernels.resolve_axis(self.name, self.axis, len(shape))
         s = _loss.softmax(x, axis=axis)
+        # y = w gy (s - onehot(t)) with w = 0 for an ignored label (-1), 1 otherwise
+        w = _loss.label_weight(t, (*shape[:axis], 1, *shape[axis + 1 :]), s.dtype)
+        gy = gy * w
         if prop_down[0]:
             # d/dx [gy (s - onehot)] . ggx = gy s (ggx - <ggx, s>)
             inner = _reduction.sum(ggx * s, axis=axis, keepdims=True)
@@ -158,7 +163,7 @@ class SoftmaxCrossEntropyGrad(Function):
             ggy = _reduction.sum(ggx * s, axis=axis, keepdims=True) - select_by_label(
                 ggx, t, axis=axis
             )
-            inputs[2].store(ggy, accum[2])
+            inputs[2].store(ggy * w, accum[2])
 
     def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
         # (x, t, gy): x and t batched; gy broadcasts to the loss shape, so it is aligned

@@ -45,6 +45,17 @@ SPECS = [
     ),
     Spec(F.abs, ((2, 3),), np.abs, kinks=(0.0,), linear=True),
     Spec(F.sign, ((2, 3),), np.sign, order=0, kinks=(0.0,)),
+    Spec(
+        F.sign,
+        (fixed(np.array([-2.0, 0.0, 3.0, 0.0])),),
+        lambda x, alpha: np.where(x == 0, alpha, np.sign(x)),
+        kwargs={"alpha": 0.5},
+        order=0,
+        id="alpha_at_zero",
+    ),
+    Spec(F.add_n, ((2, 3), (3,), ()), lambda a, b, c: a + b + c, linear=True),
+    Spec(F.add_n, ((2, 3),), lambda a: a, linear=True, id="one"),
+    Spec(F.mul_n, ((2, 3), (3,), (2, 1)), lambda a, b, c: a * b * c),
     Spec(F.identity, ((2, 3),), lambda x: x, linear=True),
     Spec(
         mul_n, ((2, 3), (2, 3), (2, 3)), lambda a, b, c, val: val * a * b * c, kwargs={"val": -2.0}

@@ -208,6 +208,15 @@ SPECS = [
     Spec(F.one_hot, (labels((4, 1), 3),), _one_hot, kwargs={"shape": (3,)}, order=0),
     Spec(
         F.one_hot,
+        (fixed(np.array([[2.0], [0.0], [1.0]])),),  # float ids, as NNabla's default arrays
+        lambda x, shape: _one_hot(x.astype(int), shape),
+        kwargs={"shape": (3,)},
+        order=0,
+        float32=False,
+        id="float_ids",
+    ),
+    Spec(
+        F.one_hot,
         (fixed([[1, 0], [2, 1], [0, 1]]),),
         _one_hot,
         kwargs={"shape": (3, 2)},

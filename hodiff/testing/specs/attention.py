@@ -3,7 +3,7 @@
 import numpy as np
 
 import hodiff.functions as F
-from hodiff.functions.attention import write_back
+from hodiff.functions.attention import stop_gradient, write_back
 from hodiff.functions.sampling import CornerIndex
 from hodiff.testing.spec import Spec, fixed
 
@@ -26,6 +26,57 @@ def _sn_ref(w, u, dim=0, itr=1, eps=1e-12, test=False):
         u = wm @ v
         u = u / np.sqrt(np.sum(u**2) + eps)
     return np.moveaxis((wm / (u @ wm @ v)).reshape(wt.shape), 0, dim)
+
+
+# singular values 3, 1, 0.5 and a random basis: the power iteration converges fast
+_W_GAP = (
+    np.linalg.qr(np.random.default_rng(7).standard_normal((3, 3)))[0]
+    @ np.diag([3.0, 1.0, 0.5])
+    @ np.linalg.qr(np.random.default_rng(8).standard_normal((4, 4)))[0][:3]
+)
+
+
+def multi_head_attention(query, key, value, wq, wk, wv, wo, bq, bk, bv, bo, *extra, **kw):
+    """``F.multi_head_attention`` with the arrays first (the spec table's calling convention);
+    ``extra`` are ``attn_bias_k, attn_bias_v, additive_mask`` when given.
+    """
+    named = dict(zip(("attn_bias_k", "attn_bias_v", "additive_mask"), extra, strict=False))
+    heads = kw.pop("num_heads")
+    return F.multi_head_attention(
+        query, key, value, heads, wq, wk, wv, wo, bq, bk, bv, bo, **named, **kw
+    )
+
+
+def _mha_ref(
+    query, key, value, wq, wk, wv, wo, bq, bk, bv, bo, *extra, num_heads, key_padding_mask=None
+):
+    """Loops over samples and heads: softmax(q_h k_h^T / sqrt(d) + mask) v_h, then W_out."""
+    bias_k, bias_v, mask = (list(extra) + [None] * 3)[:3]
+    lt, b, _ = query.shape
+    q, k, v = query @ wq + bq, key @ wk + bk, value @ wv + bv
+    if bias_k is not None:
+        k = np.concatenate([k, np.broadcast_to(bias_k, (1, b, bias_k.size))], axis=0)
+        v = np.concatenate([v, np.broadcast_to(bias_v, (1, b, bias_v.size))], axis=0)
+    ls = k.shape[0]
+    d, dv = q.shape[-1] // num_heads, v.shape[-1] // num_heads
+    out = np.zeros((lt, b, v.shape[-1]))
+    weights = np.zeros((b * num_heads, lt, ls))
+    for n in range(b):
+        for h in range(num_heads):
+            s = q[:, n, h * d : (h + 1) * d] @ k[:, n, h * d : (h + 1) * d].T / np.sqrt(d)
+            if mask is not None:
+                s = s + (np.pad(mask, ((0, 0), (0, 1))) if bias_k is not None else mask)
+            if key_padding_mask is not None:
+                pad = np.pad(key_padding_mask, ((0, 0), (0, ls - key_padding_mask.shape[1])))
+                s = np.where(pad[n] != 0, -np.inf, s)
+            a = np.exp(s - s.max(-1, keepdims=True))
+            a = a / a.sum(-1, keepdims=True)
+            weights[n * num_heads + h] = a
+            out[:, n, h * dv : (h + 1) * dv] = a @ v[:, n, h * dv : (h + 1) * dv]
+    return out @ wo + bo, weights
+
+
+_MHA = ((3, 2, 4), (5, 2, 3), (5, 2, 2), (4, 4), (3, 4), (2, 6), (6, 3), (4,), (4,), (6,), (3,))
 
 
 def _base(size, align):
@@ -105,22 +156,53 @@ SPECS = [
         kwargs={"scale": 0.25},
         id="scale",
     ),
+    # NNabla's gradient (u, v constant) is the derivative of W / sigma_max(W) once the
+    # iteration has converged: order 1 against finite differences at a converged point
+    Spec(
+        F.spectral_norm,
+        (fixed(_W_GAP), fixed(np.array([0.6, -0.3, 0.7]))),
+        _sn_ref,
+        kwargs={"itr": 60, "test": True},
+        ref_atol=1e-10,
+        order=1,
+        id="converged",
+    ),
     Spec(
         F.spectral_norm,
         ((3, 4), fixed(np.array([0.6, -0.3, 0.7]))),
-        _sn_ref,
-        kwargs={"test": True},
+        lambda w, u, **kw: _sn_ref(w, u, test=True),
+        kwargs={"test": True, "grad_through_iteration": True},
         ref_atol=1e-10,
+        id="through_iteration",
     ),
     Spec(
         F.spectral_norm,
         ((2, 3, 2), fixed(np.array([0.6, -0.3, 0.7]))),
-        _sn_ref,
-        kwargs={"dim": 1, "itr": 3, "test": True},
+        lambda w, u, **kw: _sn_ref(w, u, dim=1, itr=3),
+        kwargs={"dim": 1, "itr": 3, "test": True, "grad_through_iteration": True},
         ref_atol=1e-10,
-        id="dim1_itr3",
+        id="through_iteration_dim1_itr3",
     ),
+    Spec(
+        F.spectral_norm,
+        (fixed(_W_GAP), fixed(np.array([0.6, -0.3, 0.7]))),
+        lambda w, u, **kw: (_sn_ref(w, u, itr=60), u),
+        kwargs={"itr": 60, "test": True, "output_u": True},
+        ref_atol=1e-10,
+        order=1,
+        id="output_u",
+    ),
+    Spec(stop_gradient, ((2, 3),), lambda x: x, order=0),
     Spec(write_back, ((3,), fixed(np.zeros(3))), lambda u, t: u, linear=True),
+    Spec(multi_head_attention, _MHA, _mha_ref, kwargs={"num_heads": 2}, atol=1e-5),
+    Spec(
+        multi_head_attention,
+        (*_MHA, (4,), (6,), (3, 5)),
+        _mha_ref,
+        kwargs={"num_heads": 2, "key_padding_mask": np.array([[0, 0, 0, 1, 0], [1, 0, 0, 0, 0]])},
+        atol=1e-5,
+        id="bias_kv_masks",
+    ),
     Spec(F.affine_grid, ((2, 2, 3),), _affine_grid_ref, kwargs={"size": (3, 4)}, linear=True),
     Spec(
         F.affine_grid,

@@ -197,6 +197,30 @@ SPECS = [
         id="base_axis",
         **BILINEAR,
     ),
+    Spec(
+        F.convolution,
+        ((2, 2, 10), (4, 2, 1)),
+        lambda x, w, base_axis, **kw: ref_convolution(x, w, base_axis=base_axis + x.ndim, **kw),
+        kwargs={"base_axis": -2, "pad": (3,), "stride": (2,)},
+        id="negative_base_axis",
+        **BILINEAR,
+    ),
+    # depthwise deconvolution: a deconvolution with group = C / divisor
+    Spec(
+        F.depthwise_deconvolution,
+        ((2, 3, 5), (3, 2), (3,)),
+        lambda x, w, b, **kw: ref_deconvolution(x, w[:, None], b, group=3, **kw),
+        kwargs={"stride": (2,), "pad": (1,)},
+        **BILINEAR,
+    ),
+    Spec(
+        F.depthwise_deconvolution,
+        ((2, 4, 3, 3), (4, 2, 2)),
+        lambda x, w, divisor, **kw: ref_deconvolution(x, w[:, None], group=2, **kw),
+        kwargs={"divisor": 2, "dilation": (1, 2)},
+        id="divisor",
+        **BILINEAR,
+    ),
     # deconvolution
     Spec(
         F.deconvolution,

@@ -74,6 +74,22 @@ def _scatter_ref(g: np.ndarray, t: np.ndarray, axis: int, size: int) -> np.ndarr
     return np.moveaxis(out, -1, axis)
 
 
+def _ignoring(ref: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    """``ref`` where the label counts, 0 where it is -1 (NNabla's ignored sample)."""
+
+    def masked(x: np.ndarray, t: np.ndarray, *rest: Any, **kw: Any) -> np.ndarray:
+        y = ref(x, np.maximum(t, 0), *rest, **kw)
+        axis = x.ndim - 1 if kw.get("axis") is None else kw["axis"] % x.ndim
+        keep = _kept(x, t, axis)[1] >= 0  # axis moved last, like t's size-1 axis
+        return y * np.moveaxis(keep, -1, axis)
+
+    return masked
+
+
+# two samples of four ignored
+_T_IGNORE = fixed(np.array([[0], [-1], [2], [-1]]))
+
+
 def _sigmoid_ce_ref(x: np.ndarray, t: np.ndarray) -> np.ndarray:
     s = 1.0 / (1.0 + np.exp(-x))
     return -(t * np.log(s) + (1 - t) * np.log(1 - s))
@@ -109,7 +125,14 @@ SPECS = [
         kwargs={"axis": 1},
         id="axis1",
     ),
+    Spec(F.softmax_cross_entropy, ((4, 3), _T_IGNORE), _ignoring(_sce_ref), id="ignore_label"),
     Spec(softmax_cross_entropy_grad, ((2, 3), labels((2, 1), 3), (2, 1)), _sce_grad_ref),
+    Spec(
+        softmax_cross_entropy_grad,
+        ((4, 3), _T_IGNORE, (4, 1)),
+        _ignoring(_sce_grad_ref),
+        id="ignore_label",
+    ),
     Spec(
         softmax_cross_entropy_grad,
         ((2, 2, 3), labels((2, 1, 3), 2), (2, 1, 3)),
@@ -138,6 +161,13 @@ SPECS = [
         (_probs((2, 3)), labels((2, 1), 3)),
         lambda x, t: -np.log(_pick_loop(x, t)),
     ),
+    Spec(
+        F.categorical_cross_entropy,
+        (_probs((4, 3)), _T_IGNORE),
+        _ignoring(lambda x, t: -np.log(_pick_loop(x, t))),
+        id="ignore_label",
+    ),
+    Spec(select_by_label, ((4, 3), _T_IGNORE), _ignoring(_pick_loop), linear=True, id="ignore"),
     Spec(F.sigmoid_cross_entropy, ((2, 3), labels((2, 3), 2)), _sigmoid_ce_ref),
     Spec(F.sigmoid_cross_entropy, ((2, 3), _probs((2, 3))), _sigmoid_ce_ref, id="soft"),
     Spec(
@@ -155,6 +185,14 @@ SPECS = [
         linear=True,
     ),
     Spec(F.huber_loss, ((2, 3), fixed(np.zeros((2, 3)))), _huber_ref, kinks=(-1.0, 0.0, 1.0)),
+    Spec(
+        F.epsilon_insensitive_loss,
+        ((2, 3), fixed(np.zeros((2, 3)))),
+        lambda a, b, epsilon: np.maximum(np.abs(a - b) - epsilon, 0.0),
+        kwargs={"epsilon": 0.5},
+        kinks=(-0.5, 0.0, 0.5),
+        linear=True,
+    ),
     Spec(
         F.huber_loss,
         ((2, 3), fixed(np.zeros((2, 3)))),

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 import hodiff.functions as F
-from hodiff.testing.spec import Spec, positive
+from hodiff.testing.spec import Spec, fixed, positive
 
 
 def _standardize_loop(x: np.ndarray, keep: tuple[int, ...], eps: float) -> np.ndarray:
@@ -87,6 +87,22 @@ def _wn_ref(w: np.ndarray, g: np.ndarray, dim: int = 0, eps: float = 1e-12) -> n
     return np.moveaxis(out, 0, dim)
 
 
+def _stat(ref: Any, red: tuple[int, ...], grouped: Any = None) -> Any:
+    """``ref`` followed by the biased mean and variance of ``x`` over ``red`` (keepdims),
+    ``x`` first reshaped by ``grouped(x)`` when given (``output_stat``).
+    """
+
+    def out(x: np.ndarray, *rest: Any, output_stat: bool, **kw: Any) -> Any:
+        xs = x if grouped is None else grouped(x)
+        return (
+            ref(x, *rest, **kw),
+            xs.mean(axis=red, keepdims=True),
+            xs.var(axis=red, keepdims=True),
+        )
+
+    return out
+
+
 SPECS = [
     Spec(
         F.batch_normalization,
@@ -118,6 +134,84 @@ SPECS = [
     Spec(F.instance_normalization, ((2, 2, 3), (1, 2, 1), (1, 2, 1)), _in_ref),
     Spec(
         F.group_normalization, ((2, 4, 2), (1, 4, 1), (1, 4, 1)), _gn_ref, kwargs={"num_groups": 2}
+    ),
+    # output_stat=True (NNabla's): the batch statistics too, differentiable
+    Spec(
+        F.batch_normalization,
+        ((3, 2, 2), (1, 2, 1), (1, 2, 1), (1, 2, 1), positive((1, 2, 1))),
+        _stat(_bn_ref, (0, 2)),
+        kwargs={"output_stat": True},
+        id="output_stat",
+    ),
+    Spec(
+        F.layer_normalization,
+        ((2, 3, 2), (1, 3, 2), (1, 3, 2)),
+        _stat(_ln_ref, (1, 2)),
+        kwargs={"output_stat": True},
+        id="output_stat",
+    ),
+    Spec(
+        F.instance_normalization,
+        ((2, 2, 3), (1, 2, 1), (1, 2, 1)),
+        _stat(_in_ref, (2,)),
+        kwargs={"output_stat": True},
+        id="output_stat",
+    ),
+    Spec(
+        F.group_normalization,
+        ((2, 4, 2), (1, 4, 1), (1, 4, 1)),
+        _stat(_gn_ref, (2, 3), lambda x: x.reshape(2, 2, 2, 2)),
+        kwargs={"num_groups": 2, "output_stat": True},
+        id="output_stat",
+    ),
+    # clip_by_norm: clipped (norm > clip_norm) and not, over all axes and per row
+    Spec(
+        F.clip_by_norm,
+        ((2, 3),),
+        lambda x, clip_norm: x * clip_norm / max(np.sqrt((x**2).sum()), clip_norm),
+        kwargs={"clip_norm": 0.5},
+    ),
+    Spec(
+        F.clip_by_norm,
+        (fixed(np.array([[0.1, -0.2, 0.1], [2.0, 1.0, -1.5]])),),
+        lambda x, clip_norm, axis: (
+            x * clip_norm / np.maximum(np.sqrt((x**2).sum(axis=axis, keepdims=True)), clip_norm)
+        ),
+        kwargs={"clip_norm": 1.0, "axis": 1},
+        id="axis",
+    ),
+    Spec(
+        F.weight_standardization,
+        ((3, 2, 2),),
+        lambda w: (
+            (w - w.mean(axis=(1, 2), keepdims=True))
+            / np.sqrt(w.var(axis=(1, 2), keepdims=True) + 1e-5)
+        ),
+    ),
+    Spec(
+        F.weight_standardization,
+        ((4, 3),),
+        _stat(
+            lambda w, channel_axis: (
+                (w - w.mean(axis=0, keepdims=True)) / np.sqrt(w.var(axis=0, keepdims=True) + 1e-5)
+            ),
+            (0,),
+        ),
+        kwargs={"channel_axis": -1, "output_stat": True},
+        id="affine_output_stat",
+    ),
+    Spec(
+        F.norm_normalization,
+        ((2, 3, 2),),
+        lambda x: x / np.sqrt((x**2).sum() + 1e-12),
+    ),
+    Spec(
+        F.norm_normalization,
+        ((2, 3, 2),),
+        lambda x, p, axes: x / ((np.abs(x) ** p).sum(axis=axes, keepdims=True) + 1e-12) ** (1 / p),
+        kwargs={"p": 3.0, "axes": (0, 2)},
+        kinks=(0.0,),
+        id="p3_axes",
     ),
     Spec(F.weight_normalization, ((3, 2, 2), (3,)), _wn_ref),
     Spec(F.weight_normalization, ((2, 3), (3,)), _wn_ref, kwargs={"dim": 1}, id="dim1"),

@@ -203,7 +203,26 @@ LINEAR = {"linear": True}
 ref_average = functools.partial(ref_pooling, mode="average")
 ref_sum = functools.partial(ref_pooling, mode="sum")
 
+
+def _max_pooling_backward_ref(dy: np.ndarray, x: np.ndarray, kernel: Any) -> np.ndarray:
+    """2-D, stride = kernel, no pad: each dy to the first maximum of its window (loops)."""
+    out = np.zeros_like(x)
+    kh, kw = kernel
+    for n, c, i, j in itertools.product(*(range(s) for s in dy.shape)):
+        win = x[n, c, i * kh : (i + 1) * kh, j * kw : (j + 1) * kw]
+        a, b = np.unravel_index(np.argmax(win), win.shape)
+        out[n, c, i * kh + a, j * kw + b] += dy[n, c, i, j]
+    return out
+
+
 SPECS = [
+    Spec(
+        F.max_pooling_backward,
+        ((2, 2, 2, 2), (2, 2, 4, 4)),
+        _max_pooling_backward_ref,
+        kwargs={"kernel": (2, 2)},
+        **LINEAR,
+    ),
     # max pooling: default stride; overlapping windows (duplicate maxima); pad and partial
     # windows; 1-D; 3-D
     Spec(F.max_pooling, ((2, 2, 5, 5),), ref_pooling, kwargs={"kernel": (2, 2)}, **LINEAR),

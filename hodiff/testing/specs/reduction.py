@@ -79,6 +79,19 @@ def _norm(x, p=2, axis=None, keepdims=False):
     return (np.abs(x) ** p).sum(axis=axis, keepdims=keepdims) ** (1.0 / p)
 
 
+def _with_index(reduce, arg):
+    """(values, index over the reduced axes flattened in order), NNabla's reference."""
+
+    def ref(x, axis, keepdims=False, with_index=True):
+        axes = tuple(range(x.ndim)) if axis is None else tuple(np.atleast_1d(axis) % x.ndim)
+        kept = [a for a in range(x.ndim) if a not in axes]
+        flat = np.transpose(x, kept + list(axes)).reshape([x.shape[a] for a in kept] + [-1])
+        y = reduce(x, axis=axis, keepdims=keepdims)
+        return y, arg(flat, axis=-1).reshape(np.shape(y))
+
+    return ref
+
+
 SPECS = [
     Spec(F.sum, ((2, 3),), np.sum, linear=True),
     Spec(
@@ -109,6 +122,30 @@ SPECS = [
         id="axes_keepdims",
     ),
     Spec(F.max, (TIES,), np.max, kwargs={"axis": 1}, order=1, id="ties"),
+    Spec(
+        F.max,
+        ((2, 3, 4),),
+        _with_index(np.max, np.argmax),
+        kwargs={"axis": (0, 2), "keepdims": True, "with_index": True},
+        linear=True,
+        id="with_index",
+    ),
+    Spec(
+        F.min,
+        ((3, 4),),
+        _with_index(np.min, np.argmin),
+        kwargs={"axis": 1, "with_index": True},
+        linear=True,
+        id="with_index",
+    ),
+    Spec(
+        F.max,
+        ((2, 3, 4),),
+        lambda x, axis, only_index: _with_index(np.max, np.argmax)(x, axis)[1],
+        kwargs={"axis": (1, 2), "only_index": True},
+        order=0,
+        id="only_index",
+    ),
     Spec(F.min, ((2, 3),), np.min, linear=True),
     Spec(F.min, ((2, 3, 4),), np.min, kwargs={"axis": -1}, linear=True, id="last"),
     Spec(

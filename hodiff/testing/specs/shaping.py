@@ -16,6 +16,21 @@ def _scatter_add_ref(x0: np.ndarray, idx: np.ndarray, x1: np.ndarray, axis: int 
 
 
 SPECS = [
+    # broadcast_to(x, y, axis): x gives only the shape (no gradient reaches it)
+    Spec(
+        F.broadcast_to,
+        (fixed(np.zeros((2, 3, 4))), (3,)),
+        lambda x, y, axis: np.broadcast_to(y[None, :, None], x.shape),
+        kwargs={"axis": 1},
+        linear=True,
+    ),
+    Spec(
+        F.broadcast_to,
+        (fixed(np.zeros((2, 3, 4))), (3, 4)),
+        lambda x, y: np.broadcast_to(y, x.shape),
+        linear=True,
+        id="trailing",
+    ),
     Spec(F.squeeze, ((1, 3, 1),), np.squeeze, linear=True),
     Spec(
         F.squeeze,

@@ -51,8 +51,14 @@ SPECS = [
     Spec(
         polygamma, (positive((2, 3), 0.5, 4.0),), _polygamma_ref, kwargs={"n": 2}, id="2", rtol=1e-4
     ),
-    Spec(F.sinc, ((2, 3),), np.sinc),
-    Spec(F.sinc, (fixed(np.array([0.0, 1e-4, -2e-4])),), np.sinc, id="at_zero"),
+    # NNabla's sinc, sin(x) / x: numpy's normalized one at x / pi
+    Spec(F.sinc, ((2, 3),), lambda x: np.sinc(x / np.pi), domain=(-6.0, 6.0)),
+    Spec(
+        F.sinc,
+        (fixed(np.array([0.0, 1e-4, -2e-4, 5e-4])),),
+        lambda x: np.sinc(x / np.pi),
+        id="at_zero",
+    ),
     Spec(F.mish, ((2, 3),), lambda x: x * np.tanh(np.log1p(np.exp(x)))),
     Spec(F.tanh_shrink, ((2, 3),), lambda x: x - np.tanh(x)),
 ]

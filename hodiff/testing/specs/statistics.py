@@ -61,6 +61,9 @@ def _scatter_ref(y: np.ndarray, idx: np.ndarray, axis: int, shape: tuple[int, ..
 
 _IDX = fixed(np.array([[2, 0, 2], [1, 1, 0]]))
 
+# rows sorted, with repeats (so that the side matters)
+_SORTED = fixed(np.array([[[0.0, 2.0, 2.0, 5.0], [-1.0, 0.5, 3.0, 3.0]]] * 2))
+
 SPECS = [
     Spec(F.var, ((3, 4),), np.var),
     Spec(
@@ -134,6 +137,30 @@ SPECS = [
         kwargs={"only_index": True},
         order=0,
         id="only_index",
+    ),
+    Spec(
+        F.searchsorted,
+        (_SORTED, fixed(np.array([[[2.0, -1.0, 9.0], [3.0, 3.0, 0.5]]] * 2))),
+        lambda s, v, right=False: np.stack(
+            [
+                [
+                    np.searchsorted(s[i, j], v[i, j], side="right" if right else "left")
+                    for j in range(s.shape[1])
+                ]
+                for i in range(s.shape[0])
+            ]
+        ),
+        kwargs={"right": True},
+        order=0,
+    ),
+    Spec(
+        F.searchsorted,
+        (_SORTED, fixed(np.array([[[2.0, -1.0, 9.0], [3.0, 3.0, 0.5]]] * 2))),
+        lambda s, v: np.stack(
+            [[np.searchsorted(s[i, j], v[i, j]) for j in range(s.shape[1])] for i in range(2)]
+        ),
+        order=0,
+        id="left",
     ),
     Spec(F.top_k_data, (distinct((2, 5)),), _top_k_ref, kwargs={"k": 3}, linear=True),
     Spec(
