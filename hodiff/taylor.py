@@ -56,12 +56,15 @@ from hodiff.functions import indexing as _indexing
 from hodiff.functions import linalg as _linalg
 from hodiff.functions import loss as _loss
 from hodiff.functions import math as _math
+from hodiff.functions import nn as _nn
 from hodiff.functions import pooling as _pooling
 from hodiff.functions import reduction as _reduction
 from hodiff.functions import rounding as _rounding
 from hodiff.functions import shaping as _shaping
 from hodiff.grad_functions import arithmetic as _garith
+from hodiff.grad_functions import loss as _gloss
 from hodiff.grad_functions import math as _gmath
+from hodiff.grad_functions import selection as _gselection
 from hodiff.variable import Variable
 from hodiff.variable import _seq as _clock
 
@@ -92,6 +95,10 @@ LINEAR_IN: dict[type, tuple[int, ...]] = {
     **dict.fromkeys(_cls(_array, "Gather"), (0,)),
     **dict.fromkeys(_cls(_array, "Where"), (1, 2)),
     **dict.fromkeys(_cls(_arith, "Where"), (1, 2)),
+    **dict.fromkeys(_cls(_gselection, "TakeAlongAxis", "GatherNd"), (0,)),
+    **dict.fromkeys(_cls(_gloss, "SelectByLabel"), (0,)),
+    **dict.fromkeys(_cls(_nn, "Embed"), (1,)),
+    **dict.fromkeys(_cls(_pooling, "Interpolate"), (0,)),
 }
 
 #: primitives multilinear in two inputs, plus (optionally) linear in a third (a bias):
