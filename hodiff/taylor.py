@@ -372,6 +372,8 @@ def _multilinear(jp: JetPass, f: Function, ins: list[Coeffs | None], outs: list[
                 continue
             if j > 0 and j == k and _rows_repeat(f, ca):
                 t = _on_one_row(f, ca, cb)  # the same direction for every row (a Laplacian's)
+            elif j > 0 and j == k and _plain_affine(jp, f, ca, cb):
+                t = (ca.reshape(-1, ca.shape[-1]) @ cb).reshape((*ca.shape[:-1], cb.shape[1]))
             else:
                 (t,) = _batched(f, [ca, cb], [None if j == 0 else 0, None if j == k else 0])
             if (j == 0 or j == k) and k > 0:
@@ -383,6 +385,22 @@ def _multilinear(jp: JetPass, f: Function, ins: list[Coeffs | None], outs: list[
             with_top.append(_bias_term(f, c))
         out.append(jp.combine(k, per_dir, with_top))
     return [out]
+
+
+def _plain_affine(jp: JetPass, f: Function, c: Any, w: Any) -> bool:
+    """Whether ``affine``'s ``x`` coefficient times its weight is one GEMM on arrays (a plain
+    pass, ``x`` of ``(N, K)``, ``w`` of ``(K, M)``), done without the batching rule's calls.
+    """
+    return (
+        not jp.record
+        and type(f) is _linalg.Affine
+        and type(c) is np.ndarray
+        and type(w) is np.ndarray
+        and c.ndim == 3
+        and w.ndim == 2
+        and c.dtype == w.dtype
+        and f._axis(c.ndim - 1) == 1  # type: ignore[attr-defined]
+    )
 
 
 def _rows_repeat(f: Function, c: Any) -> bool:
@@ -696,7 +714,10 @@ def _generic(jp: JetPass, f: Function, ins: list[Coeffs | None], outs: list[Any]
     rule is linear in it).
     """
     kk = jp.kk
-    nr = max(s[k].shape[0] for s in ins if s is not None for k in range(kk) if s[k] is not None)
+    sizes = [c.shape[0] for s in ins if s is not None for c in s[:kk] if c is not None]
+    if not sizes:  # every coefficient zero
+        return [None] * len(outs)
+    nr = max(sizes)
     per: list[list[list[Any]]] = []  # per direction r: per output, coefficients 1..kk
     low = kk - 1 if jp.collapsed else kk  # orders computed per direction
     for r in range(nr):
