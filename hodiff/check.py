@@ -47,9 +47,9 @@ import numpy as np
 
 from hodiff.autograd import grad
 from hodiff.context import array_module, auto_forward, no_grad
+from hodiff.functions.array import stack as _stack
 from hodiff.functions.reduction import sum as _sum_all
 from hodiff.variable import Variable
-from hodiff.functions.array import stack as _stack
 from hodiff.vmap import refuse_batched, vmap
 
 __all__ = [
@@ -99,7 +99,8 @@ class GradcheckRow(NamedTuple):
 
 class SummaryRow(NamedTuple):
     """One input at one order: its largest error, and the estimate and tolerance of the
-    element closest to failing (the largest ``error / tolerance``)."""
+    element closest to failing (the largest ``error / tolerance``).
+    """
 
     input: int
     order: int
@@ -200,9 +201,7 @@ class GradcheckReport:
             span = f"order {orders[0]}" if len(orders) == 1 else f"orders {orders[0]}-{orders[-1]}"
             nd = len(self.not_differentiable())
             tail = f"; {nd} not differentiable" if nd else ""
-            return (
-                f"all {len(self.rows)} elements passed ({span}, largest error {worst:.2e}){tail}"
-            )
+            return f"all {len(self.rows)} elements passed ({span}, largest error {worst:.2e}){tail}"
         rows = sorted(rows, key=_ratio, reverse=True) if only_failures else rows
         head = (
             f"{'input':>5} {'order':>5} {'element':>12} {'analytic':>14} {'numeric':>14}"
@@ -337,7 +336,7 @@ class _Problem:
         self.scales = np.zeros(top)  # the magnitude of S_k's terms
 
     def values(self, arrays: Sequence[Any]) -> np.ndarray:
-        """``[S_1, .., S_K]`` at ``arrays``; the last level runs values-only."""
+        """``[S_1, .., S_K]`` at ``arrays``."""
         top = self.top
         vs = [
             Variable.from_array(a, need_grad=top > 1 and i in self.diff)
@@ -349,12 +348,13 @@ class _Problem:
         s = _sum_all(self.f(*vs) * self.u)
         out = [float(_to_numpy(s.d))]
         wanted = [vs[i] for i in self.diff]
-        for level in range(top - 1):
-            last = level == top - 2
-            gs = grad(s, wanted, allow_unused=True, create_graph=not last)
+        for level in range(top - 1):  # recorded, as the analytic side: the same rules run
+            gs = grad(s, wanted, allow_unused=True)
             dirs = self.directions[level]
-            if last:
-                out.append(sum(float(_to_numpy((g.d * v).sum())) for g, v in zip(gs, dirs)))
+            if level == top - 2:
+                out.append(
+                    sum(float(_to_numpy((g.d * v).sum())) for g, v in zip(gs, dirs, strict=True))
+                )
             else:
                 terms = [_sum_all(g * v) for g, v in zip(gs, dirs, strict=True)]
                 s = terms[0]
@@ -363,19 +363,19 @@ class _Problem:
                 out.append(float(_to_numpy(s.d)))
         return np.array(out)
 
-    def batched_values(self, i: int, X: Any) -> np.ndarray:
-        """``values`` at every row of ``X`` (versions of input ``i``, batch axis first) in one
-        ``hd.vmap`` computation: ``(B, K)``. Raises whatever vmap raises."""
+    def batched_values(self, batches: Sequence[Any]) -> np.ndarray:
+        """``values`` at every row of ``batches`` (one array per float input, batch axis
+        first) in one ``hd.vmap`` computation: ``(B, K)``. Raises whatever vmap raises.
+        """
         top, xs, diff = self.top, self.xs, self.diff
 
-        def one(xi: Variable) -> Variable:
-            vs = [
-                xi if j == i else Variable.from_array(a, need_grad=top > 1 and j in diff)
-                for j, a in enumerate(xs)
-            ]
+        def one(*mapped: Variable) -> Variable:
+            vs = [Variable.from_array(a) for a in xs]
+            for slot, i in enumerate(diff):
+                vs[i] = mapped[slot]
             s = _sum_all(self.f(*vs) * self.u)
             out = [s]
-            wanted = [vs[j] for j in diff]
+            wanted = list(mapped)
             for level in range(top - 1):
                 gs = grad(s, wanted, allow_unused=True)
                 terms = [_sum_all(g * v) for g, v in zip(gs, self.directions[level], strict=True)]
@@ -385,11 +385,12 @@ class _Problem:
                 out.append(s)
             return _stack(*out)
 
-        return _to_numpy(vmap(one)(X).d).reshape(-1, top)
+        return _to_numpy(vmap(one)(*batches).d).reshape(-1, top)
 
     def analytic(self, arrays: Sequence[Any] | None = None) -> tuple[list[list[Any]], np.ndarray]:
         """``grads[k-1][slot] = dS_k/dx_i`` (numpy float64) and ``scales[k-1]`` = the summed
-        magnitude of ``S_k``'s terms (what its rounding is proportional to)."""
+        magnitude of ``S_k``'s terms (what its rounding is proportional to).
+        """
         arrays = self.xs if arrays is None else arrays
         vs = [Variable.from_array(a, need_grad=i in self.diff) for i, a in enumerate(arrays)]
         wanted = [vs[i] for i in self.diff]
@@ -398,12 +399,14 @@ class _Problem:
         scales = [float(_to_numpy(abs(y.d * self.u).sum()))]
         grads = []
         for k in range(1, self.top + 1):
-            gs = grad(s, wanted, allow_unused=True, create_graph=k < self.top)
+            gs = grad(s, wanted, allow_unused=True)  # recorded: the path hd.grad users get
             grads.append([_to_numpy(g.d) for g in gs])
             if k < self.top:
                 dirs = self.directions[k - 1]
                 terms = [_sum_all(g * v) for g, v in zip(gs, dirs, strict=True)]
-                scales.append(sum(float(_to_numpy(abs(g.d * v).sum())) for g, v in zip(gs, dirs)))
+                scales.append(
+                    sum(float(_to_numpy(abs(g.d * v).sum())) for g, v in zip(gs, dirs, strict=True))
+                )
                 s = terms[0]
                 for t in terms[1:]:
                     s = s + t
@@ -415,7 +418,8 @@ def _richardson(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Extrapolates ``table[..., m]`` (a difference at step ``h / 2^m``, error ``sum c_p h^p``
     over ``powers``) to ``h -> 0``. Returns the value, the spread (the last two levels'
-    difference) and the rounding carried through the weights."""
+    difference) and the rounding carried through the weights.
+    """
     prev = table[..., -1]
     for p in powers[: table.shape[-1] - 1]:
         r = 2.0**p
@@ -449,7 +453,8 @@ def _judge(
 ) -> _Judged:
     """Every element of one input at every order: ``plus``/``minus`` ``(n, M, K)`` values of
     ``S_k`` at ``x +- hp/hm``, ``center`` ``(K,)`` at ``x``, ``delta`` ``(K,)`` the rounding of
-    one evaluation, ``a_noise`` ``(K,)`` that of the analytic side."""
+    one evaluation, ``a_noise`` ``(K,)`` that of the analytic side.
+    """
     # (n, K, M): the steps along the last axis, as _richardson wants them
     plus, minus = plus.transpose(0, 2, 1), minus.transpose(0, 2, 1)
     hp3, hm3 = hp[:, None, :], hm[:, None, :]
@@ -461,8 +466,12 @@ def _judge(
         left = (center - minus) / hm3
         n_c = np.broadcast_to(2 * delta / (hp3 + hm3), central.shape)
         c, c_spread, c_noise = _richardson(central, n_c, (2, 4, 6))
-        r, r_spread, r_noise = _richardson(right, np.broadcast_to(2 * delta / hp3, right.shape), (1, 2, 3))
-        lv, l_spread, l_noise = _richardson(left, np.broadcast_to(2 * delta / hm3, left.shape), (1, 2, 3))
+        r, r_spread, r_noise = _richardson(
+            right, np.broadcast_to(2 * delta / hp3, right.shape), (1, 2, 3)
+        )
+        lv, l_spread, l_noise = _richardson(
+            left, np.broadcast_to(2 * delta / hm3, left.shape), (1, 2, 3)
+        )
         est = {"c": c_spread + c_noise, "l": l_spread + l_noise, "r": r_spread + r_noise}
         val = {"c": c, "l": lv, "r": r}
 
@@ -547,30 +556,52 @@ def _batched(
     problem: _Problem, i: int, flat: np.ndarray, rows: np.ndarray, moved: np.ndarray
 ) -> np.ndarray | None:
     """The stencil's values by ``hd.vmap``, in chunks; None when batching is not faithful."""
-    x = problem.xs[i]
-    per = max(1, BATCH // max(flat.size, 1))
+    total = sum(int(problem.xs[j].size) for j in problem.diff)
+    per = max(1, BATCH // max(total, 1))
     out = []
+    for start in range(0, rows.size, per):
+        r, v = rows[start : start + per], moved[start : start + per]
+        points = np.repeat(flat[None, :], r.size, axis=0)
+        points[np.arange(r.size), r] = v
+        shape = problem.xs[i].shape
+        got = _batch_points(problem, {i: points.reshape((-1, *shape))}, r.size)
+        if got is None:
+            return None
+        out.append(got)
+    return np.concatenate(out, axis=0)
+
+
+def _batch_points(problem: _Problem, moved: dict[int, np.ndarray], n: int) -> np.ndarray | None:
+    """``values`` at ``n`` points, input ``i`` replaced by ``moved[i][b]`` at point ``b``,
+    as one vmap batch. The first call also evaluates two unperturbed points and compares
+    them with the plain evaluation at ``x`` (:attr:`_Problem.center`): a function that
+    vmap does not reproduce to rounding (random draws per example) is evaluated one by
+    one from then on (None).
+    """
+    if problem.batched is False:
+        return None
+    check = problem.batched is None
+    extra = 2 if check else 0
+    batches = []
+    for j in problem.diff:
+        x = problem.xs[j]
+        base = np.repeat(_to_numpy(x)[None], n + extra, axis=0)
+        if j in moved:
+            base[:n] = moved[j]
+        batches.append(array_module(x).asarray(base))
     try:
-        for start in range(0, rows.size, per):
-            r, v = rows[start : start + per], moved[start : start + per]
-            check = problem.batched is None and start == 0
-            extra = 2 if check else 0
-            X = np.repeat(flat[None, :], r.size + extra, axis=0)
-            X[np.arange(r.size), r] = v
-            got = problem.batched_values(i, array_module(x).asarray(X.reshape((-1, *x.shape))))
-            if check:
-                ref = problem.center
-                bound = 1e3 * EPS64 * (problem.scales + np.abs(ref)) + 1e-300
-                if not (np.abs(got[-extra:] - ref[None, :]) <= bound).all():
-                    problem.batched = False
-                    return None
-                problem.batched = True
-                got = got[:-extra]
-            out.append(got)
+        got = problem.batched_values(batches)
     except Exception:  # no batching rule, or a function vmap cannot map: one by one
         problem.batched = False
         return None
-    return np.concatenate(out, axis=0)
+    if check:
+        ref = problem.center
+        bound = 1e3 * EPS64 * (problem.scales + np.abs(ref)) + 1e-300
+        if not (np.abs(got[n:] - ref[None, :]) <= bound).all():
+            problem.batched = False
+            return None
+        problem.batched = True
+    return got[:n]
 
 
 def _base_steps(x: np.ndarray, eps: float | None) -> np.ndarray:
@@ -693,20 +724,38 @@ def fast_gradcheck(
         problem = _Problem("gradcheck", f, inputs, order, seed)
         d = [problem.rng.standard_normal(problem.xs[i].shape) for i in problem.diff]
         grads, scales = problem.analytic()
-        ana = np.array([[sum(float((g * di).sum()) for g, di in zip(grads[k], d)) for k in range(order)]])
+        ana = np.array(
+            [
+                [
+                    sum(float((g * di).sum()) for g, di in zip(grads[k], d, strict=True))
+                    for k in range(order)
+                ]
+            ]
+        )
         norm = float(np.sqrt(sum(float((di**2).sum()) for di in d)))
         xp = problem.xp
-        base = STEP / norm * max(1.0, float(np.sqrt(np.mean(np.concatenate([_to_numpy(problem.xs[i]).reshape(-1) ** 2 for i in problem.diff]))))) if eps is None else eps / norm
+        every = np.concatenate([_to_numpy(problem.xs[i]).reshape(-1) for i in problem.diff])
+        rms = float(np.sqrt(np.mean(every**2)))
+        base = (STEP * (rms if rms > 0 else 1.0) if eps is None else eps) / norm
         ladder = base * 0.5 ** np.arange(STEPS)
-        plus = np.empty((1, STEPS, order))
-        minus = np.empty_like(plus)
-        for m, t in enumerate(ladder):
-            for sign, out in ((1.0, plus), (-1.0, minus)):
-                arrays = list(problem.xs)
-                for slot, i in enumerate(problem.diff):
-                    arrays[i] = problem.xs[i] + xp.asarray(sign * t * d[slot])
-                out[0, m] = problem.values(arrays)
         center = problem.values(problem.xs)
+        problem.center, problem.scales = center, scales
+        signs = np.array([1.0, -1.0])
+        ts = (ladder[:, None] * signs[None, :]).reshape(-1)  # (M, 2) flattened
+        moved = {
+            i: _to_numpy(problem.xs[i])[None] + ts.reshape((-1,) + (1,) * d[slot].ndim) * d[slot]
+            for slot, i in enumerate(problem.diff)
+        }
+        vals = _batch_points(problem, moved, ts.size)
+        if vals is None:
+            vals = np.empty((ts.size, order))
+            for b in range(ts.size):
+                arrays = list(problem.xs)
+                for i, m in moved.items():
+                    arrays[i] = xp.asarray(m[b])
+                vals[b] = problem.values(arrays)
+        vals = vals.reshape(1, STEPS, 2, order)
+        plus, minus = vals[:, :, 0], vals[:, :, 1]
         delta = COND * EPS64 * scales
         a_noise = COND * EPS64 * np.abs(ana[0])
         steps = ladder[None, :]
@@ -800,7 +849,8 @@ def _error_vs_step(
     problem: _Problem, grads: list[list[np.ndarray]], delta: np.ndarray
 ) -> dict[tuple[int, int], tuple[list[float], list[float]]]:
     """For each input and order: steps ``h`` from 1e-1 to 1e-12 (times the input's scale) and
-    the largest relative error of the plain central difference over (up to 8 of) its elements."""
+    the largest relative error of the plain central difference over (up to 8 of) its elements.
+    """
     out: dict[tuple[int, int], tuple[list[float], list[float]]] = {}
     hs = np.logspace(-1, -12, 23)
     for slot, i in enumerate(problem.diff):
