@@ -75,9 +75,12 @@ def _order_rows(name: str, report: GradcheckReport, orders: Iterable[int]) -> li
     return rows
 
 
-def spec_reports(spec: Spec, top: int) -> list[tuple[list[int], GradcheckReport]]:
+def spec_reports(
+    spec: Spec, top: int, cube: bool = False
+) -> list[tuple[list[int], GradcheckReport]]:
     """The derivative checks of one spec row up to order ``top``, as the test suite runs them:
-    ``(orders, report)`` pairs (a linear row's orders >= 2 come from the cube of its outputs).
+    ``(orders, report)`` pairs (a linear row's orders >= 2 come from the cube of its outputs;
+    with ``cube``, every row's do, so that the rules run on gradients that depend on ``x``).
     Tolerances are the row's ``atol``/``rtol`` when it sets them, else the differences' own
     error estimates. Raises what the row raises."""
     xs = spec.sample()
@@ -97,7 +100,7 @@ def spec_reports(spec: Spec, top: int) -> list[tuple[list[int], GradcheckReport]
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a NaN fails the check anyway
-        if spec.linear and top >= 2:
+        if (spec.linear or cube) and top >= 2:
             return [([1], check(1, 1)), (list(range(2, top + 1)), check(3, top))]
         return [(list(range(1, top + 1)), check(1, top))]
 
@@ -118,9 +121,10 @@ def check_spec(spec: Spec, order: int, name: str | None = None) -> list[Row]:
 
 def _spec_passes(spec: Spec, k: int) -> tuple[bool, np.ndarray]:
     """Whether the row's checks of orders 1..k all pass (a crash is a failure), and the
-    analytic values of order k."""
+    analytic values of order k. Orders >= 2 are checked on the cube of the outputs (a
+    rule's gradient graph then sees output gradients that depend on ``x``)."""
     try:
-        reports = spec_reports(spec, k)
+        reports = spec_reports(spec, k, cube=True)
     except Exception:
         return False, np.zeros(0)
     passed = all(
