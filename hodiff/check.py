@@ -30,7 +30,8 @@ if the analytic value matches a clean one-sided (or central) value -- a
 subgradient the rule may legitimately return -- and a failure otherwise, so a
 wrong derivative next to a kink is still caught. An element that is not ``ok``
 at the first steps is differenced again at steps 16 times smaller (a kink the
-stencil only grazed, a steep function, a domain edge) and keeps the better result.
+stencil only grazed, a steep function, a domain edge), then 256 times smaller, and
+keeps the better result (a tolerance looser than ``1e-8 max|analytic|`` is retried too).
 
 ``gradcheck(..., fast=True)`` (as PyTorch's fast mode) first checks one number
 per order, the derivative along one random direction over all inputs at once,
@@ -65,10 +66,11 @@ __all__ = [
 EPS64 = float(np.finfo(np.float64).eps)
 STEP = 0.02  #: the largest step, relative to the input's scale
 STEPS = 3  #: h, h/2, h/4
-RETRY = 1.0 / 16.0  #: the steps of the second try, relative to the first
+RETRY = (1.0 / 16.0, 1.0 / 256.0)  #: the steps of the second and third tries, relative
 COND = 100.0  #: rounding of one evaluation of S, in units of eps_64 * M
 SAFETY = 3.0  #: tolerance = SAFETY * estimate (+ the analytic side's rounding)
 CLEAN = 0.25  #: a one-sided value is clean when its tolerance is below CLEAN |L - R|
+LOOSE = 1e-8  #: a tolerance above LOOSE max|analytic| is retried at the smaller steps
 
 OK, NOT_DIFFERENTIABLE, FAIL = "ok", "not differentiable", "FAIL"
 _RANK = {FAIL: 0, NOT_DIFFERENTIABLE: 1, OK: 2}
@@ -640,19 +642,29 @@ def _check_input(
         atol,
         rtol,
     )
-    again = [r for r in range(len(elements)) if (first.status[r] != OK).any()]
-    if again:
+    # retried at smaller steps: what did not pass, and what passed with a loose tolerance
+    # (a steep function, a domain edge); the better result of each element is kept
+    scale = np.max(np.abs(analytic), axis=0) if len(analytic) else np.zeros(analytic.shape[1])
+    rank = np.vectorize(_RANK.__getitem__)
+    for factor in RETRY:
+        loose = first.tolerance > LOOSE * np.maximum(scale, 1e-300)[None, :]
+        again = [r for r in range(len(elements)) if (first.status[r] != OK).any() or loose[r].any()]
+        if not again:
+            break
         retry = _judge(
             analytic[elements][again],
-            *_stencil(problem, i, base[again, None] * ladder * RETRY, [elements[r] for r in again]),
+            *_stencil(
+                problem, i, base[again, None] * ladder * factor, [elements[r] for r in again]
+            ),
             center,
             delta,
             a_noise,
             atol,
             rtol,
         )
-        rank = np.vectorize(_RANK.__getitem__)
-        better = rank(retry.status) > rank(first.status[again])
+        before, after = rank(first.status[again]), rank(retry.status)
+        tighter = (after == before) & (retry.tolerance < first.tolerance[again])
+        better = (after > before) | tighter
         for name in ("numeric", "estimate", "tolerance", "status"):
             old = getattr(first, name)
             sub = old[again]
