@@ -31,9 +31,11 @@ def sweep_one(spec, seed: int, top: int) -> tuple[int, int, int, str]:
     y = spec.fn(*[Variable.from_array(a) for a in xs], **spec.kwargs)
     rng = np.random.default_rng(seed + 1)
     ws = [rng.standard_normal(o.shape) for o in outputs_of(y)]
-    plans = [(1, [1], 1), (3, list(range(2, top + 1)), top)] if spec.linear and top >= 2 else [
-        (1, list(range(1, top + 1)), top)
-    ]
+    plans = (
+        [(1, [1], 1), (3, list(range(2, top + 1)), top)]
+        if spec.linear and top >= 2
+        else [(1, list(range(1, top + 1)), top)]
+    )
     n = bad = nd = 0
     msg = ""
     for power, orders, k in plans:

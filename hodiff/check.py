@@ -28,7 +28,9 @@ Kinks: when ``|L - R|`` exceeds their estimates, the stencil crosses a point whe
 ``S`` is not differentiable. The element is then "not differentiable" (a pass)
 if the analytic value matches a clean one-sided (or central) value -- a
 subgradient the rule may legitimately return -- and a failure otherwise, so a
-wrong derivative next to a kink is still caught. An element that is not ``ok``
+wrong derivative next to a kink is still caught. A jump of ``S`` at ``x`` itself (no
+clean side, one-sided differences growing like ``1/h``) is "not differentiable" too.
+An element that is not ``ok``
 at the first steps is differenced again at steps 16 times smaller (a kink the
 stencil only grazed, a steep function, a domain edge), then 256 times smaller, and
 keeps the better result (a tolerance looser than ``1e-8 max|analytic|`` is retried too).
@@ -482,8 +484,15 @@ def _judge(
                 return SAFETY * est[key] + a_noise
             return (atol or 0.0) + (rtol or 0.0) * np.abs(val[key])
 
+        # a difference across a jump grows like 1/h (each halving of h, 1.5x at least):
+        # never smooth nor clean, whatever its extrapolation says
+        raw = {"c": central, "l": left, "r": right}
+        grow = {}
+        for (key, d), noise in zip(raw.items(), (c_noise, l_noise, r_noise), strict=True):
+            steps_up = np.abs(d[..., 1:]) > 1.5 * np.abs(d[..., :-1]) + SAFETY * noise[..., None]
+            grow[key] = steps_up.all(axis=-1)
         gap = np.abs(lv - r)
-        smooth = gap <= SAFETY * (est["l"] + est["r"]) + a_noise
+        smooth = (gap <= SAFETY * (est["l"] + est["r"]) + a_noise) & ~grow["c"]
         numeric = np.where(smooth, c, np.nan)
         estimate = np.where(smooth, est["c"], np.nan)
         tolerance = np.where(smooth, tol("c"), np.nan)
@@ -494,6 +503,7 @@ def _judge(
         for key in ("c", "r", "l"):
             t = tol(key)
             clean = ~smooth & np.isfinite(val[key]) & (SAFETY * est[key] < CLEAN * gap)
+            clean &= ~grow[key]
             match = clean & (np.abs(analytic - val[key]) <= t)
             take = match & (status != NOT_DIFFERENTIABLE)
             status[take] = NOT_DIFFERENTIABLE
@@ -506,6 +516,11 @@ def _judge(
             numeric = np.where(show, val[key], numeric)
             estimate = np.where(show, est[key], estimate)
             tolerance = np.where(show, t, tolerance)
+        # a jump of S at x itself (S_2 of |x| at 0): no side is clean, and the one-sided
+        # differences grow like 1/h; no derivative exists there to be right or wrong
+        jump = ~smooth & (status == FAIL) & ~np.isfinite(best_err) & (grow["l"] | grow["r"])
+        status[jump] = NOT_DIFFERENTIABLE
+        tolerance = np.where(jump, np.inf, tolerance)
         unresolved = ~smooth & ~np.isfinite(numeric)
         numeric = np.where(unresolved, c, numeric)
         estimate = np.where(unresolved, est["c"], estimate)

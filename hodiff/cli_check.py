@@ -127,9 +127,7 @@ def _spec_passes(spec: Spec, k: int) -> tuple[bool, np.ndarray]:
         reports = spec_reports(spec, k, cube=True)
     except Exception:
         return False, np.zeros(0)
-    passed = all(
-        not [r for r in report.failures() if r[1] in orders] for orders, report in reports
-    )
+    passed = all(not [r for r in report.failures() if r[1] in orders] for orders, report in reports)
     values = [r[3] for orders, report in reports for r in report.rows if r[1] == k and k in orders]
     return passed, np.array(values)
 
