@@ -82,7 +82,8 @@ def spec_reports(
     ``(orders, report)`` pairs (a linear row's orders >= 2 come from the cube of its outputs;
     with ``cube``, every row's do, so that the rules run on gradients that depend on ``x``).
     Tolerances are the row's ``atol``/``rtol`` when it sets them, else the differences' own
-    error estimates. Raises what the row raises."""
+    error estimates. Raises what the row raises.
+    """
     xs = spec.sample()
     y = spec.fn(*[Variable.from_array(a) for a in xs], **spec.kwargs)
     rng = np.random.default_rng(1)
@@ -122,7 +123,8 @@ def check_spec(spec: Spec, order: int, name: str | None = None) -> list[Row]:
 def _spec_passes(spec: Spec, k: int) -> tuple[bool, np.ndarray]:
     """Whether the row's checks of orders 1..k all pass (a crash is a failure), and the
     analytic values of order k. Orders >= 2 are checked on the cube of the outputs (a
-    rule's gradient graph then sees output gradients that depend on ``x``)."""
+    rule's gradient graph then sees output gradients that depend on ``x``).
+    """
     try:
         reports = spec_reports(spec, k, cube=True)
     except Exception:

@@ -163,21 +163,21 @@ def mutation_report(
     for cls in sorted(REGISTRY, key=lambda c: (family(c), c.__name__)):
         if not getattr(cls, "differentiable", True):
             continue
-        spec = users.get(cls)
+        row = users.get(cls)
         for k in orders:
             name, fam = cls.__name__, family(cls)
-            if spec is None:
+            if row is None:
                 out.append(Mutant(name, fam, k, "-", False, "no spec row uses it"))
                 continue
-            if spec.order < k:
-                why = f"{spec.name} is checked up to order {spec.order}"
-                out.append(Mutant(name, fam, k, spec.name, False, why))
+            if row.order < k:
+                why = f"{row.name} is checked up to order {row.order}"
+                out.append(Mutant(name, fam, k, row.name, False, why))
                 continue
-            key = (id(spec), k)
+            key = (id(row), k)
             if key not in plain:
-                plain[key] = check(spec, k)[1]
+                plain[key] = check(row, k)[1]
             with mutated(cls, k):
-                passed, values = check(spec, k)
+                passed, values = check(row, k)
             ref = plain[key]
             scale = float(np.max(np.abs(ref))) if ref.size else 0.0
             same = ref.shape == values.shape and bool(
@@ -185,8 +185,8 @@ def mutation_report(
             )
             if passed and same:
                 why = f"equivalent: the mutated term does not change the order-{k} derivative"
-                out.append(Mutant(name, fam, k, spec.name, False, why, equivalent=True))
+                out.append(Mutant(name, fam, k, row.name, False, why, equivalent=True))
                 continue
-            why = "" if not passed else f"the order-{k} check of {spec.name} passed"
-            out.append(Mutant(name, fam, k, spec.name, not passed, why))
+            why = "" if not passed else f"the order-{k} check of {row.name} passed"
+            out.append(Mutant(name, fam, k, row.name, not passed, why))
     return out
