@@ -921,6 +921,7 @@ def _plot(report: GradcheckReport, path: Any) -> None:
             worst = max(r[5] for r in rows)
             ref = max(max(abs(r[3]) for r in rows), 1e-300)
             ax.axhline(max(worst / ref, 1e-17), ls="--", lw=0.8, color=ax.lines[-1].get_color())
+        ax.axvspan(STEP * 0.5 ** (STEPS - 1), STEP, color="0.85", label="Richardson steps")
         ax.set_xlabel("step h (relative to the input's scale)")
         ax.set_ylabel("max |central difference - analytic| / max |analytic|")
         ax.set_title(f"input {i}: central differences (dashed: Richardson)")
