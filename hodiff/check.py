@@ -21,8 +21,9 @@ levels of the table) plus the rounding of the stencil, ``100 eps_64 M / h`` summ
 through the extrapolation weights, ``M`` the magnitude of ``S``'s own terms
 (``sum |u * f(x)|``; ``sum_i |v_i * dS/dx_i|`` at higher orders), so a function of
 values ~1e6 or ~1e-6 is checked relative to its own scale. The tolerance of an
-element is three times its estimate plus the analytic side's rounding
-(``1000 eps_64 max_j |analytic_j|``), unless ``atol``/``rtol`` are given.
+element is three times its estimate plus the analytic side's rounding and the
+resolution floor (``max(1000 eps_64, r_k) max_j |analytic_j|``, ``r_1 = 1e-9``,
+``r_k = 1e-7`` above), unless ``atol``/``rtol`` are given.
 
 Kinks: when ``|L - R|`` exceeds their estimates, the stencil crosses a point where
 ``S`` is not differentiable. The element is then "not differentiable" (a pass)
@@ -71,6 +72,10 @@ STEPS = 3  #: h, h/2, h/4
 RETRY = (1.0 / 16.0, 1.0 / 256.0)  #: the steps of the second and third tries, relative
 COND = 100.0  #: rounding of one evaluation of S, in units of eps_64 * M
 ANALYTIC = 1e3  #: rounding of the analytic side, in units of eps_64 max_j |analytic_j|
+#: the smallest relative error resolved, per order (1; 2 and above), in units of the input's
+#: largest analytic derivative: 1000 times below the targets (1e-6 at order 1, 1e-4 above),
+#: above the cancellation a rule's higher derivatives may carry (sinc's quotient near 0)
+RESOLUTION = (1e-9, 1e-7)
 SAFETY = 3.0  #: tolerance = SAFETY * estimate (+ the analytic side's rounding)
 CLEAN = 0.25  #: a one-sided value is clean when its tolerance is below CLEAN |L - R|
 LOOSE = 1e-8  #: a tolerance above LOOSE max|analytic| is retried at the smaller steps
@@ -727,9 +732,12 @@ def _rows(
 
 def _scales(problem: _Problem, grads: list[list[np.ndarray]], scales: np.ndarray) -> tuple:
     delta = COND * EPS64 * scales
-    a_noise = [  # the analytic side's rounding: ANALYTIC eps_64 max_j |analytic_j|
+    a_noise = [  # the analytic side's rounding, and the resolution floor of each order
         np.array(
-            [ANALYTIC * EPS64 * float(np.max(np.abs(grads[k][slot]))) for k in range(problem.top)]
+            [
+                max(ANALYTIC * EPS64, RESOLUTION[min(k, 1)]) * float(np.max(np.abs(grads[k][slot])))
+                for k in range(problem.top)
+            ]
         )
         for slot in range(len(problem.diff))
     ]
