@@ -50,7 +50,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from hodiff.autograd import grad
-from hodiff.context import array_module, auto_forward, no_grad
+from hodiff.context import array_module, auto_forward
 from hodiff.functions.array import stack as _stack
 from hodiff.functions.reduction import sum as _sum_all
 from hodiff.variable import Variable
@@ -352,9 +352,8 @@ class _Problem:
             Variable.from_array(a, need_grad=top > 1 and i in self.diff)
             for i, a in enumerate(arrays)
         ]
-        if top == 1:
-            with no_grad():
-                return np.array([float(_to_numpy(_sum_all(self.f(*vs) * self.u).d))])
+        if top == 1:  # f may call hd.grad itself (a gradient penalty): recording stays on
+            return np.array([float(_to_numpy(_sum_all(self.f(*vs) * self.u).d))])
         s = _sum_all(self.f(*vs) * self.u)
         out = [float(_to_numpy(s.d))]
         wanted = [vs[i] for i in self.diff]
