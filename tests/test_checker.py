@@ -15,6 +15,7 @@ import pytest
 
 import hodiff as hd
 import hodiff.functions as F
+from hodiff.__main__ import main
 from hodiff.check import NOT_DIFFERENTIABLE
 from hodiff.cli_check import run_mutate
 from hodiff.function import Slot
@@ -237,3 +238,10 @@ def test_mutants_are_restored_and_caught(capsys: Any) -> None:
     out = capsys.readouterr().out
     assert "100.0%" in out
     assert "math" in out
+
+
+def test_the_command_line_runs_the_mutation_mode(capsys: Any) -> None:
+    assert main(["check", "--mutate", "--order", "1", "--functions", "exp", "affine"]) == 0
+    out = capsys.readouterr().out
+    assert "mutants caught (100.0%" in out
+    assert "orders 1..1" in out
