@@ -245,3 +245,18 @@ def test_the_command_line_runs_the_mutation_mode(capsys: Any) -> None:
     out = capsys.readouterr().out
     assert "mutants caught (100.0%" in out
     assert "orders 1..1" in out
+
+
+def test_a_function_vmap_cannot_map_is_checked_point_by_point() -> None:
+    calls = []
+
+    def reads_values(x: hd.Variable) -> hd.Variable:
+        calls.append(x.shape)
+        scale = 1.0 + 0.0 * float(np.sum(x.d))  # a batched variable has no .d: vmap refuses
+        return F.sin(x) * scale
+
+    report = hd.gradcheck(reads_values, X, order=2)
+    assert report
+    assert len(calls) > 6 * X.size  # every stencil point was a call of its own
+    with pytest.raises(hd.GradcheckError):
+        hd.gradcheck(lambda x: ScaledSin(1e-6)(x) * (1.0 + 0.0 * float(np.sum(x.d))), X)
