@@ -370,7 +370,7 @@ def _judge(
     return _Judged(numeric, estimate, tolerance, status)
 
 
-BATCH = 1 << 22  #: elements of input i per vmap call (rows x size), bounding its memory
+BATCH = 1 << 20  #: input elements per vmap call (rows x the float inputs' size): its memory
 
 
 def _stencil(
