@@ -260,3 +260,11 @@ def test_a_function_vmap_cannot_map_is_checked_point_by_point() -> None:
     assert len(calls) > 6 * X.size  # every stencil point was a call of its own
     with pytest.raises(hd.GradcheckError):
         hd.gradcheck(lambda x: ScaledSin(1e-6)(x) * (1.0 + 0.0 * float(np.sum(x.d))), X)
+
+
+def test_dot_product_test_sees_a_backward_rule_the_forward_rule_disagrees_with() -> None:
+    assert dot_product_test(F.sin, X, order=2)
+    with mutated(Sin, 1):  # the backward rule x (1 + 1e-6); the forward (Taylor) rule intact
+        report = dot_product_test(F.sin, X, order=1, raise_exception=False)
+    assert not report
+    assert report.rows[0].error > 1e3 * report.rows[0].tolerance
