@@ -268,3 +268,10 @@ def test_dot_product_test_sees_a_backward_rule_the_forward_rule_disagrees_with()
         report = dot_product_test(F.sin, X, order=1, raise_exception=False)
     assert not report
     assert report.rows[0].error > 1e3 * report.rows[0].tolerance
+
+
+def test_every_primitive_mutant_is_caught(capsys: Any) -> None:
+    """The mutation score of the whole table is 100% (equivalent mutants listed, not counted)."""
+    assert run_mutate(order=3) == 0, capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "survivors" not in out
