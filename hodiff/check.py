@@ -31,10 +31,10 @@ if the analytic value matches a clean one-sided (or central) value -- a
 subgradient the rule may legitimately return -- and a failure otherwise, so a
 wrong derivative next to a kink is still caught. A jump of ``S`` at ``x`` itself (no
 clean side, one-sided differences growing like ``1/h``) is "not differentiable" too.
-An element that is not ``ok``
-at the first steps is differenced again at steps 16 times smaller (a kink the
-stencil only grazed, a steep function, a domain edge), then 256 times smaller, and
-keeps the better result (a tolerance looser than ``1e-8 max|analytic|`` is retried too).
+An element that is not ``ok`` at the first steps is differenced again at steps 16
+times smaller (a kink the stencil only grazed, a steep function, a domain edge),
+then 256 and 4096 times smaller (two inputs of a max pooling 1e-5 apart), and keeps
+the better result; a tolerance looser than ``1e-8 max|analytic|`` is retried too.
 
 ``gradcheck(..., fast=True)`` (as PyTorch's fast mode) first checks one number
 per order, the derivative along one random direction over all inputs at once,
@@ -78,7 +78,7 @@ __all__ = [
 EPS64 = float(np.finfo(np.float64).eps)
 STEP = 0.02  #: the largest step, relative to the input's scale
 STEPS = 3  #: h, h/2, h/4
-RETRY = (1.0 / 16.0, 1.0 / 256.0)  #: the steps of the second and third tries, relative
+RETRY = (1.0 / 16.0, 1.0 / 256.0, 1.0 / 4096.0)  #: the steps of the later tries, relative
 COND = 100.0  #: rounding of one evaluation of S, in units of eps_64 * M
 ANALYTIC = 1e3  #: rounding of the analytic side, in units of eps_64 max_j |analytic_j|
 #: the smallest relative error resolved, per order (1; 2 and above), in units of the input's
