@@ -35,8 +35,8 @@ An element that is not ``ok`` at the first steps is differenced again at steps 1
 times smaller (a kink the stencil only grazed, a steep function, a domain edge),
 then 256 and 4096 times smaller, and keeps the better result (a tolerance looser
 than ``1e-8 max|analytic|`` is retried too). A better verdict counts only if its
-tolerance is no looser than the first one's (a kink's: than ``1e-8 max|analytic|``),
-so noise at small steps never overturns a failure.
+error estimate is no larger than the first one's (a kink's: than ``1e-8
+max|analytic|``), so noise at small steps never overturns a failure.
 
 ``gradcheck(..., fast=True)`` (as PyTorch's fast mode) first checks one number
 per order, the derivative along one random direction over all inputs at once,
@@ -522,14 +522,14 @@ def _check_input(
             rtol,
         )
         before, after = rank(first.status[again]), rank(retry.status)
-        old_tol, new_tol = first.tolerance[again], retry.tolerance
-        tighter = (after == before) & (new_tol < old_tol)
+        old_est, new_est = first.estimate[again], retry.estimate
+        tighter = (after == before) & (retry.tolerance < first.tolerance[again])
         # a better verdict counts only if the smaller steps are not noisier: a failure is
-        # overturned by a tolerance no looser than its own (or a first try that had none, NaN
+        # overturned by an estimate no larger than its own (or a first try that had none, NaN
         # at a domain edge); a kink by one that is not loose
-        bound = np.where(before == _RANK[FAIL], old_tol, LOOSE * scale[None, :])
-        bound = np.where(np.isfinite(old_tol), np.maximum(bound, old_tol), np.inf)
-        better = ((after > before) & (new_tol <= bound)) | tighter
+        bound = np.where(before == _RANK[FAIL], old_est, LOOSE * scale[None, :])
+        bound = np.where(np.isfinite(old_est), np.maximum(bound, old_est), np.inf)
+        better = ((after > before) & (new_est <= bound)) | tighter
         for name in ("numeric", "estimate", "tolerance", "status"):
             old = getattr(first, name)
             sub = old[again]
