@@ -9,7 +9,7 @@ inputs. Every element of every input is checked, in float64. One evaluation at
 a perturbed point gives ``S1 .. SK`` at once, so every order shares the stencil.
 
 The differences (``eps=None``), per element ``j`` of input ``i``, at the steps
-``h, h/2, h/4`` (``h = 0.02 max(|x_j|, rms(x_i))``, or ``eps``):
+``h, h/2, h/4`` (``h = 0.02 max(|x_j|, min(rms(x_i), 1))``, or ``eps``):
 
 * central ``D(h) = (S(x + h e_j) - S(x - h e_j)) / 2h``, Richardson-extrapolated
   twice (``D = S' + c2 h^2 + c4 h^4 + ...``) to an ``O(h^6)`` value ``C``;
@@ -89,6 +89,7 @@ ANALYTIC = 1e3  #: rounding of the analytic side, in units of eps_64 max_j |anal
 RESOLUTION = (1e-9, 1e-7)
 SAFETY = 3.0  #: tolerance = SAFETY * estimate (+ the analytic side's rounding)
 CLEAN = 0.25  #: a one-sided value is clean when its tolerance is below CLEAN |L - R|
+KINK = 1e-8  #: a left/right gap below KINK (S's terms / x's scale) is rounding, not a kink
 LOOSE = 1e-8  #: a tolerance above LOOSE max|analytic| is retried at the smaller steps
 
 _RANK = {FAIL: 0, NOT_DIFFERENTIABLE: 1, OK: 2}
@@ -298,10 +299,12 @@ def _judge(
     a_noise: np.ndarray,
     atol: float | None,
     rtol: float | None,
+    kink_floor: np.ndarray | float = 0.0,
 ) -> _Judged:
     """Every element of one input at every order: ``plus``/``minus`` ``(n, M, K)`` values of
     ``S_k`` at ``x +- hp/hm``, ``center`` ``(K,)`` at ``x``, ``delta`` ``(K,)`` the rounding of
-    one evaluation, ``a_noise`` ``(K,)`` that of the analytic side.
+    one evaluation, ``a_noise`` ``(K,)`` that of the analytic side, ``kink_floor`` ``(K,)``
+    the smallest left/right disagreement taken for a kink (below it: rounding).
     """
     # (n, K, M): the steps along the last axis, as _richardson wants them
     plus, minus = plus.transpose(0, 2, 1), minus.transpose(0, 2, 1)
@@ -333,10 +336,11 @@ def _judge(
         raw = {"c": central, "l": left, "r": right}
         grow = {}
         for (key, d), noise in zip(raw.items(), (c_noise, l_noise, r_noise), strict=True):
-            steps_up = np.abs(d[..., 1:]) > 1.5 * np.abs(d[..., :-1]) + SAFETY * noise[..., None]
+            floor = SAFETY * noise[..., None] + np.asarray(kink_floor)[..., None]
+            steps_up = np.abs(d[..., 1:]) > 1.5 * np.abs(d[..., :-1]) + floor
             grow[key] = steps_up.all(axis=-1)
         gap = np.abs(lv - r)
-        smooth = (gap <= SAFETY * (est["l"] + est["r"]) + a_noise) & ~grow["c"]
+        smooth = (gap <= SAFETY * (est["l"] + est["r"]) + a_noise + kink_floor) & ~grow["c"]
         numeric = np.where(smooth, c, np.nan)
         estimate = np.where(smooth, est["c"], np.nan)
         tolerance = np.where(smooth, tol("c"), np.nan)
@@ -395,16 +399,19 @@ def _stencil(
     moved = np.stack([up, down], axis=2).reshape(-1)  # (n, M, 2) flattened
     rows = np.repeat(np.asarray(list(elements)), 2 * m_steps)
     vals = None
-    if problem.batched is not False:
-        vals = _batched(problem, i, flat, rows, moved)
-    if vals is None:
-        vals = np.empty((moved.size, problem.top))
-        for r, (j, value) in enumerate(zip(rows, moved, strict=True)):
-            xi = flat.copy()
-            xi[j] = value
-            arrays = list(xs)
-            arrays[i] = _like(xs[i], xi)
-            vals[r] = problem.values(arrays)
+    # a perturbed point may leave f's domain (sqrt at 0.01 - 0.02): its NaN is judged (and
+    # retried at smaller steps), numpy's warning about it would only be noise
+    with np.errstate(all="ignore"):
+        if problem.batched is not False:
+            vals = _batched(problem, i, flat, rows, moved)
+        if vals is None:
+            vals = np.empty((moved.size, problem.top))
+            for r, (j, value) in enumerate(zip(rows, moved, strict=True)):
+                xi = flat.copy()
+                xi[j] = value
+                arrays = list(xs)
+                arrays[i] = _like(xs[i], xi)
+                vals[r] = problem.values(arrays)
     vals = vals.reshape(n, m_steps, 2, problem.top)
     return vals[:, :, 0], vals[:, :, 1], hp, hm
 
@@ -466,12 +473,15 @@ def _batch_points(problem: _Problem, moved: dict[int, np.ndarray], n: int) -> np
 
 
 def _base_steps(x: np.ndarray, eps: float | None) -> np.ndarray:
-    """The largest step per element: ``eps``, or ``STEP max(|x_j|, rms(x))``."""
+    """The largest step per element: ``eps``, or ``STEP max(|x_j|, min(rms(x), 1))`` (an
+    element near 0 steps by the input's scale, but never by more than ``STEP``: 0.5 next
+    to 800 is not perturbed by 11).
+    """
     flat = np.abs(x.reshape(-1))
     if eps is not None:
         return np.full(flat.shape, float(eps))
     rms = float(np.sqrt(np.mean(flat**2))) if flat.size else 0.0
-    return STEP * np.maximum(flat, rms if rms > 0 else 1.0)
+    return STEP * np.maximum(flat, min(rms, 1.0) if rms > 0 else 1.0)
 
 
 def _check_input(
@@ -492,6 +502,10 @@ def _check_input(
     elements = list(range(x.size)) if elements is None else list(elements)
     base = _base_steps(x, eps)[elements]
     ladder = 0.5 ** np.arange(STEPS)
+    # a derivative of S_k is of the order of (its terms' magnitude) / (x's scale): a left/right
+    # disagreement KINK times below that is rounding (S_3 of logaddexp(a, a), zero but noisy)
+    rms = float(np.sqrt(np.mean(x**2)))
+    kink_floor = KINK * problem.scales / (rms if rms > 0 else 1.0)
     first = _judge(
         analytic[elements],
         *_stencil(problem, i, base[:, None] * ladder, elements),
@@ -500,6 +514,7 @@ def _check_input(
         a_noise,
         atol,
         rtol,
+        kink_floor,
     )
     # retried at smaller steps: what did not pass, and what passed with a loose tolerance
     # (a steep function, a domain edge); the better result of each element is kept
@@ -520,6 +535,7 @@ def _check_input(
             a_noise,
             atol,
             rtol,
+            kink_floor,
         )
         before, after = rank(first.status[again]), rank(retry.status)
         old_est, new_est = first.estimate[again], retry.estimate
@@ -527,7 +543,8 @@ def _check_input(
         # a better verdict counts only if the smaller steps are not noisier: a failure is
         # overturned by an estimate no larger than its own (or a first try that had none, NaN
         # at a domain edge); a kink by one that is not loose
-        bound = np.where(before == _RANK[FAIL], old_est, LOOSE * scale[None, :])
+        loose_at = np.maximum(LOOSE * scale, kink_floor)[None, :]  # all-zero derivatives too
+        bound = np.where(before == _RANK[FAIL], old_est, loose_at)
         bound = np.where(np.isfinite(old_est), np.maximum(bound, old_est), np.inf)
         better = ((after > before) & (new_est <= bound)) | tighter
         for name in ("numeric", "estimate", "tolerance", "status"):
@@ -674,7 +691,7 @@ def gradcheck(
         inputs: arrays, scalars or Variables (one, or a tuple). Float inputs are
             checked (in float64 copies); integer inputs (labels) are passed through.
         order: highest derivative order to check.
-        eps: the largest step ``h`` (default ``0.02 max(|x_j|, rms(x))`` per element).
+        eps: the largest step ``h`` (default ``0.02 max(|x_j|, min(rms(x), 1))`` per element).
         atol: absolute tolerance (default: from the error estimate).
         rtol: relative tolerance (default: from the error estimate).
         raise_exception: raise :class:`GradcheckError` with the report on failure;
