@@ -1,7 +1,8 @@
 """Mutation testing of the checker: break each primitive's rule a little, and see it caught.
 
 For every registered primitive ``P`` (a class of :data:`hodiff.function.REGISTRY`
-with a backward rule) and the first spec row whose graph contains a ``P`` node,
+with a backward rule) and the spec row whose graph contains a ``P`` node and checks
+it hardest (the highest order, tolerances from the estimate; the first such row),
 three mutants of ``P.backward_impl`` are checked as ``python -m hodiff check``
 checks the row (:func:`hodiff.cli_check.spec_report`):
 
@@ -135,6 +136,10 @@ class Mutant:
     equivalent: bool = False
 
 
+def _strength(spec: Spec) -> tuple[bool, int]:
+    return (spec.atol is None and spec.rtol is None, spec.order)
+
+
 def mutation_report(
     specs: Sequence[Spec],
     check: Callable[[Spec, int], tuple[bool, np.ndarray]],
@@ -157,8 +162,10 @@ def mutation_report(
             found = primitives_of(spec)
         except Exception:  # a row that cannot be built is reported by the check itself
             continue
-        for cls in found:
-            users.setdefault(cls, spec)
+        for cls in found:  # the row that checks it hardest: highest order, own tolerances last
+            old = users.get(cls)
+            if old is None or _strength(spec) > _strength(old):
+                users[cls] = spec
     out = []
     for cls in sorted(REGISTRY, key=lambda c: (family(c), c.__name__)):
         if not getattr(cls, "differentiable", True):
