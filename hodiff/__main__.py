@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from hodiff.cli_check import add_parser, list_functions, run_check
+from hodiff.cli_check import add_parser, list_functions, run_check, run_mutate
 from hodiff.demo import run_demo
 from hodiff.docgen import PATH, write_function_reference
 
@@ -28,6 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         print(list_functions())
         return 0
+    if args.mutate:
+        return run_mutate(order=args.order, functions=args.functions)
     return run_check(order=args.order, functions=args.functions)
 
 

@@ -3,11 +3,14 @@
 Each spec of :func:`hodiff.testing.all_specs` is checked exactly as the test
 suite checks it: its outputs are turned into a scalar with fixed random
 weights, ``sum_k sum(w_k * y_k)``, and :func:`hodiff.gradcheck` compares the
-derivatives of orders ``1..min(N, spec.order)`` with central differences in
-float64. A function linear in its inputs has zero second derivatives, so its
+derivatives of orders ``1..min(N, spec.order)`` with Richardson-extrapolated
+central differences in float64, each element held to its differences' own error
+estimate. A function linear in its inputs has zero second derivatives, so its
 orders >= 2 are checked on ``sum_k sum(w_k * y_k**3)``, whose higher
 derivatives run the backward of its backward. The command prints one line per
 (function, order) and a summary, and exits with status 1 if anything failed.
+``--mutate`` (:func:`run_mutate`) checks the checker: every primitive's rule broken
+a little (:mod:`hodiff.testing.mutate`) must be caught.
 """
 
 from __future__ import annotations
@@ -27,18 +30,30 @@ import numpy as np
 from hodiff.check import GradcheckReport, gradcheck
 from hodiff.testing import Spec, all_specs, spec_ids
 from hodiff.testing.harness import outputs_of, scalarized
+from hodiff.testing.mutate import mutation_report
 from hodiff.variable import Variable
 
-__all__ = ["Row", "add_parser", "check_spec", "list_functions", "run_check"]
+__all__ = [
+    "Row",
+    "add_parser",
+    "check_spec",
+    "list_functions",
+    "run_check",
+    "run_mutate",
+    "spec_reports",
+]
 
 DESCRIPTION = """\
 Checks every function of hodiff (its spec table) against central finite
-differences in float64, at derivative orders 1 to --order, exactly as the
+differences in float64 (Richardson-extrapolated, each element held to their
+own error estimate), at derivative orders 1 to --order, exactly as the
 test suite does: each function's outputs are turned into a scalar with fixed
 random weights; a function linear in its inputs is checked at orders >= 2 on
 the cube of its outputs, so that the backward of its backward runs. Prints one
 line per (function, order) and a summary; exits with status 1 if a check
-failed and 2 for bad arguments."""
+failed and 2 for bad arguments. --mutate breaks each primitive's rule by a
+relative 1e-6 (order 1) or 1e-4 (orders 2, 3) and reports the share of those
+mutants the check catches, per family."""
 
 
 @dataclass(frozen=True)
@@ -66,35 +81,110 @@ def _order_rows(name: str, report: GradcheckReport, orders: Iterable[int]) -> li
     return rows
 
 
+def spec_reports(
+    spec: Spec, top: int, cube: bool = False
+) -> list[tuple[list[int], GradcheckReport]]:
+    """The derivative checks of one spec row up to order ``top``, as the test suite runs them:
+    ``(orders, report)`` pairs (a linear row's orders >= 2 come from the cube of its outputs;
+    with ``cube``, every row's do, so that the rules run on gradients that depend on ``x``).
+    Tolerances are the row's ``atol``/``rtol`` when it sets them, else the differences' own
+    error estimates. Raises what the row raises.
+    """
+    xs = spec.sample()
+    y = spec.fn(*[Variable.from_array(a) for a in xs], **spec.kwargs)
+    rng = np.random.default_rng(1)
+    ws = [rng.standard_normal(o.shape) for o in outputs_of(y)]
+
+    def check(power: int, k: int) -> GradcheckReport:
+        return gradcheck(
+            scalarized(spec, ws, power),
+            xs,
+            order=k,
+            atol=spec.atol,
+            rtol=spec.rtol,
+            raise_exception=False,
+        )
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a NaN fails the check anyway
+        if (spec.linear or cube) and top >= 2:
+            return [([1], check(1, 1)), (list(range(2, top + 1)), check(3, top))]
+        return [(list(range(1, top + 1)), check(1, top))]
+
+
 def check_spec(spec: Spec, order: int, name: str | None = None) -> list[Row]:
     """Rows for orders ``1..min(order, spec.order)`` of one spec (an exception fails them)."""
     name = name or spec.name
     top = min(order, spec.order)
     try:
-        xs = spec.sample()
-        y = spec.fn(*[Variable.from_array(a) for a in xs], **spec.kwargs)
-        rng = np.random.default_rng(1)
-        ws = [rng.standard_normal(o.shape) for o in outputs_of(y)]
-
-        def check(power: int, k: int) -> GradcheckReport:
-            return gradcheck(
-                scalarized(spec, ws, power),
-                xs,
-                order=k,
-                atol=spec.atol,
-                rtol=spec.rtol,
-                raise_exception=False,
-            )
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # a NaN fails the check anyway
-            if spec.linear and top >= 2:
-                first, cubed = check(1, 1), check(3, top)
-                return _order_rows(name, first, [1]) + _order_rows(name, cubed, range(2, top + 1))
-            return _order_rows(name, check(1, top), range(1, top + 1))
+        rows = []
+        for orders, report in spec_reports(spec, top):
+            rows += _order_rows(name, report, orders)
+        return rows
     except Exception as e:  # a crash is a failure of every order, reported, not raised
         msg = f"{type(e).__name__}: {e}"
         return [Row(name, k, float("nan"), float("nan"), False, msg) for k in range(1, top + 1)]
+
+
+def _spec_passes(spec: Spec, k: int) -> tuple[bool, np.ndarray]:
+    """Whether the row's checks of orders 1..k all pass (a crash is a failure), and the
+    analytic values of order k. Orders >= 2 are checked on the cube of the outputs (a
+    rule's gradient graph then sees output gradients that depend on ``x``).
+    """
+    try:
+        reports = spec_reports(spec, k, cube=True)
+    except Exception:
+        return False, np.zeros(0)
+    passed = all(not [r for r in report.failures() if r[1] in orders] for orders, report in reports)
+    values = [r[3] for orders, report in reports for r in report.rows if r[1] == k and k in orders]
+    return passed, np.array(values)
+
+
+def run_mutate(order: int = 3, functions: Sequence[str] | None = None) -> int:
+    """The mutation mode: every primitive's rule broken a little at orders 1..``order``
+    (:mod:`hodiff.testing.mutate`), each caught or listed as a survivor with why.
+
+    Prints the mutation score per family and the survivors; returns 0 when every
+    mutant was caught, 1 otherwise.
+    """
+    specs = all_specs()
+    if functions:
+        wanted = set(functions)
+        specs = [s for s in specs if s.fn.__name__ in wanted or s.name in wanted]
+    start = time.perf_counter()
+    mutants = mutation_report(specs, _spec_passes, orders=range(1, order + 1))
+    if functions:  # only the primitives the selected rows use
+        mutants = [m for m in mutants if m.spec != "-"]
+    elapsed = time.perf_counter() - start
+    families = sorted({m.family for m in mutants})
+    head = f"{'family':<24} {'caught':>7} {'mutants':>8} {'score':>7}"
+    print(head)
+    print("-" * len(head))
+    for fam in families:
+        mine = [m for m in mutants if m.family == fam and not m.equivalent]
+        if not mine:
+            continue
+        caught = sum(m.caught for m in mine)
+        print(f"{fam:<24} {caught:>7} {len(mine):>8} {100 * caught / len(mine):>6.1f}%")
+    equivalent = [m for m in mutants if m.equivalent]
+    counted = [m for m in mutants if not m.equivalent]
+    survivors = [m for m in counted if not m.caught]
+    caught = len(counted) - len(survivors)
+    if survivors:
+        print("\nsurvivors:")
+        for m in survivors:
+            print(f"  {m.primitive} (order {m.order}, {m.family}): {m.why}")
+    if equivalent:
+        print("\nequivalent mutants (not counted: no check can see them):")
+        for m in equivalent:
+            print(f"  {m.primitive} (order {m.order}, {m.family}, {m.spec}): {m.why}")
+    score = 100 * caught / len(counted) if counted else 100.0
+    print(
+        f"{caught} of {len(counted)} mutants caught ({score:.1f}%; {len(equivalent)} "
+        f"equivalent), {len({m.primitive for m in mutants})} primitives, orders 1..{order}, "
+        f"in {elapsed:.1f}s"
+    )
+    return 1 if survivors else 0
 
 
 def _progress(items: Sequence[Any], names: Sequence[str]) -> Iterator[Any]:
@@ -158,6 +248,12 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         nargs="*",
         metavar="NAME",
         help="only these functions (a name, or a variant such as add2[broadcast])",
+    )
+    check.add_argument(
+        "--mutate",
+        action="store_true",
+        help="mutation mode: break each primitive's rule by 1e-6 (order 1) or 1e-4 (orders "
+        "2, 3) and report how many mutants the check catches, per family",
     )
     check.add_argument(
         "--list",

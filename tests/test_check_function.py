@@ -240,7 +240,7 @@ def test_fast_gradcheck_projects_and_falls_back():
     assert quick
     assert [(r[0], r[1]) for r in quick.rows] == [(-1, 1), (-1, 2)]
     assert len(full.rows) == 24
-    assert fast.calls < slow.calls / 5
+    assert fast.calls <= slow.calls  # both batch their points (hd.vmap); fast has 6 in all
     wrong = Counting(lambda x: WrongGrad()(x))
     with pytest.raises(hd.GradcheckError, match=r"3 of 3 elements failed"):
         hd.gradcheck(wrong, X, fast=True)  # the full table after the projection failed

@@ -1,8 +1,9 @@
 """The spec table of every function, shared by the test suite and ``python -m hodiff check``."""
 
 from hodiff.testing.check_function import FunctionCheckReport, check_function
+from hodiff.testing.dot_product import DotProductReport, dot_product_test
 from hodiff.testing.spec import Spec, fixed, labels, positive, spec_ids
 from hodiff.testing.specs import all_specs
 
 __all__ = ["Spec", "all_specs", "fixed", "labels", "positive", "spec_ids"]
-__all__ += ["FunctionCheckReport", "check_function"]
+__all__ += ["DotProductReport", "FunctionCheckReport", "check_function", "dot_product_test"]

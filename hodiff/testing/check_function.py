@@ -261,10 +261,10 @@ def _finite_differences(
             bad = [r for r in mine if not r[6]]
             worst = max((r[5] for r in mine), default=0.0)
             if bad:
-                i, _, idx, a, n, _e, _ = max(bad, key=lambda r: r[5])
+                w = max(bad, key=lambda r: r[5])
                 return False, (
-                    f"{len(bad)} of {len(mine)} elements differ; worst: input {i} "
-                    f"element {idx}: analytic {a:.6e}, numeric {n:.6e}"
+                    f"{len(bad)} of {len(mine)} elements differ; worst: input {w[0]} "
+                    f"element {w[2]}: analytic {w[3]:.6e}, numeric {w[4]:.6e}"
                 )
             return True, f"{len(mine)} elements, max abs err {worst:.1e}"
 

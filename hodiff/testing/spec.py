@@ -29,8 +29,9 @@ class Spec:
             (0: not differentiable, forward only).
         linear: the function is linear in its float inputs, so orders >= 2 are
             checked on ``y**3`` (the cube exercises the backward of the backward).
-        atol: absolute tolerance of the derivative checks.
-        rtol: relative tolerance of the derivative checks.
+        atol: absolute tolerance of the derivative checks (None: from the
+            differences' error estimate, see :func:`hodiff.gradcheck`).
+        rtol: relative tolerance of the derivative checks (None: from the estimate).
         ref_atol: absolute tolerance of the forward check.
         ref_rtol: relative tolerance of the forward check.
         float32: also check that float32 inputs give float32 outputs.
@@ -46,8 +47,8 @@ class Spec:
     gap: float = 0.1
     order: int = 3
     linear: bool = False
-    atol: float = 1e-6
-    rtol: float = 1e-5
+    atol: float | None = None
+    rtol: float | None = None
     ref_atol: float = 1e-12
     ref_rtol: float = 1e-10
     float32: bool = True
