@@ -72,10 +72,18 @@ def laplacian(
     _check("laplacian", method, batch_axis, num_samples)
     if method == "nested":
         return _nested_laplacian(f, x, batch_axis, create_graph)
-    xv = _point(x, create_graph)
+    xv = _point("laplacian", x, create_graph)
     dirs, scale = _directions("laplacian", xv, batch_axis, method, num_samples, seed, "rademacher")
-    y, (s,) = _taylor.run_jet(f, [xv], [[dirs, None]], 2, collapsed=True, record=create_graph)
-    _check_output("laplacian", y, xv, batch_axis)
+    y, (s,) = _taylor.run_jet(
+        f,
+        [xv],
+        [[dirs, None]],
+        2,
+        collapsed=True,
+        record=create_graph,
+        name="laplacian",
+        check=lambda y: _check_output("laplacian", y, xv, batch_axis),
+    )
     return _result(y, s[1], xv, batch_axis, scale, create_graph)
 
 
@@ -106,10 +114,17 @@ def biharmonic(
     """
     _check("biharmonic", method, batch_axis, num_samples)
     if method == "stochastic":
-        xv = _point(x, create_graph)
+        xv = _point("biharmonic", x, create_graph)
         dirs, scale = _directions("biharmonic", xv, batch_axis, method, num_samples, seed, "gauss")
-        y, (s,) = _taylor.run_jet(f, [xv], [[dirs, None, None, None]], 4, record=create_graph)
-        _check_output("biharmonic", y, xv, batch_axis)
+        y, (s,) = _taylor.run_jet(
+            f,
+            [xv],
+            [[dirs, None, None, None]],
+            4,
+            record=create_graph,
+            name="biharmonic",
+            check=lambda y: _check_output("biharmonic", y, xv, batch_axis),
+        )
         top = s[3]
         if top is not None:
             top = F.sum(top, axis=0, keepdims=True) if create_graph else top.sum(0, keepdims=True)
@@ -137,10 +152,10 @@ def _check(name: str, method: str, batch_axis: Any, num_samples: Any) -> None:
             raise ValueError(f"{name}: num_samples must be positive, got {num_samples}")
 
 
-def _point(x: Any, keep: bool) -> Variable:
+def _point(name: str, x: Any, keep: bool) -> Variable:
     if isinstance(x, Variable):
         if x.dtype.kind != "f":
-            raise TypeError(f"laplacian: x must be a float Variable, got dtype {x.dtype}")
+            raise TypeError(f"{name}: x must be a float Variable, got dtype {x.dtype}")
         return x if keep else Variable.from_array(x.d, need_grad=True, copy=False)
     a = x if hasattr(x, "dtype") else np.asarray(x, dtype=np.float64)
     if a.dtype.kind != "f":
@@ -217,7 +232,7 @@ def _nested_laplacian(
     f: Callable[[Variable], Variable], x: Any, batch_axis: int | None, record: bool
 ) -> Any:
     """The reference: ``sum_i (H e_i)_i`` by Hessian-vector products (reverse over reverse)."""
-    xv = _point(x, record)
+    xv = _point("laplacian", x, record)
     shape = _per_datum(xv, batch_axis)
     d = int(np.prod(shape))
     xp = array_module_of(xv)

@@ -831,10 +831,12 @@ def run_jet(
     collapsed: bool = False,
     record: bool = False,
     name: str = "jet",
+    check: Callable[[Any], None] | None = None,
 ) -> tuple[Any, list[Coeffs]]:
     """Calls ``f(*primals)`` and pushes ``series`` (per primal, coefficients with a leading
     direction axis) through its graph. Returns ``f``'s output(s) and, per output, its
-    coefficients 1..order (None where zero).
+    coefficients 1..order (None where zero). ``check(y)`` runs on the output before the pass
+    (a caller's validation: an error raises before any coefficient is computed).
     """
     with _RecordingOn(), auto_forward(True):
         start = next(_clock)
@@ -842,6 +844,8 @@ def run_jet(
     for o in _as_tuple(y):
         if not isinstance(o, Variable):
             raise TypeError(f"{name}: f must return a hodiff.Variable, got {type(o).__name__}")
+    if check is not None:
+        check(y)
     return y, push(y, start, primals, series, order, collapsed, record)
 
 
