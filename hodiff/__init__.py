@@ -27,7 +27,7 @@ from hodiff.graphio import load_graph, save_graph, to_dot
 from hodiff.operators import biharmonic, laplacian
 from hodiff.taylor import jet
 from hodiff.transforms import *  # noqa: F403
-from hodiff.variable import Variable
+from hodiff.variable import ShapeResetError, Variable
 from hodiff.vmap import vmap
 
 __version__ = "0.1.0"
@@ -37,6 +37,7 @@ __all__ = [
     "Function",
     "GradcheckError",
     "GradcheckReport",
+    "ShapeResetError",
     "Variable",
     "auto_forward",
     "checkpoint",

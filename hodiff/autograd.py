@@ -121,6 +121,7 @@ def grad(
         gos = list(grad_outputs) if isinstance(grad_outputs, list | tuple) else [grad_outputs]
         if len(gos) != len(outs):
             raise ValueError(f"grad: {len(gos)} grad_outputs for {len(outs)} outputs")
+    graph.shapes_current(outs)  # after a reset_shape: the graph's shapes first
     seeds = [_seed(i, y, g) for i, (y, g) in enumerate(zip(outs, gos, strict=True))]
     plan = graph.plan(outs, ins)
     unused = graph.unused_inputs(outs, ins, plan)

@@ -208,6 +208,16 @@ class Slot:
         self.grad = self.grad + gx if accum else gx
 
 
+def shape_bound(v: Any) -> Any:
+    """Marks the node that made ``v`` as holding a number computed from its inputs' shapes
+    (a composition's ``1/sqrt(E)``): a static graph then refuses to carry it to a new shape
+    (:meth:`Variable.reset_shape`) instead of computing with the old number. Returns ``v``.
+    """
+    if isinstance(v, Variable) and v.parent is not None:
+        v.parent._shape_bound = True
+    return v
+
+
 class Function:
     """Base class of all primitives; see the module docstring for the protocol."""
 
@@ -216,6 +226,13 @@ class Function:
     need_outputs: ClassVar[bool] = False
     differentiable: ClassVar[bool] = True
     name: ClassVar[str] = "function"
+    #: whether a node follows new input shapes after :meth:`Variable.reset_shape` (its
+    #: setup runs again): true when its arguments hold nothing computed from the shapes it
+    #: was made for. A node made by ``hd.grad``'s rules never follows (``_shape_bound``).
+    shape_generic: ClassVar[bool] = False
+    #: set on an instance that holds numbers computed from its inputs' shapes (a rule's
+    #: ``sum_to`` shape, a mean's ``1/n``): it refuses new shapes whatever its class says
+    _shape_bound: bool | str = False
 
     # set when the node is linked into a graph (``seq`` stays -1 until then: the check
     # does not read ``__dict__``, which Python would then build for every instance)
@@ -280,6 +297,15 @@ class Function:
         raise NotImplementedError(
             f"{self.name}: no backward rule (gradient asked for input {wanted[0] if wanted else 0})"
         )
+
+    def follows(self, seen: list[tuple[int, ...]], now: list[tuple[int, ...]]) -> bool:
+        """Whether this node may run again on inputs of shapes ``now`` (it was set up for
+        ``seen``) after :meth:`Variable.reset_shape`: its setup then runs again.
+
+        The default is the class's ``shape_generic``; a primitive whose arguments fit some
+        new shapes and not others (a reshape's ``-1``, a full slice) says which.
+        """
+        return self.shape_generic
 
     # ------------------------------------------------------------ calling
     def __call__(self, *args: Any) -> Any:
@@ -457,6 +483,8 @@ class Function:
         node = self if self.seq < 0 else _renew(self)  # a linked instance: a copy
         node.inputs = inputs
         node.seq = next(_seq)
+        if mode & TRUSTED:  # a gradient graph's node: made for these shapes
+            node._shape_bound = "hd.grad"
         # one GC-tracked object per link: the weak reference is the node's _outputs, and a
         # kept value is in a tuple of arrays, which the collector untracks
         node._outputs = _Out(v)
@@ -476,6 +504,8 @@ class Function:
             outputs.append(v)
         if not mode & NO_GRAD:
             node = self._node(inputs)
+            if mode & TRUSTED:
+                node._shape_bound = "hd.grad"
             node._outputs = [_ref(v) for v in outputs]
             for v in outputs:
                 v.parent = node
@@ -591,6 +621,7 @@ class Elementwise(Function, register=False):
     ufunc: ClassVar[str] = ""
     _np_ufunc: ClassVar[Any] = None  # numpy's function named by ufunc (set per subclass)
     batch_rule = _batching.elementwise  # hd.vmap: broadcasting carries the batch axis
+    shape_generic = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -35,7 +35,7 @@ from hodiff.function import (
     array_module_of,
     as_array,
 )
-from hodiff.variable import FREED, Variable, _no_value
+from hodiff.variable import FREED, ShapeResetError, Variable, _no_value
 
 __all__ = [
     "Pullback",
@@ -158,8 +158,10 @@ def forward(roots: Sequence[Variable], clear_buffer: bool = False) -> None:
         nodes = _ORDERS.get(roots[0])
         if nodes is None:
             nodes = _ORDERS[roots[0]] = topological_order(roots)
+        _shapes_followed(roots[0], nodes)
     else:
         nodes = topological_order(roots)
+        _shapes_followed(None, nodes)
     now = next(_function._seq)  # the nodes' values are as of now (before this pass frees)
     keep = {id(v) for v in roots}
     uses: dict[int, int] = {}
@@ -188,6 +190,129 @@ def forward(roots: Sequence[Variable], clear_buffer: bool = False) -> None:
                         x._data = None
     if len(roots) == 1:
         _plan_checked(roots[0])
+
+
+# the value of ``variable._reshapes`` at the last shape check of a root's graph
+_FOLLOWED: weakref.WeakKeyDictionary[Variable, int] = weakref.WeakKeyDictionary()
+
+
+def _shapes_followed(root: Variable | None, nodes: Sequence[Function]) -> None:
+    """Before a forward pass: lets the graph follow any leaf's new shape (``reset_shape``).
+
+    Costs one read in a process that never resets a shape, and one dictionary read per
+    pass of a root checked since the last reset.
+    """
+    epoch = _variable._reshapes[0]
+    if not epoch or (root is not None and _FOLLOWED.get(root) == epoch):
+        return
+    follow_shapes(nodes)
+    if root is not None:
+        _FOLLOWED[root] = epoch
+
+
+def shapes_current(roots: Sequence[Variable]) -> None:
+    """Lets the graph of ``roots`` follow its leaves' new shapes (``reset_shape``) now,
+    before its shapes are read (``hd.grad`` records a gradient graph from them).
+    """
+    if _variable._reshapes[0]:
+        _shapes_followed(None, topological_order(roots))
+
+
+def _shape_at(x: Variable, t: int) -> tuple[int, ...]:
+    """The shape ``x`` had at clock time ``t`` (before its first shape change after ``t``)."""
+    for when, before in getattr(x, "_shape_history", ()):
+        if when > t:
+            return before
+    return x._shape
+
+
+def follow_shapes(nodes: Sequence[Function]) -> None:
+    """Infers the output shapes of ``nodes`` (in order) again where their inputs' shapes changed.
+
+    A node whose input shapes differ from those it was made (or last set up) for, or
+    whose input comes from such a node, runs its ``setup_impl`` again on the new shapes
+    and its outputs take the shapes it gives; their values are dropped until the forward
+    pass computes them. Such a node must be ``shape_generic`` and not ``_shape_bound``
+    and keep its inputs' ranks, else :class:`ShapeResetError` is raised naming it; on any
+    error every shape this call changed is restored first, so nothing is touched.
+    """
+    t = next(_function._seq)
+    moved: set[int] = set()  # outputs of the nodes that followed, in this call
+    written: list[tuple[Variable, tuple[int, ...], Any]] = []
+    followed: list[tuple[Function, list[tuple[int, ...]]]] = []
+    states: list[tuple[Function, dict[str, Any]]] = []  # a node's arguments before it followed
+    try:
+        for f in nodes:
+            ins = f.inputs
+            now = [x._shape for x in ins]
+            seen = f.__dict__.get("_in_shapes")
+            if seen is None:
+                seen = [_shape_at(x, f.seq) for x in ins]
+            if seen == now and not any(id(x) in moved for x in ins):
+                continue
+            states.append((f, dict(f.__dict__)))
+            _check_follows(f, seen, now)
+            try:
+                specs = f.setup_impl(ins)
+            except (ValueError, TypeError) as e:  # the new shapes do not fit its arguments
+                raise ShapeResetError(
+                    f"reset_shape: the node {f.name} (made for input shapes {seen}) refuses "
+                    f"the new input shapes {now}: {e}"
+                ) from e
+            refs = f._outputs
+            outs = [refs()] if type(refs) is _Out else [r() for r in refs]
+            for v, spec in zip(outs, specs, strict=True):
+                if v is None:
+                    continue
+                moved.add(id(v))
+                shape = tuple(spec[0])
+                if v._shape != shape:
+                    written.append((v, v._shape, v._data))
+                    hist = getattr(v, "_shape_history", None)
+                    if hist is None:
+                        hist = v._shape_history = []
+                    hist.append((t, v._shape))
+                    v._shape, v._data = shape, None
+            if len(outs) > 1:
+                f._out_meta = [(tuple(sp[0]), np.dtype(sp[1])) for sp in specs]
+            followed.append((f, now))
+    except BaseException:
+        for f, state in reversed(states):
+            f.__dict__.clear()
+            f.__dict__.update(state)
+        for v, shape, data in reversed(written):
+            v._shape, v._data = shape, data
+            v._shape_history.pop()
+        raise
+    for f, now in followed:
+        f._in_shapes = now  # type: ignore[attr-defined]
+
+
+def _check_follows(f: Function, seen: list[tuple[int, ...]], now: list[tuple[int, ...]]) -> None:
+    """Raises ShapeResetError unless ``f`` may run again on inputs of shapes ``now``."""
+    why = ""
+    if f._shape_bound == "hd.grad":
+        why = (
+            "it was recorded by hd.grad (a gradient graph holds the shapes it was made for): "
+            "call hd.grad again after reset_shape"
+        )
+    elif f._shape_bound:
+        why = (
+            "it holds a number computed from the old shapes by the function that made it; "
+            "build this part of the graph again for the new shapes"
+        )
+    elif any(len(a) != len(b) for a, b in zip(seen, now, strict=True)):
+        why = "its inputs changed rank (reset_shape keeps every input's number of axes)"
+    elif not f.follows(seen, now):
+        why = (
+            "it holds arguments set up for the old shapes (a shape, a size, an index); "
+            "build this part of the graph again for the new shapes"
+        )
+    if why:
+        raise ShapeResetError(
+            f"reset_shape: the node {f.name} (made for input shapes {seen}) cannot follow "
+            f"the new input shapes {now}: {why}"
+        )
 
 
 def _plan_checked(root: Variable) -> None:
@@ -256,6 +381,8 @@ def _run_schedule(root: Variable) -> None:
     if cached is None:
         cached = _SCHEDULES[root] = _schedule(root)
     entries, leaves = cached
+    if _variable._reshapes[0]:
+        _shapes_followed(root, [e[4] for e in entries])
     for v in leaves:
         if v._data is None:
             v.d  # noqa: B018 (an unfilled leaf reads as zeros, as in the general loop)

@@ -92,7 +92,7 @@ LINEAR: tuple[type, ...] = (
 #: primitives linear in some inputs, the others constant (integer indices, masks)
 LINEAR_IN: dict[type, tuple[int, ...]] = {
     **dict.fromkeys(_cls(_indexing, "Gather"), (0,)),
-    **dict.fromkeys(_cls(_array, "Gather"), (0,)),
+    **dict.fromkeys(_cls(_array, "Gather", "BroadcastLike"), (0,)),
     **dict.fromkeys(_cls(_array, "Where"), (1, 2)),
     **dict.fromkeys(_cls(_arith, "Where"), (1, 2)),
     **dict.fromkeys(_cls(_gselection, "TakeAlongAxis", "GatherNd"), (0,)),

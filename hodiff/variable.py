@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import numbers
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,13 @@ _SCALARS = (int, float, np.floating, np.integer, np.bool_)
 _seq = itertools.count(1)
 #: the clock time of the last user write of a value (``.d = ...``); 0 for none yet
 _last_write = [0]
+#: how many times any leaf's shape was reset (:meth:`Variable.reset_shape`); 0 for never, so a
+#: static graph re-run checks shapes only in a process that resets them
+_reshapes = [0]
+
+
+class ShapeResetError(ValueError):
+    """A node of a graph cannot follow a leaf's new shape (:meth:`Variable.reset_shape`)."""
 
 
 class _Freed:
@@ -85,6 +93,7 @@ class Variable:
         "_dtype",
         "_grad",
         "_shape",
+        "_shape_history",
         "_version",
         "need_grad",
         "parent",
@@ -93,6 +102,10 @@ class Variable:
     #: it with ``getattr(v, "_version", 0)``) for never, so that making a Variable costs
     #: nothing more. Engine writes (a forward pass) do not set it.
     _version: int
+    #: ``[(clock time, shape before), ...]``, one entry per shape change of this variable
+    #: (:meth:`reset_shape`, or a forward pass that followed it); unset for never. A node
+    #: linked at time ``s`` saw the shape before the first change after ``s``.
+    _shape_history: list[tuple[int, tuple[int, ...]]]
 
     def __init__(
         self, shape: tuple[int, ...] | int = (), need_grad: bool = False, dtype: Any = None
@@ -449,6 +462,58 @@ class Variable:
                 ``need_grad=False`` (e.g. it was computed under ``hd.no_grad()``).
         """
         _impl.backward(self, grad, clear_buffer, retain_grad)
+
+    def reset_shape(self, shape: Any, force: bool = False) -> None:
+        """Gives this leaf a new shape, as NNabla's ``reset_shape``: a static graph follows it.
+
+        The next ``.forward()`` of any graph built on this leaf infers every node's
+        output shapes again from the new input shapes (setup runs again, with its
+        checks), then computes; a new batch size on one static graph is the usual
+        use. A node that cannot follow raises :class:`ShapeResetError` (a ValueError)
+        before any value is computed, naming it: one that holds a number computed from
+        the old shapes (a gradient graph recorded by ``hd.grad``, a shape given as an
+        argument such as ``F.reshape``'s or ``F.broadcast``'s) or whose inputs change
+        rank. Build that part again, or call ``hd.grad`` again, for the new shape.
+
+        The value is kept (reshaped) when the number of elements is the same and
+        dropped (reads as zeros) otherwise; the gradient is dropped.
+
+        Args:
+            shape: the new shape (a tuple of ints, or an int).
+            force: allow a different number of elements (NNabla's flag); without it a
+                new size raises ValueError.
+
+        Raises:
+            ValueError: this Variable is not a leaf (its shape follows its inputs'), or
+                the size changes without ``force=True``.
+        """
+        new = _check_shape(shape)
+        old = self._shape
+        if self.parent is not None:
+            raise ValueError(
+                f"Variable.reset_shape: this Variable (shape {old}) is the output of "
+                f"{self.parent.name}; only a leaf's shape can be reset (the outputs follow "
+                "at the next .forward())"
+            )
+        same_size = math.prod(new) == math.prod(old)
+        if not same_size and not force:
+            raise ValueError(
+                f"Variable.reset_shape: shape {new} has {math.prod(new)} elements, the "
+                f"Variable's shape {old} has {math.prod(old)}; pass force=True to change "
+                "the size (the value is then dropped)"
+            )
+        if new == old:
+            return
+        t = next(_seq)
+        history = getattr(self, "_shape_history", None)
+        if history is None:
+            history = self._shape_history = []
+        history.append((t, old))
+        self._data = self._data.reshape(new) if same_size and self._data is not None else None
+        self._shape = new
+        self._grad = None
+        self._version = _last_write[0] = t
+        _reshapes[0] += 1
 
     def zero_grad(self) -> None:
         """Sets ``.g`` to zeros (lazily: the buffer is dropped and re-made on read or write)."""

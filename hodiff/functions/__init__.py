@@ -84,6 +84,23 @@ FAMILIES = (
 
 __all__ = [name for module in FAMILIES for name in module.__all__]
 
+# The primitives whose arguments hold something set up for their inputs' shapes (a target
+# shape, a size, an index, a number of pieces, a drawn shape): a static graph cannot carry
+# them to a new shape (Variable.reset_shape raises ShapeResetError naming them). Every other
+# primitive of this layer follows new shapes: its setup runs again (tests/test_reset_shape.py
+# checks every spec row against a graph built for the new shapes).
+SHAPE_BOUND = frozenset(
+    {
+        "AllReduce", "Arange", "Broadcast", "Constant", "ConvolutionFilterGrad", "CornerIndex",
+        "EinsumExpand", "EmbedWeightGrad", "Eye", "GatherAdd", "IndexAdd",
+        "InterpolateBackward", "MaxPoolingBackward",
+        "PoolingBackward", "Rand", "Randint", "Randn", "ScatterAlongAxis",
+        "ScatterByLabel", "ScatterNdAdd", "Split", "SumTo", "WriteBack",
+    }
+)  # fmt: skip
+for _cls in _function.REGISTRY:
+    _cls.shape_generic = _cls.__name__ not in SHAPE_BOUND
+
 _variable.register(
     Add2=arithmetic.Add2,
     AddScalar=arithmetic.AddScalar,

@@ -11,6 +11,7 @@ pad/getitem, flip/flip. ``tile``, ``clip_by_value`` and the reflect and repeat
 from __future__ import annotations
 
 import builtins
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -96,6 +97,37 @@ class Reshape(Function):
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = inputs[0].reshape(self.shape)
 
+    def follows(self, seen: list[tuple[int, ...]], now: list[tuple[int, ...]]) -> bool:
+        # What a graph built for the new shape would give, in two cases. NNabla's
+        # re-setup infers a -1 again: right where the changed input axes flow into the -1
+        # (the elements before and after them are as many as those before and after the
+        # -1). A reshape that only adds or drops axes of size 1 (squeeze, expand_dims, a
+        # bias made broadcastable): its other axes take their new sizes (``self.shape`` is
+        # updated, and restored by the engine if another node refuses).
+        old, new = seen[0], now[0]
+        changed = [i for i, (a, b) in enumerate(zip(old, new, strict=True)) if a != b]
+        if not changed:
+            return True
+        if -1 in self.shape:
+            j = self.shape.index(-1)
+            before, after = math.prod(self.shape[:j]), math.prod(self.shape[j + 1 :])
+            return (
+                math.prod(old[: changed[0]]) == before
+                and math.prod(old[changed[-1] + 1 :]) == after
+            )
+        kept = [i for i, s in enumerate(old) if s != 1]
+        placed = [j for j, s in enumerate(self.shape) if s != 1]
+        if [old[i] for i in kept] != [self.shape[j] for j in placed] or any(
+            old[i] == 1 for i in changed
+        ):
+            return False
+        target = list(self.shape)
+        for i, j in zip(kept, placed, strict=True):
+            target[j] = new[i]
+        self.shape = tuple(target)
+        self.static_arguments = ((), {"shape": self.shape})
+        return True
+
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # the gradient takes the input's shape back
         if prop_down[0]:
@@ -133,6 +165,35 @@ class Broadcast(Function):
         (x,) = inputs
         x = _batching.align(x, 0, len(self.shape))
         return _batching.renew(self, shape=(x.shape[0], *self.shape))(x)
+
+
+class BroadcastLike(Function):
+    """``x`` broadcast to the shape of ``like`` (read when the node runs: it follows
+    ``reset_shape``); ``like``'s values are not read and its gradient is zero.
+    """
+
+    need_inputs = False
+
+    def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
+        x, like = inputs
+        return Broadcast(shape=like.shape).setup_impl([x])
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        outputs[0] = array_module(inputs[0]).broadcast_to(inputs[0], inputs[1].shape)
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # x: the gradient summed over the broadcast axes (Slot.store); like: zero
+        if prop_down[0]:
+            inputs[0].store(outputs[0].grad, accum[0])
+        if prop_down[1]:
+            inputs[1].store(outputs[0].grad * 0.0, accum[1])
+
+    def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        x, like = inputs
+        if axes[1] is None:
+            x = _batching.align(x, axes[0], like.ndim)
+            return Broadcast(shape=(x.shape[0], *like.shape))(x)
+        return _batching.renew(self)(_batching.align(x, axes[0], like.ndim - 1), like)
 
 
 class Flip(Function):

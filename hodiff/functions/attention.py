@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from hodiff import batching as _batching
-from hodiff.function import Flags, Function, Slots
+from hodiff.function import Flags, Function, Slots, shape_bound
 from hodiff.functions import activation as _act
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions import array as _array
@@ -142,6 +142,8 @@ def scaled_dot_product_attention(
     scores = batch_matmul(query, key, transpose_b=True) * (
         1.0 / math.sqrt(e) if scale is None else float(scale)
     )
+    if scale is None:  # 1/sqrt(E) from the shape: a static graph cannot carry it to a new E
+        shape_bound(scores)
     if attn_mask is not None:
         dtype = getattr(attn_mask, "dtype", None)
         dtype = np.asarray(attn_mask).dtype if dtype is None else dtype

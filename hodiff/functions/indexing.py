@@ -61,6 +61,29 @@ class GetItem(Function):
         x = inputs[0]
         outputs[0] = x[key_on(array_module(x), self.key)]
 
+    def follows(self, seen: list[tuple[int, ...]], now: list[tuple[int, ...]]) -> bool:
+        # a graph built for the new shape indexes the same way only where every changed
+        # axis is taken whole (``:``); ints, bounds and arrays were chosen for the old sizes
+        items = self.key if isinstance(self.key, tuple) else (self.key,)
+        if any(
+            not (k is None or k is Ellipsis or isinstance(k, int | builtins.slice)) for k in items
+        ):
+            return False
+        axis_items = [k for k in items if k is not None]
+        if Ellipsis in axis_items:
+            e = axis_items.index(Ellipsis)
+            rest = axis_items[e + 1 :]
+            axis_items = (
+                axis_items[:e]
+                + [builtins.slice(None)] * (len(seen[0]) - len(axis_items) + 1)
+                + rest
+            )
+        axis_items += [builtins.slice(None)] * (len(seen[0]) - len(axis_items))
+        return all(
+            a == b or k == builtins.slice(None)
+            for a, b, k in zip(seen[0], now[0], axis_items, strict=True)
+        )
+
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # the transpose of indexing adds gy into zeros at the indexed places (repeats add up)
         if prop_down[0]:

@@ -185,10 +185,9 @@ class BatchNormalization(Function):
 # ---------------------------------------------------------------- helpers of the compositions
 def _moments(x: Variable, red: tuple[int, ...]) -> tuple[Variable, Variable, Variable]:
     """``(x - mean, mean, var)`` over the axes ``red`` (keepdims; two-pass, biased variance)."""
-    n = math.prod(x.shape[i] for i in red)
-    mu = _red.sum(x, axis=red, keepdims=True) * (1.0 / n)
+    mu = _red.Mean(axis=red, keepdims=True)(x)  # n read at run time: follows reset_shape
     xc = x - mu
-    var = _red.sum(xc * xc, axis=red, keepdims=True) * (1.0 / n)
+    var = _red.Mean(axis=red, keepdims=True)(xc * xc)
     return xc, mu, var
 
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from hodiff import batching as _batching
 from hodiff.context import array_module
-from hodiff.function import Flags, Function, Slots, float_dtype
+from hodiff.function import Flags, Function, Slots, float_dtype, shape_bound
 from hodiff.functions import array as _array
 from hodiff.functions import indexing as _indexing
 from hodiff.functions import reduction as _reduction
@@ -538,7 +538,7 @@ def global_average_pooling(x: Any) -> Variable:
     if len(shape) < 2:
         raise ValueError(f"global_average_pooling: x of shape {shape} needs at least 2 dims")
     axes = tuple(range(2, len(shape)))
-    y = _reduction.sum(x, axis=axes) * (1.0 / math.prod(shape[2:])) if axes else x * 1.0
+    y = _reduction.Mean(axis=axes)(x) if axes else x * 1.0
     return _array.reshape(y, (*shape[:2], 1, 1))
 
 
@@ -601,7 +601,7 @@ def interpolate(
         axes = spatial_axes("interpolate", shape, len(scale), channel_last)
         output_size = tuple(math.floor(s * shape[a]) for s, a in zip(scale, axes, strict=True))
     size = int_tuple("interpolate", "output_size", output_size, None, 1)
-    return Interpolate(
+    y = Interpolate(
         output_size=size,
         mode=mode,
         align_corners=align_corners,
@@ -609,6 +609,7 @@ def interpolate(
         half_pixel_for_nn=half_pixel_for_nn,
         channel_last=channel_last,
     )(x)
+    return y if scale is None else shape_bound(y)  # an output size from the shape and scale
 
 
 # ---------------------------------------------------------------- batching helpers (hd.vmap)

@@ -121,6 +121,42 @@ class Sum(_Reduce):
             inputs[0].store(self.expand(outputs[0].grad, inputs[0].shape), accum[0])
 
 
+class Mean(Sum):
+    """``sum(x, axis) / (n - ddof)``, ``n`` the number of reduced elements, read from ``x``'s
+    shape when the node runs (so a static graph follows ``reset_shape``).
+    """
+
+    def __init__(self, *, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> None:
+        super().__init__(axis=axis, keepdims=keepdims)
+        self.ddof = int(ddof)
+
+    def _scale(self, shape: Sequence[int]) -> float:
+        n = math.prod(shape[a] for a in self._axes(len(shape))) - self.ddof
+        return 1.0 / n if n else math.nan
+
+    def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
+        specs = super().setup_impl(inputs)
+        shape = inputs[0].shape
+        n = math.prod(shape[a] for a in self._axes(len(shape)))
+        if self.ddof and n - self.ddof <= 0:
+            raise ValueError(
+                f"{self.name}: ddof={self.ddof} leaves {n - self.ddof} degrees of freedom for "
+                f"the {n} elements reduced over axis={self.axis} of x of shape {tuple(shape)}"
+            )
+        return specs
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        super().forward_impl(inputs, outputs)
+        outputs[0] = outputs[0] * self._scale(inputs[0].shape)
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # every reduced element gets gy / (n - ddof)
+        if prop_down[0]:
+            shape = inputs[0].shape
+            gy = outputs[0].grad * self._scale(shape)
+            inputs[0].store(self.expand(gy, shape), accum[0])
+
+
 class _Extremum(_Reduce, register=False):
     mode = "max"
 
@@ -320,14 +356,7 @@ def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
     >>> F.mean(np.arange(6.0).reshape(2, 3), axis=0).d
     array([1.5, 2.5, 3.5])
     """
-    shape = _array.shape_of(x)
-    node = Sum(axis=axis, keepdims=keepdims)
-    try:
-        axes = node._axes(len(shape))  # normalized once: the node's setup reuses them
-    except (TypeError, ValueError) as e:
-        raise type(e)(str(e).replace("sum:", "mean:", 1)) from None
-    n = math.prod(shape[a] for a in axes)
-    return node(x) * (1.0 / n if n else math.nan)
+    return Mean(axis=axis, keepdims=keepdims)(x)
 
 
 def max(

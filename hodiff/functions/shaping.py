@@ -427,4 +427,7 @@ def broadcast_to(x: Any, y: Any, axis: int = -1) -> Variable:
             f"{start + len(y_shape) - 1} of x of shape {shape} (axis={axis})"
         )
     aligned = (1,) * start + y_shape + (1,) * (len(shape) - start - len(y_shape))
-    return _array.broadcast(_array.reshape(y, aligned), shape)
+    if not isinstance(x, Variable):
+        return _array.broadcast(_array.reshape(y, aligned), shape)
+    # x an input of the node, which reads its shape when it runs (x gets a zero gradient)
+    return _array.BroadcastLike()(_array.reshape(y, aligned), x)

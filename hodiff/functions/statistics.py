@@ -21,7 +21,7 @@ import numpy as np
 
 from hodiff import batching as _batching
 from hodiff.context import array_module
-from hodiff.function import Function
+from hodiff.function import Function, shape_bound
 from hodiff.functions import array as _array
 from hodiff.functions import reduction as _red
 from hodiff.functions._index_kernels import normalize_base_axis
@@ -180,9 +180,9 @@ def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Vari
     >>> F.var(np.array([1.0, 2.0, 3.0, 4.0])).d
     array(1.25)
     """
-    n = _count("var", x, axis, ddof)
+    _count("var", x, axis, ddof)
     d = x - _red.mean(x, axis, keepdims=True)
-    return _red.sum(d * d, axis, keepdims) * (1.0 / (n - ddof))
+    return _red.Mean(axis=axis, keepdims=keepdims, ddof=ddof)(d * d)
 
 
 def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Variable:
@@ -198,7 +198,9 @@ def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Vari
     """
     n = _count("std", x, axis, ddof)
     v = var(x, axis, keepdims, ddof)
-    return v if n == 1 else v**0.5
+    if n == 1:  # identically 0: the graph holds no square root, so it cannot follow a new n
+        return shape_bound(v)
+    return v**0.5
 
 
 def diff(x: Any, n: int = 1, axis: int = -1) -> Variable:

@@ -1,0 +1,312 @@
+"""Static graphs re-run with new input shapes (``Variable.reset_shape``, NNabla's).
+
+Every spec row is built as a static graph for its sampled inputs, then its leaves are
+given new shapes (a grown leading or last axis) and the graph is run again: the values
+and the gradients of ``.backward()`` must equal those of a graph built for the new
+inputs, or the forward must raise ``ShapeResetError`` before touching anything. No third
+outcome (a wrong number, another error) is allowed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import hodiff as hd
+import hodiff.functions as F
+import hodiff.parametric as PF
+import hodiff.solvers as S
+from hodiff.graph import topological_order
+from hodiff.testing import all_specs, spec_ids
+from hodiff.testing.harness import is_float, outputs_of
+from hodiff.variable import ShapeResetError, Variable
+
+SPECS = all_specs()
+IDS = spec_ids(SPECS)
+
+
+def _grown(xs: list[np.ndarray], axis: int, which: frozenset[int]) -> list[np.ndarray]:
+    """The inputs with one more entry along ``axis`` (a copy of the first: in the domain)."""
+    out = []
+    for i, a in enumerate(xs):
+        if i in which:
+            first = a[:1] if axis == 0 else a[..., :1]
+            a = np.concatenate([a, first], axis=axis)
+        out.append(a)
+    return out
+
+
+def _changes(xs: list[np.ndarray]) -> list[tuple[int, frozenset[int]]]:
+    """Which inputs grow along which axis: all those of input 0's size there, or input 0."""
+    out: list[tuple[int, frozenset[int]]] = []
+    if not xs or not xs[0].ndim:
+        return out
+    for axis in (0, -1):
+        n = xs[0].shape[axis]
+        same = frozenset(i for i, a in enumerate(xs) if a.ndim and a.shape[axis] == n)
+        for which in (same, frozenset({0})):
+            if (axis, which) not in out:
+                out.append((axis, which))
+    return out
+
+
+def _values(spec, arrays):
+    return [
+        o.d.copy() for o in outputs_of(spec.fn(*map(Variable.from_array, arrays), **spec.kwargs))
+    ]
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and np.allclose(a, b, rtol=1e-12, atol=1e-13, equal_nan=True)
+
+
+def _follow(spec, xs, axis, which) -> str:
+    """'ok', 'refuses', or 'n/a' (the new inputs do not fit the function, or it draws)."""
+    new = _grown(xs, axis, which)
+    try:
+        fresh = _values(spec, new)
+    except Exception:
+        return "n/a"  # the function itself does not take these shapes
+    with hd.auto_forward(False):
+        vs = [Variable.from_array(a, need_grad=is_float(a)) for a in xs]
+        ys = outputs_of(spec.fn(*vs, **spec.kwargs))
+    for y in ys:
+        y.forward()
+    first = [y.d.copy() for y in ys]
+    for y in ys:
+        y.forward()
+    if not all(_same(a, y.d) for a, y in zip(first, ys, strict=True)):
+        return "n/a"  # a random function: every static forward draws again
+    for i in which:
+        vs[i].reset_shape(new[i].shape, force=True)
+        vs[i].d = new[i]
+    refused = False
+    for y in ys:
+        graph = [*topological_order([y])]
+        shapes = [(x, x.shape) for f in graph for x in (*f.inputs, y) if x.parent is not None]
+        try:
+            y.forward()
+        except ShapeResetError:
+            # refused before anything was touched: its graph still has the shapes it had
+            assert all(x.shape == shape for x, shape in shapes), spec.name
+            refused = True
+    if refused:
+        return "refuses"
+    for a, y in zip(fresh, ys, strict=True):
+        assert _same(a, y.d), (spec.name, axis, sorted(which), a.shape, y.shape)
+    if spec.order > 0 and ys[0].d.dtype.kind == "f":
+        seed = np.cos(np.arange(ys[0].size)).reshape(ys[0].shape)
+        ws = [Variable.from_array(a, need_grad=is_float(a)) for a in new]
+        try:
+            outputs_of(spec.fn(*ws, **spec.kwargs))[0].backward(seed)
+        except (RuntimeError, NotImplementedError):
+            return "ok"  # no gradient to compare (no leaf reached, not implemented)
+        ys[0].backward(seed)
+        for v, w in zip(vs, ws, strict=True):
+            if v.need_grad:
+                assert _same(v.g, w.g), (spec.name, "gradient", axis, sorted(which))
+    return "ok"
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=IDS)
+def test_every_row_follows_a_new_shape_or_refuses(spec):
+    xs = spec.sample(0)
+    for axis, which in _changes(xs):
+        _follow(spec, xs, axis, which)
+
+
+def test_most_rows_follow_a_new_batch_size():
+    # the point of reset_shape: a new batch size (the leading axis of every input of that
+    # size) on one static graph. Count the rows that follow it rather than refuse.
+    results = []
+    for spec in SPECS:
+        xs = spec.sample(0)
+        ch = _changes(xs)
+        if ch:
+            results.append(_follow(spec, xs, *ch[0]))
+    follow, refuse = results.count("ok"), results.count("refuses")
+    assert follow > 4 * refuse, (follow, refuse)
+
+
+# ---------------------------------------------------------------- a static network, trained
+def _mlp(x):
+    with hd.parameter_scope("mlp"):
+        h = F.tanh(PF.affine(x, 8, name="l1"))
+        h = F.relu(PF.convolution(F.reshape(h, (-1, 2, 4)), 3, (3,), pad=(1,), name="c"))
+        h = F.max_pooling(h, (2,))
+        h = PF.batch_normalization(h, name="bn")
+        return PF.affine(h, 3, name="out")
+
+
+@pytest.fixture
+def fresh_scope():
+    hd.clear_parameters()
+    yield
+    hd.clear_parameters()
+
+
+def test_a_static_network_trains_with_new_batch_sizes(fresh_scope):
+    # NNabla's way: one static graph, a new batch size per step through reset_shape; the
+    # same steps on graphs built for each batch (dynamic mode) give the same parameters
+    rng = np.random.default_rng(0)
+    batches = [(rng.standard_normal((n, 5)), rng.integers(0, 3, (n, 1))) for n in (4, 7, 2, 7)]
+
+    def run(static: bool) -> dict[str, np.ndarray]:
+        hd.clear_parameters()
+        hd.seed(0)
+        x0, t0 = batches[0]
+        with hd.auto_forward(not static):
+            x = Variable.from_array(x0)
+            t = Variable.from_array(t0)
+            loss = F.mean(F.softmax_cross_entropy(_mlp(x), t))
+        solver = S.Adam(lr=0.01)
+        solver.set_parameters(hd.get_parameters())
+        for xb, tb in batches:
+            if static:
+                x.reset_shape(xb.shape, force=True)
+                t.reset_shape(tb.shape, force=True)
+                x.d, t.d = xb, tb
+                loss.forward()
+            else:
+                loss = F.mean(F.softmax_cross_entropy(_mlp(Variable.from_array(xb)), tb))
+            solver.zero_grad()
+            loss.backward()
+            solver.update()
+        return {k: v.d.copy() for k, v in hd.get_parameters().items()}
+
+    static, dynamic = run(True), run(False)
+    assert static.keys() == dynamic.keys()
+    for k in static:
+        np.testing.assert_allclose(static[k], dynamic[k], rtol=1e-12, atol=1e-14, err_msg=k)
+
+
+def test_a_dynamic_graph_forward_follows_too():
+    x = Variable.from_array(np.arange(6.0).reshape(2, 3), need_grad=True)
+    y = F.sum(F.mean(x * x, axis=0))
+    x.reset_shape((4, 3), force=True)
+    x.d = np.arange(12.0).reshape(4, 3)
+    y.forward()
+    assert y.d == pytest.approx(np.sum(np.mean(x.d**2, axis=0)))
+    y.backward()
+    np.testing.assert_allclose(x.g, 2 * x.d / 4)
+
+
+# ---------------------------------------------------------------- what refuses, and how
+def test_a_gradient_graph_refuses_and_names_hd_grad():
+    with hd.auto_forward(False):
+        x = Variable((2, 3), need_grad=True)
+        (g,) = hd.grad(F.sum(F.tanh(x) ** 2), x)
+        penalty = F.sum(g * g)
+    x.d = np.ones((2, 3))
+    penalty.forward()
+    before = penalty.d.copy()
+    x.reset_shape((5, 3), force=True)
+    with pytest.raises(ShapeResetError, match=r"hd\.grad.*call hd\.grad again"):
+        penalty.forward()
+    # nothing was touched: the gradient graph still has its shapes; back to the old shape,
+    # it runs again
+    assert g.shape == (2, 3)
+    x.reset_shape((2, 3), force=True)
+    x.d = np.ones((2, 3))
+    penalty.forward()
+    assert penalty.d == before
+
+
+def test_a_shape_given_as_an_argument_refuses():
+    with hd.auto_forward(False):
+        x = Variable((2, 3))
+        y = F.broadcast(F.sum(x, axis=0, keepdims=True), (2, 3))
+        z = F.reshape(x, (3, 2))  # no -1: made for 6 elements in this layout
+    x.reset_shape((4, 3), force=True)
+    with pytest.raises(ShapeResetError, match=r"broadcast.*\(1, 3\).*arguments"):
+        y.forward()
+    with pytest.raises(ShapeResetError, match="reshape"):
+        z.forward()
+
+
+def test_a_reshape_with_minus_one_follows_where_the_minus_one_takes_the_change():
+    with hd.auto_forward(False):
+        x = Variable((2, 3, 4))
+        flat = F.reshape(x, (-1, 12))  # the batch flows into the -1: follows
+        rows = F.reshape(x, (2, -1))  # the batch is fixed: a new one cannot be carried
+    x.reset_shape((5, 3, 4), force=True)
+    x.d = np.arange(60.0).reshape(5, 3, 4)
+    flat.forward()
+    np.testing.assert_array_equal(flat.d, x.d.reshape(5, 12))
+    with pytest.raises(ShapeResetError, match="reshape"):
+        rows.forward()
+
+
+def test_setup_errors_of_the_new_shapes_name_the_node_and_restore_the_shapes():
+    with hd.auto_forward(False):
+        x = Variable((2, 3))
+        w = Variable.from_array(np.ones((3, 4)))
+        h = F.tanh(x)
+        y = F.affine(h, w)
+    x.reset_shape((2, 5), force=True)  # no longer fits w
+    with pytest.raises(ShapeResetError, match=r"affine.*\(2, 5\), \(3, 4\)"):
+        y.forward()
+    assert h.shape == (2, 3)
+    assert y.shape == (2, 4)
+
+
+def test_a_change_of_rank_refuses():
+    with hd.auto_forward(False):
+        x = Variable((2, 3))
+        y = F.tanh(x)
+    x.reset_shape((6,))
+    with pytest.raises(ShapeResetError, match="rank"):
+        y.forward()
+
+
+def test_reset_shape_arguments():
+    x = Variable.from_array(np.arange(6.0).reshape(2, 3), need_grad=True)
+    x.g = 1.0
+    x.reset_shape((3, 2))  # same size: the values are kept, in order; the gradient dropped
+    np.testing.assert_array_equal(x.d, np.arange(6.0).reshape(3, 2))
+    np.testing.assert_array_equal(x.g, np.zeros((3, 2)))
+    with pytest.raises(ValueError, match=r"\(4, 2\) has 8 elements.*force=True"):
+        x.reset_shape((4, 2))
+    x.reset_shape((4, 2), force=True)  # a new size: zeros until set
+    np.testing.assert_array_equal(x.d, np.zeros((4, 2)))
+    y = F.tanh(x)
+    with pytest.raises(ValueError, match="only a leaf"):
+        y.reset_shape((8,))
+    with pytest.raises(ValueError, match="negative"):
+        x.reset_shape((-1, 2), force=True)
+
+
+def test_the_new_shape_is_seen_by_graphs_built_after_it():
+    # a node made after the reset was set up for the new shape: it never refuses
+    with hd.auto_forward(False):
+        x = Variable((2, 3))
+        h = F.tanh(x)
+    x.reset_shape((5, 3), force=True)
+    x.d = np.ones((5, 3))
+    h.forward()
+    with hd.auto_forward(False):
+        m = F.mean(h) * (1.0 / h.shape[0])  # a user's own number from the new shape
+    m.forward()
+    assert m.d == pytest.approx(np.tanh(1.0) / 5)
+
+
+def test_hd_grad_called_again_after_the_reset_records_for_the_new_shape():
+    # the gradient graph of the old shape refuses; hd.grad called after the reset (before
+    # any forward) sees the new shapes and gives the gradient penalty of the new batch
+    def penalty_of(x):
+        (g,) = hd.grad(F.sum(F.tanh(x) ** 2), x)
+        return F.sum(g * g)
+
+    with hd.auto_forward(False):
+        x = Variable((2, 3), need_grad=True, dtype=np.float64)
+        penalty_of(x)
+        x.reset_shape((5, 3), force=True)
+        p = penalty_of(x)
+    x.d = np.linspace(-1, 1, 15).reshape(5, 3)
+    p.forward()
+    expected = penalty_of(Variable.from_array(x.d, need_grad=True))
+    assert p.d == pytest.approx(expected.d, rel=1e-12)
+    (gx,) = hd.grad(p, x, create_graph=False)  # and its own gradient, at the new shape
+    t = np.tanh(x.d)
+    g = 2 * t * (1 - t**2)
+    np.testing.assert_allclose(gx.d, 2 * g * (2 - 6 * t**2) * (1 - t**2), rtol=1e-10)
