@@ -108,6 +108,7 @@ def check_values(plan: _Plan, where: str) -> None:
             t = f._computed
         if t > last:
             continue
+        _check_not_reset(f, t, where)
         need = f.need_inputs
         if need is not False:
             for i, x in enumerate(f.inputs):
@@ -127,6 +128,18 @@ def check_values(plan: _Plan, where: str) -> None:
                     )
                 if o is not None and getattr(o, "_version", 0) > t:
                     raise RuntimeError(_changed(where, f, f"output {i}", o))
+
+
+def _check_not_reset(f: Function, t: int, where: str) -> None:
+    """Raises RuntimeError if an input of ``f`` was given a new shape after time ``t``."""
+    for i, x in enumerate(f.inputs):
+        hist = getattr(x, "_shape_history", None)
+        if hist and hist[-1][0] > t:
+            raise RuntimeError(
+                f"{where}: {f.name} computed with its input {i} of shape {hist[-1][1]}, "
+                f"which was reset to {x._shape} since (reset_shape); call .forward() on "
+                "the output first"
+            )
 
 
 def _changed(where: str, f: Function, which: str, x: Variable) -> str:

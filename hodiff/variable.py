@@ -219,8 +219,9 @@ class Variable:
             elif value.ndim != 0:
                 raise ValueError(
                     f"Variable.d: a value of shape {value.shape} for a Variable of shape "
-                    f"{self._shape}; the shape of a Variable is fixed (graphs built on it were "
-                    "set up for it): make a new Variable (and graph) for the new shape"
+                    f"{self._shape}; .d keeps the shape (graphs built on it were set up for "
+                    "it): call reset_shape(shape, force=True) first to carry a graph to the "
+                    "new shape, or make a new Variable"
                 )
             value = xp.full(self._shape, value, dtype=self._dtype)
         self._data = value

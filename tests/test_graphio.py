@@ -451,14 +451,13 @@ def test_file_layout_is_the_documented_one(tmp_path: Path) -> None:
         assert zf.comment == data[-84:]
     assert definition["format"] == "hodiff-graph"
     assert definition["version"] == 1
-    # F.mean is a composition: sum, then multiplication by 1/n
+    # F.mean is one primitive (it reads its count 1/n from its input's shape when it runs)
     assert [e["type"] for e in definition["functions"]] == [
         "Affine",
         "Tanh",
         "Affine",
         "SoftmaxCrossEntropy",
-        "Sum",
-        "MulScalar",
+        "Mean",
     ]
 
     assert data[-84:-64] == b"hodiff-graph sha256:"
@@ -559,11 +558,11 @@ def test_dot_of_a_forward_graph() -> None:
     nodes = _dot_nodes(source)
     functions = [a for k, a in nodes.items() if k.startswith("f")]
     variables = [a for k, a in nodes.items() if k.startswith("v")]
-    assert len(functions) == len(graph_nodes([loss])) == 6  # mean is sum and mul_scalar
+    assert len(functions) == len(graph_nodes([loss])) == 5  # affine, tanh, affine, sce, mean
     assert any(a.startswith('label="affine\\nbase_axis=1"') for a in functions)
     assert any(a.startswith('label="softmax_cross_entropy\\naxis=None"') for a in functions)
-    # 6 leaves (x, 4 parameters, labels) + 6 results
-    assert len(variables) == 12
+    # 6 leaves (x, 4 parameters, labels) + 5 results
+    assert len(variables) == 11
     params = [a for a in variables if "#f6c667" in a]
     assert len(params) == 4
     assert all("need_grad leaf" in a for a in params)

@@ -310,3 +310,16 @@ def test_hd_grad_called_again_after_the_reset_records_for_the_new_shape():
     t = np.tanh(x.d)
     g = 2 * t * (1 - t**2)
     np.testing.assert_allclose(gx.d, 2 * g * (2 - 6 * t**2) * (1 - t**2), rtol=1e-10)
+
+
+def test_a_reverse_pass_after_a_reset_without_forward_raises_before_touching_anything():
+    x = Variable.from_array(np.ones((2, 3)), need_grad=True)
+    y = F.sum(x * 2.0)  # the rule reads no value: only the shape is stale
+    x.reset_shape((5, 3), force=True)
+    with pytest.raises(RuntimeError, match=r"reset to \(5, 3\).*call \.forward\(\)"):
+        y.backward()
+    with pytest.raises(RuntimeError, match="reset_shape"):
+        hd.grad(y, x)
+    y.forward()
+    y.backward()
+    np.testing.assert_array_equal(x.g, np.full((5, 3), 2.0))
