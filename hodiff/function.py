@@ -483,12 +483,12 @@ class Function:
         node = self if self.seq < 0 else _renew(self)  # a linked instance: a copy
         node.inputs = inputs
         node.seq = next(_seq)
-        if mode & TRUSTED:  # a gradient graph's node: made for these shapes
-            node._shape_bound = "hd.grad"
         # one GC-tracked object per link: the weak reference is the node's _outputs, and a
         # kept value is in a tuple of arrays, which the collector untracks
         node._outputs = _Out(v)
         node._ydata = (y,) if self.need_outputs else None
+        if mode & TRUSTED:  # a gradient graph's node: made for these shapes (set last: the
+            node._shape_bound = "hd.grad"  # instances keep sharing one key table)
         v.parent = node
         return v
 
@@ -504,13 +504,13 @@ class Function:
             outputs.append(v)
         if not mode & NO_GRAD:
             node = self._node(inputs)
-            if mode & TRUSTED:
-                node._shape_bound = "hd.grad"
             node._outputs = [_ref(v) for v in outputs]
             for v in outputs:
                 v.parent = node
             node._ydata = tuple([v._data for v in outputs]) if self.need_outputs else None
             node._out_meta = [(v._shape, v._dtype) for v in outputs]  # for dropped outputs
+            if mode & TRUSTED:
+                node._shape_bound = "hd.grad"
         return tuple(outputs)
 
     def _filled(self, inputs: Sequence[Variable]) -> list[Any]:
