@@ -230,6 +230,8 @@ class Function:
     #: setup runs again): true when its arguments hold nothing computed from the shapes it
     #: was made for. A node made by ``hd.grad``'s rules never follows (``_shape_bound``).
     shape_generic: ClassVar[bool] = False
+    #: whether it may also follow inputs of another rank (an elementwise primitive)
+    follows_rank: ClassVar[bool] = False
     #: set on an instance that holds numbers computed from its inputs' shapes (a rule's
     #: ``sum_to`` shape, a mean's ``1/n``): it refuses new shapes whatever its class says
     _shape_bound: bool | str = False

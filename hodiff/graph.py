@@ -314,7 +314,7 @@ def _check_follows(f: Function, seen: list[tuple[int, ...]], now: list[tuple[int
             "it holds a number computed from the old shapes by the function that made it; "
             "build this part of the graph again for the new shapes"
         )
-    elif any(len(a) != len(b) for a, b in zip(seen, now, strict=True)):
+    elif not f.follows_rank and any(len(a) != len(b) for a, b in zip(seen, now, strict=True)):
         why = "its inputs changed rank (reset_shape keeps every input's number of axes)"
     elif not f.follows(seen, now):
         why = (

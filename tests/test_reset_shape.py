@@ -250,13 +250,17 @@ def test_setup_errors_of_the_new_shapes_name_the_node_and_restore_the_shapes():
     assert y.shape == (2, 4)
 
 
-def test_a_change_of_rank_refuses():
+def test_a_change_of_rank_is_followed_by_elementwise_nodes_only():
     with hd.auto_forward(False):
-        x = Variable((2, 3))
-        y = F.tanh(x)
-    x.reset_shape((6,))
-    with pytest.raises(ShapeResetError, match="rank"):
-        y.forward()
+        x = Variable((2, 3), dtype=np.float64)
+        y = F.tanh(x) * 2.0
+        s = F.sum(F.tanh(x), axis=1)  # an axis chosen for a rank
+    x.reset_shape((2, 3, 2), force=True)
+    x.d = np.arange(12.0).reshape(2, 3, 2) / 12
+    y.forward()
+    np.testing.assert_allclose(y.d, np.tanh(x.d) * 2.0, rtol=1e-15)
+    with pytest.raises(ShapeResetError, match=r"sum.*changed rank"):
+        s.forward()
 
 
 def test_reset_shape_arguments():

@@ -98,8 +98,13 @@ SHAPE_BOUND = frozenset(
         "ScatterByLabel", "ScatterNdAdd", "Split", "SumTo", "WriteBack",
     }
 )  # fmt: skip
+# Elementwise primitives (broadcasting carries a batch axis: their batch rule says so) and
+# the dropout mask follow inputs of another rank too.
 for _cls in _function.REGISTRY:
     _cls.shape_generic = _cls.__name__ not in SHAPE_BOUND
+    _cls.follows_rank = _cls.shape_generic and (
+        _cls.batch_rule is _batching.elementwise or _cls.__name__ == "DropoutMask"
+    )
 
 _variable.register(
     Add2=arithmetic.Add2,

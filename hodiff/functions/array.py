@@ -73,6 +73,39 @@ def _broadcast_shape(name: str, shapes: Sequence[tuple[int, ...]]) -> tuple[int,
 
 
 # ---------------------------------------------------------------- shapes
+def _merged_target(
+    old: tuple[int, ...], new: tuple[int, ...], target: tuple[int, ...], changed: list[int]
+) -> tuple[int, ...] | None:
+    """The reshape target for input ``new``, where reshaping ``old`` to ``target`` only
+    merges or keeps the groups of axes that changed; None where that is not so."""
+    if any(old[i] == 1 for i in changed):
+        return None
+    ins = [i for i, n in enumerate(old) if n != 1]
+    outs = [j for j, n in enumerate(target) if n != 1]
+    result = list(target)
+    p = q = 0
+    while p < len(ins) or q < len(outs):
+        # the next group: input axes ins[p:p2] and output axes outs[q:q2] of equal size
+        p2, q2, a, b = p + 1, q + 1, old[ins[p]] if p < len(ins) else 1, 1
+        b = target[outs[q]] if q < len(outs) else 1
+        while a != b:
+            if a < b and p2 < len(ins):
+                a *= old[ins[p2]]
+                p2 += 1
+            elif b < a and q2 < len(outs):
+                b *= target[outs[q2]]
+                q2 += 1
+            else:
+                return None
+        group = ins[p:p2]
+        if any(i in changed for i in group):
+            if q2 - q != 1:
+                return None  # split into several axes: which one changes is ambiguous
+            result[outs[q]] = math.prod(new[i] for i in group)
+        p, q = p2, q2
+    return tuple(result)
+
+
 class Reshape(Function):
     need_inputs = False
 
@@ -98,34 +131,36 @@ class Reshape(Function):
         outputs[0] = inputs[0].reshape(self.shape)
 
     def follows(self, seen: list[tuple[int, ...]], now: list[tuple[int, ...]]) -> bool:
-        # What a graph built for the new shape would give, in two cases. NNabla's
-        # re-setup infers a -1 again: right where the changed input axes flow into the -1
-        # (the elements before and after them are as many as those before and after the
-        # -1). A reshape that only adds or drops axes of size 1 (squeeze, expand_dims, a
-        # bias made broadcastable): its other axes take their new sizes (``self.shape`` is
-        # updated, and restored by the engine if another node refuses).
+        # Where NNabla's re-setup (the same target, a -1 inferred again) and a graph
+        # built for the new shape (a target computed from it) agree, or NNabla could not
+        # run at all (another size, no -1):
+        # - a -1 that takes exactly the changed input axes (the elements before and
+        #   after them are as many as those before and after the -1);
+        # - no -1: every changed input axis lies in a group of input axes that the
+        #   reshape merges into one output axis (or keeps), and the size changes; the
+        #   output axis takes the group's new size (``self.shape`` is updated, and
+        #   restored by the engine if another node refuses). A group split into several
+        #   axes (``C`` into ``(G, C / G)``) is ambiguous, as is an axis of size 1.
         old, new = seen[0], now[0]
         changed = [i for i, (a, b) in enumerate(zip(old, new, strict=True)) if a != b]
         if not changed:
             return True
         if -1 in self.shape:
+            if len(old) != len(new):
+                return False
             j = self.shape.index(-1)
             before, after = math.prod(self.shape[:j]), math.prod(self.shape[j + 1 :])
             return (
                 math.prod(old[: changed[0]]) == before
                 and math.prod(old[changed[-1] + 1 :]) == after
             )
-        kept = [i for i, s in enumerate(old) if s != 1]
-        placed = [j for j, s in enumerate(self.shape) if s != 1]
-        if [old[i] for i in kept] != [self.shape[j] for j in placed] or any(
-            old[i] == 1 for i in changed
-        ):
+        if len(old) != len(new) or math.prod(new) == math.prod(old):
             return False
-        target = list(self.shape)
-        for i, j in zip(kept, placed, strict=True):
-            target[j] = new[i]
-        self.shape = tuple(target)
-        self.static_arguments = ((), {"shape": self.shape})
+        target = _merged_target(old, new, self.shape, changed)
+        if target is None:
+            return False
+        self.shape = target
+        self.static_arguments = ((), {"shape": target})
         return True
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:

@@ -21,7 +21,7 @@ import numpy as np
 
 from hodiff import batching as _batching
 from hodiff.context import array_module, get_default_context
-from hodiff.function import Function
+from hodiff.function import Function, shape_bound
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions import array as _array
 from hodiff.functions import reduction as _reduction
@@ -201,7 +201,9 @@ def warp_by_grid(
         sizes, c = xs[2:], xs[1]
         xc = _array.transpose(x, (0, *range(2, d + 2), 1))
     b, out = gs[0], gs[1:-1]
-    flat_x = _array.reshape(xc, (b, math.prod(sizes), c))
+    # the corner indices below are computed from x's spatial sizes, on grid's branch:
+    # a static graph cannot carry them to a new x (reset_shape refuses here)
+    flat_x = shape_bound(_array.reshape(xc, (b, math.prod(sizes), c)))
     flat_g = _array.reshape(grid, (b, math.prod(out), d))
     coords = []  # per spatial axis (D, H, W order): source coordinate, shape (B, P)
     for a, n in enumerate(sizes):
