@@ -6,9 +6,9 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from hodiff import graph
-from hodiff.context import get_auto_forward, is_recording
-from hodiff.function import GradientShapeError, array_module_of
-from hodiff.variable import Variable, is_scalar
+from hodiff.context import RAW, STATIC, _mode, get_auto_forward, is_recording
+from hodiff.function import GradientShapeError, array_module_of, record_trace
+from hodiff.variable import Variable, _seq, is_scalar
 
 __all__ = ["grad", "iter_grads"]
 
@@ -113,6 +113,25 @@ def grad(
     >>> float(g.d), float(h.d), h.parent is None
     (27.0, 18.0, True)
     """
+    if not create_graph or _mode.get() & (STATIC | RAW) != STATIC:
+        return _grad(outputs, inputs, grad_outputs, allow_unused, create_graph)
+    # a static graph's gradient graph keeps the call: reset_shape makes it again
+    t0 = next(_seq)
+    out = _grad(outputs, inputs, grad_outputs, allow_unused, True)
+    record_trace(
+        out, _grad, (outputs, inputs, grad_outputs, allow_unused, True), {}, t0, next(_seq)
+    )
+    return out
+
+
+def _grad(
+    outputs: Variable | Sequence[Variable],
+    inputs: Variable | Sequence[Variable],
+    grad_outputs: Any,
+    allow_unused: bool,
+    create_graph: bool,
+) -> list[Variable]:
+    """:func:`grad` itself."""
     outs = _variables("outputs", outputs)
     ins = _variables("inputs", inputs)
     if grad_outputs is None:

@@ -208,6 +208,56 @@ class Slot:
         self.grad = self.grad + gx if accum else gx
 
 
+class Trace:
+    """How a composition made its nodes: the function, its arguments and the clock interval
+    ``(t0, t1)`` its nodes were numbered in. Kept by its outputs (``Variable._trace``) in a
+    static graph, so that :meth:`Variable.reset_shape` can make the composition again for
+    new shapes (what NNabla's setup does for its own functions) instead of refusing it.
+    """
+
+    __slots__ = ("args", "fn", "kwargs", "name", "outs", "t0", "t1")
+
+    def __init__(
+        self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], t0: int, t1: int
+    ) -> None:
+        self.fn, self.args, self.kwargs, self.t0, self.t1 = fn, args, kwargs, t0, t1
+        self.name = getattr(fn, "__name__", "function")
+        self.outs: list[weakref.ref[Variable] | None] = []
+
+
+def record_trace(
+    out: Any, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], t0: int, t1: int
+) -> None:
+    """Gives the outputs ``out`` of the call ``fn(*args, **kwargs)`` (numbered between the
+    clock times ``t0`` and ``t1``) its :class:`Trace`, if the call made nodes.
+    """
+    outs = out if isinstance(out, tuple | list) else (out,)
+    trace = Trace(fn, args, kwargs, t0, t1)
+    for v in outs:
+        if isinstance(v, Variable) and v.parent is not None and t0 < v.parent.seq < t1:
+            v._trace = trace
+            trace.outs.append(weakref.ref(v))
+        else:
+            trace.outs.append(None)
+
+
+def traced(fn: Any) -> Any:
+    """``fn`` (a composition of primitives) as a function whose outputs, in a static graph,
+    keep a :class:`Trace` of the call; define-by-run calls only pay the check.
+    """
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if _mode.get() & (STATIC | RAW) != STATIC:  # define-by-run, or a plain pass
+            return fn(*args, **kwargs)
+        t0 = next(_seq)
+        out = fn(*args, **kwargs)
+        record_trace(out, fn, args, kwargs, t0, next(_seq))
+        return out
+
+    return call
+
+
 def shape_bound(v: Any) -> Any:
     """Marks the node that made ``v`` as holding a number computed from its inputs' shapes
     (a composition's ``1/sqrt(E)``): a static graph then refuses to carry it to a new shape

@@ -25,7 +25,7 @@ import numpy as np
 
 from hodiff import function as _function
 from hodiff import variable as _variable
-from hodiff.context import _raw, _trusted, array_module, get_default_context
+from hodiff.context import _auto_forward, _raw, _trusted, array_module, get_default_context
 from hodiff.function import (
     Function,
     GradientShapeError,
@@ -164,17 +164,10 @@ def forward(roots: Sequence[Variable], clear_buffer: bool = False) -> None:
     without ``clear_buffer`` (a static graph re-run) runs its flat schedule,
     made on the first run (see :func:`_run_schedule`).
     """
-    if len(roots) == 1:  # a static graph run many times is ordered once
-        if not clear_buffer:
-            _run_schedule(roots[0])
-            return
-        nodes = _ORDERS.get(roots[0])
-        if nodes is None:
-            nodes = _ORDERS[roots[0]] = topological_order(roots)
-        _shapes_followed(roots[0], nodes)
-    else:
-        nodes = topological_order(roots)
-        _shapes_followed(None, nodes)
+    if len(roots) == 1 and not clear_buffer:  # a static graph run many times is ordered once
+        _run_schedule(roots[0])
+        return
+    nodes = _forward_order(roots)
     now = next(_function._seq)  # the nodes' values are as of now (before this pass frees)
     keep = {id(v) for v in roots}
     uses: dict[int, int] = {}
@@ -209,18 +202,25 @@ def forward(roots: Sequence[Variable], clear_buffer: bool = False) -> None:
 _FOLLOWED: weakref.WeakKeyDictionary[Variable, int] = weakref.WeakKeyDictionary()
 
 
-def _shapes_followed(root: Variable | None, nodes: Sequence[Function]) -> None:
+def _shapes_followed(root: Variable | None, nodes: Sequence[Function]) -> bool:
     """Before a forward pass: lets the graph follow any leaf's new shape (``reset_shape``).
 
     Costs one read in a process that never resets a shape, and one dictionary read per
-    pass of a root checked since the last reset.
+    pass of a root checked since the last reset. Returns whether the graph changed (a
+    composition was made again): the caller's order of ``nodes`` is then stale.
     """
     epoch = _variable._reshapes[0]
     if not epoch or (root is not None and _FOLLOWED.get(root) == epoch):
-        return
-    follow_shapes(nodes)
+        return False
+    remade = follow_shapes(nodes)
+    if remade:  # every cached order, schedule and plan may hold a node made again
+        _ORDERS.clear()
+        _SCHEDULES.clear()
+        _PLANS.clear()
+        _FOLLOWED.clear()
     if root is not None:
         _FOLLOWED[root] = epoch
+    return remade
 
 
 def shapes_current(roots: Sequence[Variable]) -> None:
@@ -231,7 +231,7 @@ def shapes_current(roots: Sequence[Variable]) -> None:
         _shapes_followed(None, topological_order(roots))
 
 
-def _shape_at(x: Variable, t: int) -> tuple[int, ...]:
+def _shape_at(x: Variable, t: float) -> tuple[int, ...]:
     """The shape ``x`` had at clock time ``t`` (before its first shape change after ``t``)."""
     for when, before in getattr(x, "_shape_history", ()):
         if when > t:
@@ -239,66 +239,214 @@ def _shape_at(x: Variable, t: int) -> tuple[int, ...]:
     return x._shape
 
 
-def follow_shapes(nodes: Sequence[Function]) -> None:
+def follow_shapes(nodes: Sequence[Function]) -> bool:
     """Infers the output shapes of ``nodes`` (in order) again where their inputs' shapes changed.
 
     A node whose input shapes differ from those it was made (or last set up) for, or
-    whose input comes from such a node, runs its ``setup_impl`` again on the new shapes
-    and its outputs take the shapes it gives; their values are dropped until the forward
-    pass computes them. Such a node must be ``shape_generic`` and not ``_shape_bound``
-    and keep its inputs' ranks, else :class:`ShapeResetError` is raised naming it; on any
-    error every shape this call changed is restored first, so nothing is touched.
+    whose input comes from such a node, is *affected*. If it was made by a traced
+    composition of a static graph (a :class:`~hodiff.function.Trace`: a public function of
+    ``hodiff.functions`` that computes from shapes, or ``hd.grad``), that call is made
+    again on the new shapes and its outputs take the new nodes as parents (the old ones
+    are dropped): the composition is set up again as NNabla sets up its own functions.
+    Otherwise the node runs its ``setup_impl`` again on the new shapes and its outputs take
+    the shapes it gives (values dropped until the forward pass computes them); it must
+    then be ``shape_generic``, not ``_shape_bound``, and keep its inputs' ranks (unless
+    ``follows_rank``), else :class:`ShapeResetError` is raised naming it. On any error
+    everything this call changed is restored first, so nothing is touched. Returns whether
+    a composition was made again.
     """
-    t = next(_function._seq)
-    moved: set[int] = set()  # outputs of the nodes that followed, in this call
-    written: list[tuple[Variable, tuple[int, ...], Any]] = []
-    followed: list[tuple[Function, list[tuple[int, ...]]]] = []
-    states: list[tuple[Function, dict[str, Any]]] = []  # a node's arguments before it followed
+    run = _Following(nodes)
     try:
-        for f in nodes:
+        run.all()
+    except BaseException:
+        run.undo()
+        raise
+    for f, now in run.followed:
+        f._in_shapes = now  # type: ignore[attr-defined]
+    return bool(run.remade)
+
+
+class _Following:
+    """One :func:`follow_shapes` call: what it changed, to undo on an error."""
+
+    def __init__(self, nodes: Sequence[Function]) -> None:
+        self.nodes = nodes
+        self.t = next(_function._seq)
+        self.moved: set[int] = set()  # the variables whose parent followed or was made again
+        self.written: list[tuple[Variable, tuple[int, ...], Any, Any, bool]] = []
+        self.followed: list[tuple[Function, list[tuple[int, ...]]]] = []
+        self.states: list[tuple[Function, dict[str, Any]]] = []  # arguments before following
+        self.remade: list[_function.Trace] = []
+        self.parents: list[tuple[Variable, Any, bool]] = []  # (output, old parent, need_grad)
+        self.dropped: set[Function] = set()  # the old nodes of the compositions made again
+        self.traces = _outermost_traces(nodes)  # (t0, t1, trace), sorted, not nested
+
+    def all(self) -> None:
+        k = 0
+        traces = self.traces
+        for f in self.nodes:
+            while k < len(traces) and traces[k][1] <= f.seq:
+                k += 1
+            trace = traces[k][2] if k < len(traces) and traces[k][0] < f.seq else None
+            if trace is not None and trace in self.remade:
+                continue  # a node of a composition made again: dropped
             ins = f.inputs
             now = [x._shape for x in ins]
             seen = f.__dict__.get("_in_shapes")
             if seen is None:
                 seen = [_shape_at(x, f.seq) for x in ins]
-            if seen == now and not any(id(x) in moved for x in ins):
+            stale = any(x.parent in self.dropped for x in ins)
+            if seen == now and not stale and not any(id(x) in self.moved for x in ins):
                 continue
-            states.append((f, dict(f.__dict__)))
-            _check_follows(f, seen, now)
-            try:
-                specs = f.setup_impl(ins)
-            except (ValueError, TypeError) as e:  # the new shapes do not fit its arguments
+            if trace is not None:
+                self.remake(trace)
+            elif stale:
                 raise ShapeResetError(
-                    f"reset_shape: the node {f.name} (made for input shapes {seen}) refuses "
-                    f"the new input shapes {now}: {e}"
-                ) from e
-            refs = f._outputs
-            outs = [refs()] if type(refs) is _Out else [r() for r in refs]
-            for v, spec in zip(outs, specs, strict=True):
-                if v is None:
-                    continue
-                moved.add(id(v))
-                shape = tuple(spec[0])
-                if v._shape != shape:
-                    written.append((v, v._shape, v._data))
-                    hist = getattr(v, "_shape_history", None)
-                    if hist is None:
-                        hist = v._shape_history = []
-                    hist.append((t, v._shape))
-                    v._shape, v._data = shape, None
-            if len(outs) > 1:
-                f._out_meta = [(tuple(sp[0]), np.dtype(sp[1])) for sp in specs]
-            followed.append((f, now))
-    except BaseException:
-        for f, state in reversed(states):
+                    f"reset_shape: the node {f.name} uses a value made inside a composition "
+                    "that was made again for the new shapes: build this part of the graph again"
+                )
+            else:
+                self.follow(f, seen, now)
+
+    def follow(self, f: Function, seen: list[tuple[int, ...]], now: list[tuple[int, ...]]) -> None:
+        self.states.append((f, dict(f.__dict__)))
+        _check_follows(f, seen, now)
+        try:
+            specs = f.setup_impl(f.inputs)
+        except (ValueError, TypeError) as e:  # the new shapes do not fit its arguments
+            raise ShapeResetError(
+                f"reset_shape: the node {f.name} (made for input shapes {seen}) refuses "
+                f"the new input shapes {now}: {e}"
+            ) from e
+        refs = f._outputs
+        outs = [refs()] if type(refs) is _Out else [r() for r in refs]
+        for v, spec in zip(outs, specs, strict=True):
+            if v is not None:
+                self.take(v, tuple(spec[0]))
+        if len(outs) > 1:
+            f._out_meta = [(tuple(sp[0]), np.dtype(sp[1])) for sp in specs]
+        self.followed.append((f, now))
+
+    def take(self, v: Variable, shape: tuple[int, ...]) -> None:
+        """``v`` gets ``shape`` (its value dropped), undoably."""
+        self.moved.add(id(v))
+        if v._shape != shape:
+            self.written.append((v, v._shape, v._data, v._dtype, True))
+            self._history(v)
+            v._shape, v._data = shape, None
+
+    def _history(self, v: Variable) -> None:
+        hist = getattr(v, "_shape_history", None)
+        if hist is None:
+            hist = v._shape_history = []
+        hist.append((self.t, v._shape))
+
+    def remake(self, trace: _function.Trace) -> None:
+        """Makes the composition of ``trace`` again (static mode) and gives its outputs the
+        new nodes as parents, numbered inside the old interval.
+        """
+        t0 = next(_function._seq)
+        token = _auto_forward_off()
+        try:
+            out = trace.fn(*trace.args, **trace.kwargs)
+        except (ValueError, TypeError) as e:
+            raise ShapeResetError(
+                f"reset_shape: {trace.name} refuses the new shapes of its inputs: {e}"
+            ) from e
+        finally:
+            _auto_forward_restore(token)
+        t1 = next(_function._seq)
+        news = list(out) if isinstance(out, tuple | list) else [out]
+        if len(news) != len(trace.outs):
+            raise ShapeResetError(
+                f"reset_shape: {trace.name} made again gives {len(news)} outputs, not "
+                f"{len(trace.outs)}: build this part of the graph again"
+            )
+        made = [v for v in news if isinstance(v, Variable) and v.parent is not None]
+        fresh = [f for f in topological_order(made) if t0 < f.seq < t1]
+        _renumber(fresh, trace.t0, trace.t1)
+        took: dict[int, Variable] = {}  # id(new output) -> the old Variable in its place
+        for ref, v in zip(trace.outs, news, strict=True):
+            old = None if ref is None else ref()
+            if old is None:
+                continue
+            if not isinstance(v, Variable) or v.parent is None or v.parent not in fresh:
+                raise ShapeResetError(
+                    f"reset_shape: {trace.name} made again returns an output it did not make "
+                    "(an input or a constant): build this part of the graph again"
+                )
+            self.splice(old, v)
+            took[id(v)] = old
+        for f in fresh:  # the new nodes that use an output read it from the old Variable
+            if any(id(x) in took for x in f.inputs):
+                f.inputs = [took.get(id(x), x) for x in f.inputs]
+        self.remade.append(trace)
+        self.dropped.update(f for f in self.nodes if trace.t0 < f.seq < trace.t1)
+
+    def splice(self, old: Variable, new: Variable) -> None:
+        """``old`` takes the place of ``new`` as the output of ``new``'s parent, undoably."""
+        parent = new.parent
+        assert parent is not None
+        changed = old._shape != new._shape
+        self.written.append((old, old._shape, old._data, old._dtype, changed))
+        self.parents.append((old, old.parent, old.need_grad))
+        if changed:
+            self._history(old)
+        refs = parent._outputs
+        if type(refs) is _Out:
+            parent._outputs = _Out(old)
+        else:
+            assert isinstance(refs, list)
+            refs[[r() for r in refs].index(new)] = weakref.ref(old)
+        old.parent, old.need_grad = parent, new.need_grad
+        old._shape, old._dtype, old._data = new._shape, new._dtype, None
+        self.moved.add(id(old))
+
+    def undo(self) -> None:
+        for old, parent, need in reversed(self.parents):
+            old.parent, old.need_grad = parent, need
+        for f, state in reversed(self.states):
             f.__dict__.clear()
             f.__dict__.update(state)
-        for v, shape, data in reversed(written):
-            v._shape, v._data = shape, data
-            v._shape_history.pop()
-        raise
-    for f, now in followed:
-        f._in_shapes = now  # type: ignore[attr-defined]
+        for v, shape, data, dtype, pushed in reversed(self.written):
+            if pushed:
+                v._shape_history.pop()
+            v._shape, v._data, v._dtype = shape, data, dtype
+
+
+def _outermost_traces(nodes: Sequence[Function]) -> list[tuple[float, float, Any]]:
+    """The traces kept by the outputs of ``nodes``, outermost only, sorted by interval."""
+    found: dict[int, Any] = {}
+    for f in nodes:
+        refs = f._outputs
+        for v in [refs()] if type(refs) is _Out else [r() for r in refs]:
+            trace = getattr(v, "_trace", None) if v is not None else None
+            if trace is not None:
+                found[id(trace)] = trace
+    out: list[tuple[float, float, Any]] = []
+    for trace in sorted(found.values(), key=lambda tr: (tr.t0, -tr.t1)):
+        if out and trace.t1 <= out[-1][1]:
+            continue  # inside the one before: made again with it
+        out.append((trace.t0, trace.t1, trace))
+    return out
+
+
+def _renumber(nodes: list[Function], t0: float, t1: float) -> None:
+    """Numbers ``nodes`` (in order) inside ``(t0, t1)``: where the nodes they replace were,
+    so that every order by number (inputs before consumers) still holds.
+    """
+    step = (t1 - t0) / (len(nodes) + 1)
+    for k, f in enumerate(nodes, 1):
+        f.seq = t0 + k * step  # type: ignore[assignment]
+        f._in_shapes = [x._shape for x in f.inputs]  # type: ignore[attr-defined]
+
+
+def _auto_forward_off() -> Any:
+    return _auto_forward.set(False)
+
+
+def _auto_forward_restore(token: Any) -> None:
+    _auto_forward.reset(token)
 
 
 def _check_follows(f: Function, seen: list[tuple[int, ...]], now: list[tuple[int, ...]]) -> None:
@@ -326,6 +474,19 @@ def _check_follows(f: Function, seen: list[tuple[int, ...]], now: list[tuple[int
             f"reset_shape: the node {f.name} (made for input shapes {seen}) cannot follow "
             f"the new input shapes {now}: {why}"
         )
+
+
+def _forward_order(roots: Sequence[Variable]) -> list[Function]:
+    """The nodes of a forward pass over ``roots`` (cached for one root), shapes followed."""
+    if len(roots) != 1:
+        nodes = topological_order(roots)
+        return topological_order(roots) if _shapes_followed(None, nodes) else nodes
+    cached = _ORDERS.get(roots[0])
+    nodes = cached if cached is not None else topological_order(roots)
+    _ORDERS[roots[0]] = nodes
+    if _shapes_followed(roots[0], nodes):
+        nodes = _ORDERS[roots[0]] = topological_order(roots)
+    return nodes
 
 
 def _plan_checked(root: Variable) -> None:
@@ -394,8 +555,8 @@ def _run_schedule(root: Variable) -> None:
     if cached is None:
         cached = _SCHEDULES[root] = _schedule(root)
     entries, leaves = cached
-    if _variable._reshapes[0]:
-        _shapes_followed(root, [e[4] for e in entries])
+    if _variable._reshapes[0] and _shapes_followed(root, [e[4] for e in entries]):
+        entries, leaves = _SCHEDULES[root] = _schedule(root)
     for v in leaves:
         if v._data is None:
             v.d  # noqa: B018 (an unfilled leaf reads as zeros, as in the general loop)

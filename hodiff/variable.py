@@ -94,6 +94,7 @@ class Variable:
         "_grad",
         "_shape",
         "_shape_history",
+        "_trace",
         "_version",
         "need_grad",
         "parent",
@@ -106,6 +107,8 @@ class Variable:
     #: (:meth:`reset_shape`, or a forward pass that followed it); unset for never. A node
     #: linked at time ``s`` saw the shape before the first change after ``s``.
     _shape_history: list[tuple[int, tuple[int, ...]]]
+    #: the call that made this output in a static graph (``function.Trace``); unset for none
+    _trace: Any
 
     def __init__(
         self, shape: tuple[int, ...] | int = (), need_grad: bool = False, dtype: Any = None

@@ -6,6 +6,8 @@ above it): the functions behind Variable's operators and methods, the sum of a
 broadcast gradient back to its input's shape, and the batching helpers' functions.
 """
 
+import types as _types
+
 from hodiff import batching as _batching
 from hodiff import function as _function
 from hodiff import variable as _variable
@@ -103,8 +105,29 @@ SHAPE_BOUND = frozenset(
 for _cls in _function.REGISTRY:
     _cls.shape_generic = _cls.__name__ not in SHAPE_BOUND
     _cls.follows_rank = _cls.shape_generic and (
-        _cls.batch_rule is _batching.elementwise or _cls.__name__ == "DropoutMask"
+        getattr(_cls, "batch_rule", None) is _batching.elementwise or _cls.__name__ == "DropoutMask"
     )
+
+
+def _reads_shapes(code: _types.CodeType) -> bool:
+    """Whether a function's code (or a function defined in it) reads shapes itself."""
+    if _SHAPE_NAMES & set(code.co_names):
+        return True
+    return any(isinstance(c, _types.CodeType) and _reads_shapes(c) for c in code.co_consts)
+
+
+_SHAPE_NAMES = frozenset({"shape", "shape_of", "ndim", "size", "normalize_axes", "kept_shape"})
+# Families of one-primitive wrappers (their nodes follow new shapes on their own): not traced
+_UNTRACED = (arithmetic, math, activation, special, rounding, logic, reduction)
+# Every other public function, and any that reads shapes, is traced: in a static graph its
+# outputs keep the call (function.Trace), so that reset_shape makes it again for the new
+# shapes, as NNabla's setup does for its own functions (graph.follow_shapes).
+for _module in FAMILIES:
+    for _name in _module.__all__:
+        _fn = getattr(_module, _name)
+        _code = getattr(_fn, "__code__", None)
+        if _code is not None and (_module not in _UNTRACED or _reads_shapes(_code)):
+            globals()[_name] = _function.traced(_fn)
 
 _variable.register(
     Add2=arithmetic.Add2,

@@ -77,7 +77,8 @@ def _merged_target(
     old: tuple[int, ...], new: tuple[int, ...], target: tuple[int, ...], changed: list[int]
 ) -> tuple[int, ...] | None:
     """The reshape target for input ``new``, where reshaping ``old`` to ``target`` only
-    merges or keeps the groups of axes that changed; None where that is not so."""
+    merges or keeps the groups of axes that changed; None where that is not so.
+    """
     if any(old[i] == 1 for i in changed):
         return None
     ins = [i for i, n in enumerate(old) if n != 1]
