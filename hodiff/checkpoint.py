@@ -33,9 +33,12 @@ example gradients through a checkpoint are checkpointed too (see :meth:`Checkpoi
 from __future__ import annotations
 
 import contextvars
+import math
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
+
+import numpy as np
 
 from hodiff import graph
 from hodiff import random as _random
@@ -267,10 +270,18 @@ class Checkpoint(Function, register=False):
 
         The segment of a recorded gradient (:class:`_Vjp`) is rebuilt with its gradient
         graph linked but not computed, and only the values its rules read are then
-        computed (:func:`_run_needed`): the gradient's own result is never needed.
+        computed (:func:`_run_needed`): the gradient's own result is never needed. That
+        node's pass may leave the part of it that runs through ``f``'s rules to the forward
+        checkpoint of the same segment (:meth:`_vjp_values`), which then runs it together
+        with its own (:class:`_Handed`).
         """
+        scope = graph.current_pass()  # this pass's; the segment's own passes have their own
+        handed = scope.handoff.pop(self, None) if scope is not None else None
+        if handed is not None:
+            handed.check(self)
         n = len(self.positions)
         known = self.inputs
+        gys = [s.grad for s in outputs]
         token = _mode.set(0)  # define-by-run and recording, to rebuild the segment's graph
         try:
             leaves = [
@@ -278,17 +289,26 @@ class Checkpoint(Function, register=False):
                 for s, x in zip(inputs[:n], known[:n], strict=True)
             ]
             start = next(_variable._seq)
+            wrt: list[Variable]
             if isinstance(self.f, _Vjp):
                 with _random.replaying(self._tape, self.name):
-                    outs, linked = self.f.lazily(leaves)
+                    outs, linked, fouts = self.f.lazily(leaves)
                 self._check_specs(outs)
                 _run_needed(outs, linked)
+                wrt = [leaves[i] if i < n else known[i] for i in wanted]
+                extra = _reached(outs, leaves, start)
+                gs = self._vjp_values(scope, outs, fouts, wrt, wanted, gys, start, linked)
+                del fouts
             else:
                 outs = self._replay(leaves)
-            wrt = [leaves[i] if i < n else known[i] for i in wanted]
-            plan = _segment_plan(outs, wrt, start)
-            gs = graph.grad_values(outs, wrt, [s.grad for s in outputs], plan)
-            extra = _reached(outs, leaves, start)
+                wrt = [leaves[i] if i < n else known[i] for i in wanted]
+                roots, seeds = outs, gys
+                if handed is not None:  # the frontier of the gradient's pass, with its gradients
+                    more = handed.locate(self, outs, start)
+                    roots, seeds = [*outs, *more], [*gys, *handed.grads]
+                gs = graph.grad_values(roots, wrt, seeds, _segment_plan(roots, wrt, start))
+                extra = _reached(outs, leaves, start)
+                del roots
             del outs, leaves, wrt
         finally:
             _mode.reset(token)
@@ -296,6 +316,75 @@ class Checkpoint(Function, register=False):
         for i, g in zip(wanted, gs, strict=True):
             if g is not None:
                 inputs[i].store(g, accum[i])
+
+    def _vjp_values(
+        self,
+        scope: graph.PassScope | None,
+        outs: list[Variable],
+        fouts: list[Variable],
+        wrt: list[Variable],
+        wanted: list[int],
+        gys: list[Any],
+        start: int,
+        linked: int,
+    ) -> list[Any]:
+        """The plain pass over a recorded gradient's rebuilt segment, in two parts.
+
+        The segment is ``f``'s graph F (its nodes made after ``start``, outputs ``fouts``)
+        and the gradient graph G linked on it (after ``linked``, outputs ``outs``). G's
+        part of the pass leaves gradients at the leaves and at the values of F that G reads
+        (the *frontier*, e.g. a ``tanh``'s output); F's part carries the frontier's
+        gradients on to the leaves through F's rules.
+
+        F's rules also run in the reverse pass of the forward checkpoint ``node`` of the
+        same segment (``f.node``), on the gradient of the segment's outputs. F's rules are
+        linear in the gradients they carry, so when this plain pass visits ``node`` (later:
+        it was made first) F's part can be left to it, and ``node`` runs F's rules once on
+        the sum, as without checkpointing (one affine backward per layer instead of two).
+        It is left when the frontier's gradients take no more memory than the gradients it
+        replaces (those F's part would make for ``node``'s inputs that G's part did not
+        already give one), so the pass keeps no more than without the hand-over; otherwise
+        F's part runs here.
+        """
+        assert isinstance(self.f, _Vjp)
+        node = self.f.node
+        n_v, n_c = len(self.positions), len(node.positions)
+        known = self.inputs
+        ids = {id(x) for x in node.inputs}
+        # the wanted inputs F's part sends to: node's arguments and its externals
+        fw = [k for k, i in enumerate(wanted) if i < n_c or (i >= n_v and id(known[i]) in ids)]
+        frontier = _frontier(outs, start, linked) if fw else []
+        if not frontier:
+            return graph.grad_values(outs, wrt, gys, _segment_plan(outs, wrt, start))
+        k = len(wrt)
+        both = wrt + frontier
+        got = graph.grad_values(outs, both, gys, _segment_plan(outs, both, linked))
+        gs = got[:k]
+        pairs = [(v, g) for v, g in zip(frontier, got[k:], strict=True) if g is not None]
+        del outs[:], got, both, frontier  # G's graph and values are not needed any more
+        if not pairs:
+            return gs
+        fvars, fgrads = [v for v, _ in pairs], [g for _, g in pairs]
+        if scope is not None and node not in scope.handoff and scope.visits(node):
+            size = sum(g.nbytes for g in fgrads)
+            budget = sum(
+                _bytes(known[wanted[j]].shape, known[wanted[j]]._grad_dtype())
+                for j in fw
+                if gs[j] is None
+            )
+            if size <= budget:
+                place = _places(fouts, fvars, start, linked)
+                if place is not None:
+                    scope.handoff[node] = _Handed(self, node, *place, fgrads)
+                    return gs
+        _trim([*fvars], start, linked)  # before F's part: the values F's rules do not read
+        del fouts
+        fwrt = [wrt[j] for j in fw]
+        more = graph.grad_values(fvars, fwrt, fgrads, _segment_plan(fvars, fwrt, start))
+        for j, g in zip(fw, more, strict=True):
+            if g is not None:
+                gs[j] = g if gs[j] is None else gs[j] + g
+        return gs
 
 
 class _Vjp:
@@ -317,18 +406,18 @@ class _Vjp:
         outs, wrt, gys = self._forward(args)
         return tuple(_grad(outs, wrt, gys, start))
 
-    def lazily(self, args: Sequence[Variable]) -> tuple[list[Variable], int]:
-        """The same graph, its gradient part linked but not computed (static mode), and the
-        clock time before that part. A rule never reads a value to decide what to link (see
-        hodiff/function.py), so linking it first is safe; ``f`` itself runs as it is (a
-        user's ``f`` may read values).
+    def lazily(self, args: Sequence[Variable]) -> tuple[list[Variable], int, list[Variable]]:
+        """The same graph, its gradient part linked but not computed (static mode), the
+        clock time before that part, and ``f``'s recomputed outputs. A rule never reads a
+        value to decide what to link (see hodiff/function.py), so linking it first is safe;
+        ``f`` itself runs as it is (a user's ``f`` may read values).
         """
         start = next(_variable._seq)
         outs, wrt, gys = self._forward(args)
         linked = next(_variable._seq)
         token = _mode.set(_mode.get() | STATIC)
         try:
-            return _grad(outs, wrt, gys, start), linked
+            return _grad(outs, wrt, gys, start), linked, outs
         finally:
             _mode.reset(token)
 
@@ -403,6 +492,138 @@ def _run_needed(outs: Sequence[Variable], start: int) -> None:
         ys: list[Any] = [None] * f.n_outputs
         f.forward_impl(xs, ys)
         graph._set_outputs(f, xs, ys)
+
+
+class _Handed:
+    """F's part of a recorded gradient's plain pass, left to the forward checkpoint of the
+    same segment (see :meth:`Checkpoint._vjp_values`), in the pass's scope
+    (``graph.PassScope.handoff``, which drops it with the pass): the gradients of the
+    frontier, each located by its node's place in the recomputed graph of ``f`` (in
+    creation order) and its output index, that graph's shape (each node's type and output
+    shapes, to check that the forward checkpoint's recomputation made the same graph), and
+    the node's inputs' versions when the gradient recomputed it.
+    """
+
+    __slots__ = ("giver", "grads", "places", "shape", "versions")
+
+    def __init__(
+        self,
+        giver: Checkpoint,
+        node: Checkpoint,
+        shape: list[tuple[type, tuple[Any, ...]]],
+        places: list[tuple[int, int]],
+        grads: list[Any],
+    ) -> None:
+        self.giver = giver.name
+        self.shape, self.places, self.grads = shape, places, grads
+        self.versions = [getattr(x, "_version", 0) for x in node.inputs]
+
+    def check(self, node: Checkpoint) -> None:
+        """Raises when an input of ``node`` was set through ``.d`` since the gradient
+        recomputed the segment (the frontier's gradients are of the old values).
+        """
+        for i, (x, v) in enumerate(zip(node.inputs, self.versions, strict=True)):
+            if getattr(x, "_version", 0) != v:
+                kind = "a leaf" if x.parent is None else f"the output of {x.parent.name}"
+                raise RuntimeError(
+                    f"{node.name}: its input {i} ({kind}, shape {x.shape}, dtype {x.dtype}) "
+                    f"was set through .d during the reverse pass, after {self.giver} "
+                    "recomputed the segment on its old value for this node: the gradient "
+                    "would mix both values; set values between reverse passes"
+                )
+
+    def locate(self, node: Checkpoint, outs: list[Variable], start: int) -> list[Variable]:
+        """The frontier's variables in ``node``'s recomputed graph of ``f`` (outputs
+        ``outs``, made after ``start``); raises when that graph is not the same.
+        """
+        nodes = [f for f in graph.topological_order(outs) if f.seq > start]
+        if _shape_of(nodes) != self.shape:
+            raise RuntimeError(
+                f"{node.name}: recomputed, f made another graph ({len(nodes)} nodes) than "
+                f"when {self.giver} recomputed it ({len(self.shape)} nodes) on the same "
+                "values: a checkpointed function must compute the same way every time"
+            )
+        found = []
+        for k, j in self.places:
+            v = nodes[k]._outputs[j]()
+            if v is None:  # pragma: no cover - a frontier value is read by the gradient graph
+                raise RuntimeError(f"{node.name}: a recomputed value is gone")
+            found.append(v)
+        return found
+
+
+def _shape_of(nodes: Sequence[Function]) -> list[tuple[type, tuple[Any, ...]]]:
+    """Each node's type and its outputs' shapes and dtypes."""
+    out = []
+    for f in nodes:
+        meta = []
+        for r in f._outputs:
+            v = r()
+            meta.append(None if v is None else (v._shape, v._dtype))
+        out.append((type(f), tuple(meta)))
+    return out
+
+
+def _places(
+    fouts: list[Variable], fvars: list[Variable], start: int, linked: int
+) -> tuple[list[tuple[type, tuple[Any, ...]]], list[tuple[int, int]]] | None:
+    """The shape of ``f``'s graph (of ``fouts``, made after ``start`` up to ``linked``)
+    and the place (node, output) of each of ``fvars`` in it; None if one is not in it.
+    """
+    nodes = [f for f in graph.topological_order(fouts) if start < f.seq <= linked]
+    index = {id(f): k for k, f in enumerate(nodes)}
+    places = []
+    for v in fvars:
+        p = v.parent
+        k = index.get(id(p))
+        if p is None or k is None:
+            return None
+        j = next((j for j, r in enumerate(p._outputs) if r() is v), None)
+        if j is None:
+            return None
+        places.append((k, j))
+    return _shape_of(nodes), places
+
+
+def _frontier(outs: Sequence[Variable], start: int, linked: int) -> list[Variable]:
+    """The variables made after ``start`` and up to ``linked`` (``f``'s recomputed graph)
+    that the nodes made after ``linked`` (its gradient graph) read, in first-seen order.
+    """
+    seen: dict[int, Variable] = {}
+    for f in graph.topological_order(list(outs)):
+        if f.seq > linked:
+            for x in f.inputs:
+                p = x.parent
+                if p is not None and start < p.seq <= linked and id(x) not in seen:
+                    seen[id(x)] = x
+    return list(seen.values())
+
+
+def _trim(roots: Sequence[Variable], start: int, linked: int) -> int:
+    """Frees the values, in the graph of ``roots`` made after ``start`` and up to
+    ``linked``, that no rule of that graph reads; returns the bytes of those kept.
+    """
+    nodes = [f for f in graph.topological_order(list(roots)) if start < f.seq <= linked]
+    read: set[int] = set()
+    for f in nodes:
+        for i, x in enumerate(f.inputs):
+            if f.needs_input(i):
+                read.add(id(x))
+    kept = 0
+    for f in nodes:
+        for r in f._outputs:
+            o = r()
+            if o is None or o._data is None:
+                continue
+            if f.need_outputs or id(o) in read:
+                kept += o._data.nbytes
+            else:
+                o._data = None
+    return kept
+
+
+def _bytes(shape: Sequence[int], dtype: Any) -> int:
+    return math.prod(shape) * np.dtype(dtype).itemsize
 
 
 def _run_in(f: Callable[..., Any], call: list[Any], mode: int, tapes: Any) -> Any:
