@@ -44,7 +44,7 @@ from hodiff import graph
 from hodiff import random as _random
 from hodiff import variable as _variable
 from hodiff.context import NO_GRAD, RAW, STATIC, _mode
-from hodiff.function import Flags, Function, Slots, array_module_of
+from hodiff.function import REGISTRY, Flags, Function, Slots, array_module_of
 from hodiff.variable import Variable
 from hodiff.vmap import BatchedVariable, vmap
 
@@ -111,8 +111,9 @@ def checkpoint(f: Callable[..., Any], *args: Any) -> Any:
     node = Checkpoint(f=f, statics=statics, positions=positions)
     tape = _random.Tape()
     with _random.recording(tape):
-        kind, specs, values, externals = _trace(node, xs)
+        kind, specs, values, externals, kept = _trace(node, xs)
     node._tape = tape
+    node._kept = kept
     node._setup(specs, values, len(externals))
     ys = node(*xs, *externals)
     if kind is None:
@@ -141,6 +142,8 @@ class Checkpoint(Function, register=False):
         self._tape = _random.Tape()
         self._specs: list[Spec] = []
         self._pending: list[Any] | None = None
+        #: f's first graph without its values, when it can compute them again (see _Kept)
+        self._kept: _Kept | None = None
         #: the caller's context variables (parameter scope, array context), for recomputing
         self._context = contextvars.copy_context()
 
@@ -168,6 +171,7 @@ class Checkpoint(Function, register=False):
             outputs[:] = pending
             return
         n = len(self.positions)
+        self._kept = None  # f runs again: its graph is that run's
         tape = _random.Tape()
         token = _mode.set(0)  # define-by-run, recording (f may call hd.grad)
         try:
@@ -282,6 +286,12 @@ class Checkpoint(Function, register=False):
         n = len(self.positions)
         known = self.inputs
         gys = [s.grad for s in outputs]
+        if self._kept is not None:
+            gs = self._kept.grads([s.data for s in inputs[:n]], known, wanted, gys, handed, self)
+            for i, g in zip(wanted, gs, strict=True):
+                if g is not None:
+                    inputs[i].store(g, accum[i])
+            return
         token = _mode.set(0)  # define-by-run and recording, to rebuild the segment's graph
         try:
             leaves = [
@@ -304,7 +314,8 @@ class Checkpoint(Function, register=False):
                 wrt = [leaves[i] if i < n else known[i] for i in wanted]
                 roots, seeds = outs, gys
                 if handed is not None:  # the frontier of the gradient's pass, with its gradients
-                    more = handed.locate(self, outs, start)
+                    nodes = [f for f in graph.topological_order(outs) if f.seq > start]
+                    more = handed.locate(self, nodes)
                     roots, seeds = [*outs, *more], [*gys, *handed.grads]
                 gs = graph.grad_values(roots, wrt, seeds, _segment_plan(roots, wrt, start))
                 extra = _reached(outs, leaves, start)
@@ -494,6 +505,135 @@ def _run_needed(outs: Sequence[Variable], start: int) -> None:
         graph._set_outputs(f, xs, ys)
 
 
+#: the bytes of a constant (a leaf ``f`` made, without need_grad) that a kept graph may hold
+_SMALL = 1024
+
+
+class _Kept:
+    """The graph of ``f``'s first run, kept without its values, to compute them again by its
+    nodes' own forward rules instead of running ``f`` (Python) again.
+
+    Kept only when that provably gives the values ``f`` would: every node is a primitive
+    of hodiff (a registered ``Function``) other than a random one (a node that owns a
+    generator draws anew at every forward), outside ``hd.vmap``, and every leaf the graph
+    reads besides the arguments either has need_grad (a parameter, held elsewhere) or is
+    small (at most ``_SMALL`` bytes: a constant ``f`` made, which the kept graph holds and
+    which becomes an input of the checkpoint). The node's inputs are the values it was
+    run on: one changed through ``.d`` since makes the reverse pass raise before this
+    runs (``graph.check_values``), and a static graph's ``.forward()``, which runs ``f``
+    again, drops it. Between passes it holds no value but those leaves (the arguments'
+    leaves are bound to the inputs' values during one pass); the plan of each set of
+    wanted inputs is made once, and only the values the pass reads are computed (not,
+    e.g., a residual block's final sum).
+    """
+
+    __slots__ = ("leaves", "nodes", "outs", "plans", "start")
+
+    def __init__(self, leaves: list[Variable], outs: list[Variable], start: int) -> None:
+        self.leaves, self.outs, self.start = leaves, outs, start
+        self.nodes = [f for f in graph.topological_order(outs) if f.seq > start]
+        self.plans: dict[tuple[int, ...], tuple[Any, list[Function], list[Variable]]] = {}
+
+    @classmethod
+    def of(
+        cls, leaves: list[Variable], outs: list[Variable], start: int, xs: list[Variable]
+    ) -> _Kept | None:
+        """The kept graph of one run of ``f``, or None when it may not be kept (see above)."""
+        if any(type(x) is not Variable for x in xs):
+            return None
+        kept = cls(leaves, outs, start)
+        own = {id(v) for v in leaves}
+        for f in kept.nodes:
+            if type(f) not in REGISTRY or getattr(f, "rng", None) is not None:
+                return None
+            for x in f.inputs:
+                if (
+                    x.parent is None
+                    and id(x) not in own
+                    and not x.need_grad
+                    and (x._data is None or getattr(x._data, "nbytes", 0) > _SMALL)
+                ):
+                    return None
+        kept.drop()
+        return kept
+
+    def drop(self) -> None:
+        """Frees the values the last computation left (not the leaves ``f`` made)."""
+        for v in self.leaves:
+            v._data = None
+        for f in self.nodes:
+            f._ydata = None
+            for r in f._outputs:
+                o = r()
+                if o is not None:
+                    o._data = None
+
+    def grads(
+        self,
+        xs: list[Any],
+        known: Sequence[Variable],
+        wanted: list[int],
+        gys: list[Any],
+        handed: _Handed | None,
+        node: Checkpoint,
+    ) -> list[Any]:
+        """The gradients of ``node``'s wanted inputs (``known``: its inputs) for its
+        outputs' gradients ``gys``: the values the pass reads, computed on the arguments'
+        values ``xs``, then a plain pass over the graph; its values dropped after. The
+        frontier of a gradient's pass handed to ``node`` joins the roots.
+        """
+        wrt = [self.leaves[i] if i < len(self.leaves) else known[i] for i in wanted]
+        if handed is not None:
+            roots = [*self.outs, *handed.locate(node, self.nodes)]
+            seeds = [*gys, *handed.grads]
+            plan, run = self._plan(wrt, roots)
+        else:
+            roots, seeds = self.outs, gys
+            entry = self.plans.get(tuple(wanted))
+            if entry is None:
+                entry = self.plans[tuple(wanted)] = (*self._plan(wrt, roots), wrt)
+            plan, run, wrt = entry
+        for v, a in zip(self.leaves, xs, strict=True):
+            v._data = a
+        try:
+            for f in run:
+                ins = [x._data for x in f.inputs]
+                ys: list[Any] = [None] * f.n_outputs
+                f.forward_impl(ins, ys)
+                graph._set_outputs(f, ins, ys)
+            return graph.grad_values(roots, wrt, seeds, plan)
+        finally:
+            self.drop()
+
+    def _plan(self, wrt: list[Variable], roots: list[Variable]) -> tuple[Any, list[Function]]:
+        """The pass from ``roots`` towards ``wrt``, and the nodes whose values it reads
+        (or that compute those), in creation order.
+        """
+        plan = _segment_plan(roots, wrt, self.start)
+        needed: set[int] = set()
+        go: set[int] = set()
+        for f in plan.nodes:
+            if f.need_outputs:
+                go.add(id(f))
+            for i, x in enumerate(f.inputs):
+                if f.needs_input(i):
+                    needed.add(id(x))
+        run = []
+        for f in reversed(self.nodes):
+            if id(f) not in go:
+                for r in f._outputs:
+                    o = r()
+                    if o is not None and id(o) in needed:
+                        go.add(id(f))
+                        break
+            if id(f) in go:
+                run.append(f)
+                for x in f.inputs:
+                    needed.add(id(x))
+        run.reverse()
+        return plan, run
+
+
 class _Handed:
     """F's part of a recorded gradient's plain pass, left to the forward checkpoint of the
     same segment (see :meth:`Checkpoint._vjp_values`), in the pass's scope
@@ -532,11 +672,10 @@ class _Handed:
                     "would mix both values; set values between reverse passes"
                 )
 
-    def locate(self, node: Checkpoint, outs: list[Variable], start: int) -> list[Variable]:
-        """The frontier's variables in ``node``'s recomputed graph of ``f`` (outputs
-        ``outs``, made after ``start``); raises when that graph is not the same.
+    def locate(self, node: Checkpoint, nodes: list[Function]) -> list[Variable]:
+        """The frontier's variables in ``node``'s graph of ``f`` (its ``nodes``, in creation
+        order); raises when that graph is not the one the gradient recomputed.
         """
-        nodes = [f for f in graph.topological_order(outs) if f.seq > start]
         if _shape_of(nodes) != self.shape:
             raise RuntimeError(
                 f"{node.name}: recomputed, f made another graph ({len(nodes)} nodes) than "
@@ -635,14 +774,15 @@ def _run_in(f: Callable[..., Any], call: list[Any], mode: int, tapes: Any) -> An
 # ---------------------------------------------------------------------- tracing
 def _trace(
     node: Checkpoint, xs: list[Variable]
-) -> tuple[type | None, list[Spec], list[Any] | None, list[Variable]]:
+) -> tuple[type | None, list[Spec], list[Any] | None, list[Variable], _Kept | None]:
     """Runs ``f`` once on fresh leaves sharing the arguments' values.
 
     Returns the container type of its result (None for one Variable), the outputs' specs,
     their values (None in a static graph, where only shapes are known) and the externals:
     the variables ``f``'s graph reached that are not the fresh leaves and were made before
     ``f`` ran, or that outlive its graph (a leaf ``f`` made and dropped, a constant, is
-    made again by the next run). The graph is dropped when this returns.
+    made again by the next run). The graph is dropped when this returns, or kept without
+    its values when it can compute them again (:class:`_Kept`).
     """
     leaves = [x.unlinked() for x in xs]
     start = next(_variable._seq)
@@ -658,6 +798,7 @@ def _trace(
         specs.append((o.shape, o.dtype))
     values = None if any(o._data is None for o in outs) else [o._data for o in outs]
     reached = _reached(outs, leaves, start)
+    kept = _Kept.of(leaves, outs, start, xs) if values is not None else None
     del outs, leaves
     externals = _alive(reached)
     for v in externals:
@@ -666,7 +807,7 @@ def _trace(
                 f"{node.name}: inside hd.vmap, f uses a mapped variable it was not given "
                 f"(shape {v.shape}, dtype {v.dtype}); pass it to hd.checkpoint as an argument"
             )
-    return kind, specs, values, externals
+    return kind, specs, values, externals, kept
 
 
 def _as_outputs(name: str, out: Any) -> tuple[type | None, list[Variable]]:
