@@ -287,7 +287,11 @@ class Checkpoint(Function, register=False):
         known = self.inputs
         gys = [s.grad for s in outputs]
         if self._kept is not None:
-            gs = self._kept.grads([s.data for s in inputs[:n]], known, wanted, gys, handed, self)
+            xs = [s.data for s in inputs[:n]]
+            if isinstance(self.f, _Vjp):
+                gs = self._kept.vjp_grads(self, scope, xs, wanted, gys)
+            else:
+                gs = self._kept.grads(xs, known, wanted, gys, handed, self)
             for i, g in zip(wanted, gs, strict=True):
                 if g is not None:
                     inputs[i].store(g, accum[i])
@@ -411,10 +415,15 @@ class _Vjp:
         self.node = node
         self.wanted = wanted
         self.__name__ = f"vjp_of_{node.name}"
+        #: set by :func:`_trace` to a list, which the next call fills with ``f``'s
+        #: outputs and the clock time between ``f``'s graph and its gradient graph
+        self.traced: list[Any] | None = None
 
     def __call__(self, *args: Variable) -> tuple[Variable, ...]:
         start = next(_variable._seq)
         outs, wrt, gys = self._forward(args)
+        if self.traced is not None:
+            self.traced[:] = [outs, next(_variable._seq)]
         return tuple(_grad(outs, wrt, gys, start))
 
     def lazily(self, args: Sequence[Variable]) -> tuple[list[Variable], int, list[Variable]]:
@@ -527,21 +536,37 @@ class _Kept:
     e.g., a residual block's final sum).
     """
 
-    __slots__ = ("leaves", "nodes", "outs", "plans", "start")
+    __slots__ = ("fouts", "leaves", "linked", "nodes", "outs", "plans", "start")
 
-    def __init__(self, leaves: list[Variable], outs: list[Variable], start: int) -> None:
+    def __init__(
+        self,
+        leaves: list[Variable],
+        outs: list[Variable],
+        start: int,
+        fouts: list[Variable],
+        linked: int,
+    ) -> None:
         self.leaves, self.outs, self.start = leaves, outs, start
-        self.nodes = [f for f in graph.topological_order(outs) if f.seq > start]
+        #: for a recorded gradient's segment: the outputs of ``f``'s part of it, and the
+        #: clock time between that part and the gradient graph
+        self.fouts, self.linked = fouts, linked
+        self.nodes = [f for f in graph.topological_order([*outs, *fouts]) if f.seq > start]
         self.plans: dict[tuple[int, ...], tuple[Any, list[Function], list[Variable]]] = {}
 
     @classmethod
     def of(
-        cls, leaves: list[Variable], outs: list[Variable], start: int, xs: list[Variable]
+        cls,
+        leaves: list[Variable],
+        outs: list[Variable],
+        start: int,
+        xs: list[Variable],
+        fouts: list[Variable],
+        linked: int,
     ) -> _Kept | None:
         """The kept graph of one run of ``f``, or None when it may not be kept (see above)."""
         if any(type(x) is not Variable for x in xs):
             return None
-        kept = cls(leaves, outs, start)
+        kept = cls(leaves, outs, start, fouts, linked)
         own = {id(v) for v in leaves}
         for f in kept.nodes:
             if type(f) not in REGISTRY or getattr(f, "rng", None) is not None:
@@ -593,6 +618,39 @@ class _Kept:
             if entry is None:
                 entry = self.plans[tuple(wanted)] = (*self._plan(wrt, roots), wrt)
             plan, run, wrt = entry
+        self.compute(xs, run)
+        try:
+            return graph.grad_values(roots, wrt, seeds, plan)
+        finally:
+            self.drop()
+
+    def vjp_grads(
+        self,
+        node: Checkpoint,
+        scope: graph.PassScope | None,
+        xs: list[Any],
+        wanted: list[int],
+        gys: list[Any],
+    ) -> list[Any]:
+        """:meth:`grads` of a recorded gradient's node, whose pass is split in two (and may
+        be partly handed over): see :meth:`Checkpoint._vjp_values`.
+        """
+        known = node.inputs
+        entry = self.plans.get(tuple(wanted))
+        if entry is None:
+            wrt = [self.leaves[i] if i < len(self.leaves) else known[i] for i in wanted]
+            entry = self.plans[tuple(wanted)] = (*self._plan(wrt, self.outs), wrt)
+        _, run, wrt = entry
+        self.compute(xs, run)
+        try:
+            return node._vjp_values(
+                scope, list(self.outs), self.fouts, wrt, wanted, gys, self.start, self.linked
+            )
+        finally:
+            self.drop()
+
+    def compute(self, xs: list[Any], run: list[Function]) -> None:
+        """Binds the arguments' leaves to ``xs`` and computes the values of ``run``."""
         for v, a in zip(self.leaves, xs, strict=True):
             v._data = a
         try:
@@ -601,9 +659,9 @@ class _Kept:
                 ys: list[Any] = [None] * f.n_outputs
                 f.forward_impl(ins, ys)
                 graph._set_outputs(f, ins, ys)
-            return graph.grad_values(roots, wrt, seeds, plan)
-        finally:
+        except BaseException:
             self.drop()
+            raise
 
     def _plan(self, wrt: list[Variable], roots: list[Variable]) -> tuple[Any, list[Function]]:
         """The pass from ``roots`` towards ``wrt``, and the nodes whose values it reads
@@ -786,7 +844,15 @@ def _trace(
     """
     leaves = [x.unlinked() for x in xs]
     start = next(_variable._seq)
-    kind, outs = _as_outputs(node.name, node._call_f(leaves))
+    vjp = node.f if isinstance(node.f, _Vjp) else None
+    if vjp is not None:
+        vjp.traced = []
+    try:
+        kind, outs = _as_outputs(node.name, node._call_f(leaves))
+        traced = vjp.traced if vjp is not None else None
+    finally:
+        if vjp is not None:
+            vjp.traced = None
     specs: list[Spec] = []
     for k, o in enumerate(outs):
         if o.dtype.kind != "f":
@@ -798,7 +864,9 @@ def _trace(
         specs.append((o.shape, o.dtype))
     values = None if any(o._data is None for o in outs) else [o._data for o in outs]
     reached = _reached(outs, leaves, start)
-    kept = _Kept.of(leaves, outs, start, xs) if values is not None else None
+    kept = None
+    if values is not None and (vjp is None or traced):
+        kept = _Kept.of(leaves, outs, start, xs, *(traced or [[], -1]))
     del outs, leaves
     externals = _alive(reached)
     for v in externals:
