@@ -551,7 +551,7 @@ class _Kept:
         #: clock time between that part and the gradient graph
         self.fouts, self.linked = fouts, linked
         self.nodes = [f for f in graph.topological_order([*outs, *fouts]) if f.seq > start]
-        self.plans: dict[tuple[int, ...], tuple[Any, list[Function], list[Variable]]] = {}
+        self.plans: dict[tuple[int, ...], tuple[Any, _Run, list[Variable]]] = {}
 
     @classmethod
     def of(
@@ -649,47 +649,68 @@ class _Kept:
         finally:
             self.drop()
 
-    def compute(self, xs: list[Any], run: list[Function]) -> None:
-        """Binds the arguments' leaves to ``xs`` and computes the values of ``run``."""
+    def compute(self, xs: list[Any], run: _Run) -> None:
+        """Binds the arguments' leaves to ``xs`` and computes the values of ``run``'s nodes,
+        freeing after each the values no rule reads and no later node computes from.
+        """
         for v, a in zip(self.leaves, xs, strict=True):
             v._data = a
         try:
-            for f in run:
+            for f, done in run:
                 ins = [x._data for x in f.inputs]
                 ys: list[Any] = [None] * f.n_outputs
                 f.forward_impl(ins, ys)
                 graph._set_outputs(f, ins, ys)
+                for v in done:
+                    v._data = None
         except BaseException:
             self.drop()
             raise
 
-    def _plan(self, wrt: list[Variable], roots: list[Variable]) -> tuple[Any, list[Function]]:
+    def _plan(self, wrt: list[Variable], roots: list[Variable]) -> tuple[Any, _Run]:
         """The pass from ``roots`` towards ``wrt``, and the nodes whose values it reads
-        (or that compute those), in creation order.
+        (or that compute those), in creation order, each with the values to free once it
+        ran (computed by an earlier one only to compute a later one's).
         """
         plan = _segment_plan(roots, wrt, self.start)
-        needed: set[int] = set()
+        read: set[int] = set()  # the values the pass's rules read
         go: set[int] = set()
         for f in plan.nodes:
             if f.need_outputs:
                 go.add(id(f))
             for i, x in enumerate(f.inputs):
                 if f.needs_input(i):
-                    needed.add(id(x))
-        run = []
+                    read.add(id(x))
+        needed = set(read)
+        run: list[Function] = []
         for f in reversed(self.nodes):
-            if id(f) not in go:
-                for r in f._outputs:
-                    o = r()
-                    if o is not None and id(o) in needed:
-                        go.add(id(f))
-                        break
-            if id(f) in go:
+            if id(f) in go or any(id(r()) in needed for r in f._outputs):
                 run.append(f)
-                for x in f.inputs:
-                    needed.add(id(x))
+                needed.update(id(x) for x in f.inputs)
         run.reverse()
-        return plan, run
+        return plan, _with_frees(run, read)
+
+
+#: the nodes to compute, in order, each with the values to free once it ran
+_Run = list[tuple[Function, list[Variable]]]
+
+
+def _with_frees(run: list[Function], read: set[int]) -> _Run:
+    """``run``'s nodes, each with the values it is the last of ``run`` to read that no rule
+    reads (``read``) and whose node does not keep them (``need_outputs``).
+    """
+    last: dict[int, int] = {}
+    for k, f in enumerate(run):
+        for x in f.inputs:
+            last[id(x)] = k
+    frees: list[list[Variable]] = [[] for _ in run]
+    for f in run:
+        if not f.need_outputs:
+            for r in f._outputs:
+                o = r()
+                if o is not None and id(o) not in read and id(o) in last:
+                    frees[last[id(o)]].append(o)
+    return list(zip(run, frees, strict=True))
 
 
 class _Handed:
