@@ -10,11 +10,18 @@ input values and runs the segment's own rules:
 
 * in a plain pass (``.backward()``, ``hd.grad(..., create_graph=False)``) it rebuilds the
   segment's graph, takes the gradient by a plain pass over it and drops it again, so at any
-  time only one segment's values live beside the checkpoints' inputs and outputs;
+  time only one segment's values live beside the checkpoints' inputs and outputs. When
+  ``f``'s graph is made of hodiff's non-random primitives, the first run's graph is kept
+  without its values and only the values the pass reads are computed again by its nodes
+  (:class:`_Kept`): ``f`` is not called again;
 * while ``hd.grad`` records, the gradient it stores is itself a checkpoint: the node of
   ``(args, gys) -> vjp of f`` (:class:`_Vjp`), whose forward recomputes ``f`` and records
   its gradient graph, keeps the results and drops both graphs. Differentiated again, that
   node recomputes them, and so on: every order is checkpointed, with no rule written for it.
+  In a plain pass that differentiates both (a gradient penalty), the recorded gradient
+  leaves the part of its pass through ``f``'s rules to the forward checkpoint of the same
+  segment, which runs ``f``'s rules once on the sum (:meth:`Checkpoint._vjp_values`,
+  through the pass's ``graph.PassScope.handoff``).
 
 Random functions inside ``f`` draw the same numbers when ``f`` is recomputed: the seeds the
 first run's random nodes took from the global generator are recorded on a tape
@@ -61,7 +68,8 @@ def checkpoint(f: Callable[..., Any], *args: Any) -> Any:
     ``f`` uses.
 
     The values computed inside ``f`` are not kept: a reverse pass (``.backward()``,
-    ``hd.grad`` at any order) that needs them runs ``f`` again on the same inputs. Values
+    ``hd.grad`` at any order) that needs them computes them again on the same inputs (by
+    running ``f`` again, or by the nodes of its first graph, kept without values). Values
     and every derivative equal those of ``f(*args)`` (the same rules run on the same
     values); the gradient graph of a checkpointed segment is itself checkpointed, so a
     gradient penalty or a Hessian-vector product through it keeps no more than its
