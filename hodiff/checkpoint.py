@@ -737,7 +737,7 @@ class _Handed:
         self,
         giver: Checkpoint,
         node: Checkpoint,
-        shape: list[tuple[type, tuple[Any, ...]]],
+        shape: list[tuple[type, int, int]],
         places: list[tuple[int, int]],
         grads: list[Any],
     ) -> None:
@@ -770,39 +770,41 @@ class _Handed:
                 "values: a checkpointed function must compute the same way every time"
             )
         found = []
-        for k, j in self.places:
+        for (k, j), g in zip(self.places, self.grads, strict=True):
             v = nodes[k]._outputs[j]()
-            if v is None:  # pragma: no cover - a frontier value is read by the gradient graph
-                raise RuntimeError(f"{node.name}: a recomputed value is gone")
+            if v is None or v._shape != g.shape:  # f made another graph
+                raise RuntimeError(
+                    f"{node.name}: recomputed, f made another value (node {k}, "
+                    f"{type(nodes[k]).__name__}) than when {self.giver} recomputed it: a "
+                    "checkpointed function must compute the same way every time"
+                )
             found.append(v)
         return found
 
 
-def _shape_of(nodes: Sequence[Function]) -> list[tuple[type, tuple[Any, ...]]]:
-    """Each node's type and its outputs' shapes and dtypes."""
-    out = []
-    for f in nodes:
-        meta = []
-        for r in f._outputs:
-            v = r()
-            meta.append(None if v is None else (v._shape, v._dtype))
-        out.append((type(f), tuple(meta)))
-    return out
+def _shape_of(nodes: Sequence[Function]) -> list[tuple[type, int, int]]:
+    """Each node's type and numbers of inputs and outputs (what does not depend on which
+    outputs are still alive).
+    """
+    return [(type(f), len(f.inputs), f.n_outputs) for f in nodes]
 
 
 def _places(
     fouts: list[Variable], fvars: list[Variable], start: int, linked: int
-) -> tuple[list[tuple[type, tuple[Any, ...]]], list[tuple[int, int]]] | None:
+) -> tuple[list[tuple[type, int, int]], list[tuple[int, int]]] | None:
     """The shape of ``f``'s graph (of ``fouts``, made after ``start`` up to ``linked``)
-    and the place (node, output) of each of ``fvars`` in it; None if one is not in it.
+    and the place (node, output) of each of ``fvars`` in it; None if one is not in it, or
+    is neither an output of ``f`` nor read by a node of ``f`` (then only the gradient graph
+    holds it, and ``f``'s graph without it would not).
     """
     nodes = [f for f in graph.topological_order(fouts) if start < f.seq <= linked]
     index = {id(f): k for k, f in enumerate(nodes)}
+    held = {id(x) for f in nodes for x in f.inputs} | {id(o) for o in fouts}
     places = []
     for v in fvars:
         p = v.parent
         k = index.get(id(p))
-        if p is None or k is None:
+        if p is None or k is None or id(v) not in held:
             return None
         j = next((j for j, r in enumerate(p._outputs) if r() is v), None)
         if j is None:

@@ -954,3 +954,23 @@ def test_current_pass_and_the_handoff() -> None:
     seen.clear()
     hd.grad(F.sum(Probe()(x)), x)  # hd.grad records: no plain pass's scope
     assert seen == [None]
+
+
+def test_a_forward_checkpoint_that_makes_another_graph_than_its_gradient_raises() -> None:
+    # f draws noise (so it runs again, not its first graph), and from its fourth call on
+    # (the forward checkpoint's recomputation, after the gradient's) makes one more node
+    calls = []
+
+    def f(h: hd.Variable, w: hd.Variable, b: hd.Variable) -> hd.Variable:
+        calls.append(1)
+        if len(calls) >= 4:
+            h = F.identity(h)
+        return h + F.tanh(F.affine(h, w, b)) * (1.0 + 0.1 * F.randn(shape=(1, 4)))
+
+    x_hat, w, b = leaf(X0), leaf(WS[0]), leaf(BS[0])
+    y = hd.checkpoint(f, x_hat, w, b)
+    (g,) = hd.grad(F.sum(F.affine(y, leaf(np.ones((4, 1))))), x_hat)
+    loss = F.sum(g * g) + F.sum(y)  # the forward checkpoint is in the pass
+    with pytest.raises(RuntimeError, match=r"f made another graph \(\d+ nodes\) than when"):
+        loss.backward()
+    assert len(calls) == 4
