@@ -791,20 +791,22 @@ def _plain_pass(
                 gy = None if o is None else grads.get(o) if o in wanted else grads.pop(o, None)
                 if gy is None and (gy := _left_for(f, handoff)) is None:
                     _pass.reset(stoken)  # no gradient reached the node: its leaves are
+                    stoken = None  # counted all the same (user code may run: not in this pass)
                     yield from _skipped(f, leaves, leaf_uses, grads, handed, root, clear_buffer)
-                    stoken = _pass.set(scope)  # counted all the same
+                    stoken = _pass.set(scope)
                     continue
                 if mark and o is not None and o is not root:
                     o._grad = gy if keep else freed
                 handed[id(gy)] = _ref(gy) if type(gy) is nd else _weakly(gy)  # see _commit
                 ydata = f._ydata
                 y_slot.data = ydata[0] if ydata is not None else o._data if o is not None else None
-                y_slot.grad, y_slot.shape = gy, gy.shape
+                y_slot.grad, y_slot.shape = gy, gy.shape if o is None else o._shape
             else:
                 force = bool(handoff) and f in handoff
                 out_slots = _out_slots(f, grads, wanted, keep, root, handed, False, force)
                 if not out_slots:
                     _pass.reset(stoken)
+                    stoken = None
                     yield from _skipped(f, leaves, leaf_uses, grads, handed, root, clear_buffer)
                     stoken = _pass.set(scope)
                     continue
@@ -837,17 +839,25 @@ def _plain_pass(
             if leaves and (done := _final_leaves(leaves, leaf_uses, grads, handed)):
                 _raw.reset(token)  # user code runs between yields: not in raw mode,
                 _pass.reset(stoken)  # nor in this pass
-                token = None
+                token = stoken = None
                 yield from done
                 token = _raw.set(True)
                 stoken = _pass.set(scope)
     except GradientShapeError as e:
         raise GradientShapeError(f"{f.name}: backward_impl: {e}") from None
     finally:
-        if token is not None:
-            _raw.reset(token)
-            _pass.reset(stoken)
-        handoff.clear()
+        _leave(token, stoken, handoff)
+
+
+def _leave(token: Any, stoken: Any, handoff: dict[Function, Any]) -> None:
+    """The end of a plain pass: its modes reset (those not reset while it yields), and
+    what was left in its handoff dropped.
+    """
+    if token is not None:
+        _raw.reset(token)
+    if stoken is not None:
+        _pass.reset(stoken)
+    handoff.clear()
 
 
 def _skipped(
