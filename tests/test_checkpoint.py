@@ -954,6 +954,17 @@ def test_current_pass_and_the_handoff() -> None:
     seen.clear()
     hd.grad(F.sum(Probe()(x)), x)  # hd.grad records: no plain pass's scope
     assert seen == [None]
+    # a pass that yields (iter_grads) and is stopped early leaves no scope behind, also
+    # when it stops at a leaf made final by a node no gradient reached (p2, run last)
+    w = leaf(np.ones(4))
+    p2 = Probe()(x)
+    mask = F.greater_scalar(p2, 0.0)
+    steps = hd.iter_grads(F.sum(Probe()(x) * w) + F.sum(mask * w))
+    assert next(steps)[0] is w
+    assert graph.current_pass() is None  # between the yields: not in the pass
+    assert next(steps)[0] is x  # yielded where p2 is skipped
+    steps.close()
+    assert graph.current_pass() is None
 
 
 def test_a_forward_checkpoint_that_makes_another_graph_than_its_gradient_raises() -> None:
