@@ -827,27 +827,18 @@ def _frontier(outs: Sequence[Variable], start: int, linked: int) -> list[Variabl
     return list(seen.values())
 
 
-def _trim(roots: Sequence[Variable], start: int, linked: int) -> int:
+def _trim(roots: Sequence[Variable], start: int, linked: int) -> None:
     """Frees the values, in the graph of ``roots`` made after ``start`` and up to
-    ``linked``, that no rule of that graph reads; returns the bytes of those kept.
+    ``linked``, that no rule of that graph reads.
     """
     nodes = [f for f in graph.topological_order(list(roots)) if start < f.seq <= linked]
-    read: set[int] = set()
+    read = {id(x) for f in nodes for i, x in enumerate(f.inputs) if f.needs_input(i)}
     for f in nodes:
-        for i, x in enumerate(f.inputs):
-            if f.needs_input(i):
-                read.add(id(x))
-    kept = 0
-    for f in nodes:
-        for r in f._outputs:
-            o = r()
-            if o is None or o._data is None:
-                continue
-            if f.need_outputs or id(o) in read:
-                kept += o._data.nbytes
-            else:
-                o._data = None
-    return kept
+        if not f.need_outputs:
+            for r in f._outputs:
+                o = r()
+                if o is not None and id(o) not in read:
+                    o._data = None
 
 
 def _bytes(shape: Sequence[int], dtype: Any) -> int:
