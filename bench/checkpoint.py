@@ -17,6 +17,9 @@ It reports, from one run:
   growth of the resident set at its peak in a child process per callable in which glibc
   maps every array of 64 KiB or more on its own (counts every allocator: hodiff against
   PyTorch);
+* work: the matrix products one call of each hodiff callable makes (every product of
+  hodiff's linear algebra passes both operands through ``linalg._blas_ready``), which
+  unlike time does not depend on the machine's load;
 * the sweep: the WGAN-GP step of W8 cut into 1, 2, 3, 4, 6, 8, 12 and 24 checkpointed
   segments, peak memory (tracemalloc) and time against the segment count, drawn in
   ``docs/img/checkpoint_memory.png`` (``--plot``) and written with the rest as JSON
@@ -102,6 +105,32 @@ def rss(key: str, size: str) -> int | None:
     return json.loads(out.stdout.strip().splitlines()[-1])["rss"]
 
 
+def count_products(fns: dict[str, Any]) -> dict[str, int]:
+    """The matrix products one call of each hodiff callable makes (after a warm-up call)."""
+    from hodiff.functions import linalg
+
+    counts = {}
+    ready = linalg._blas_ready
+    seen = [0]
+
+    def counted(a: Any) -> Any:
+        seen[0] += 1
+        return ready(a)
+
+    for k, f in fns.items():
+        if not k.startswith("hodiff"):
+            continue
+        f()
+        linalg._blas_ready = counted  # type: ignore[assignment]
+        try:
+            seen[0] = 0
+            f()
+        finally:
+            linalg._blas_ready = ready  # type: ignore[assignment]
+        counts[k] = seen[0] // 2  # both operands of each product
+    return counts
+
+
 def best_times(fns: dict[Any, Any], repeats: int) -> dict[Any, float]:
     """The best of ``repeats`` samples of each callable's CPU time (``time.process_time``),
     interleaved in an order rotated by one each round, each after a collection and an
@@ -173,12 +202,15 @@ def compute_ratios(result: dict[str, Any], fns: dict[str, Any], torch: bool) -> 
     def ratio(num: str, den: str, what: str) -> float:
         if what == "time":
             return result["time_s"][num] / result["time_s"][den]
+        if what == "work":
+            return result["products"][num] / result["products"][den]
         key = "peak_rss" if den.startswith("torch") or num.startswith("torch") else "peak_traced"
         a, b = result.get(key, {}).get(num), result.get(key, {}).get(den)
         return a / b if a and b else float("nan")
 
     rows = [(n, d, w, b) for n, d, w, b in TARGETS]
     rows += [("hodiff W11c", "hodiff W11", w, None) for w in ("memory", "time")]
+    rows += [(f"hodiff {c}", f"hodiff {p}", "work", None) for p, c in PAIRS]
     if torch:
         rows += [
             (f"torch {c}", f"torch {p}", w, None) for p, c in PAIRS for w in ("memory", "time")
@@ -212,16 +244,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {k:12s} {e:.1e}")
     result: dict[str, Any] = {"errors": errors, "time_s": best_times(fns, args.repeats)}
     result["peak_traced"] = {k: timing.peak_traced(f) for k, f in fns.items() if "hodiff" in k}
+    result["products"] = count_products(fns)
     if args.rss:
         result["peak_rss"] = {k: rss(k, args.size) for k in fns}
-    print(f"\n{'callable':12s} {'best time':>10s} {'traced MiB':>11s} {'RSS MiB':>9s}")
+    print(f"\n{'callable':12s} {'best time':>10s} {'traced MiB':>11s} {'RSS MiB':>9s} products")
     for k in fns:
         tr = result["peak_traced"].get(k)
         rs = result.get("peak_rss", {}).get(k)
+        pr = result["products"].get(k)
         print(
             f"{k:12s} {result['time_s'][k] * 1e3:8.1f}ms "
             f"{'' if tr is None else f'{tr / 2**20:11.1f}'} "
-            f"{'' if rs is None else f'{rs / 2**20:9.1f}'}"
+            f"{'' if rs is None else f'{rs / 2**20:9.1f}'} "
+            f"{'' if pr is None else f'{pr:8d}'}"
         )
     ratios = compute_ratios(result, fns, args.torch)
     result["ratios"] = ratios

@@ -10,11 +10,18 @@ input values and runs the segment's own rules:
 
 * in a plain pass (``.backward()``, ``hd.grad(..., create_graph=False)``) it rebuilds the
   segment's graph, takes the gradient by a plain pass over it and drops it again, so at any
-  time only one segment's values live beside the checkpoints' inputs and outputs;
+  time only one segment's values live beside the checkpoints' inputs and outputs. When
+  ``f``'s graph is made of hodiff's non-random primitives, the first run's graph is kept
+  without its values and only the values the pass reads are computed again by its nodes
+  (:class:`_Kept`): ``f`` is not called again;
 * while ``hd.grad`` records, the gradient it stores is itself a checkpoint: the node of
   ``(args, gys) -> vjp of f`` (:class:`_Vjp`), whose forward recomputes ``f`` and records
   its gradient graph, keeps the results and drops both graphs. Differentiated again, that
   node recomputes them, and so on: every order is checkpointed, with no rule written for it.
+  In a plain pass that differentiates both (a gradient penalty), the recorded gradient
+  leaves the part of its pass through ``f``'s rules to the forward checkpoint of the same
+  segment, which runs ``f``'s rules once on the sum (:meth:`Checkpoint._vjp_values`,
+  through the pass's ``graph.PassScope.handoff``).
 
 Random functions inside ``f`` draw the same numbers when ``f`` is recomputed: the seeds the
 first run's random nodes took from the global generator are recorded on a tape
@@ -33,15 +40,18 @@ example gradients through a checkpoint are checkpointed too (see :meth:`Checkpoi
 from __future__ import annotations
 
 import contextvars
+import math
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
+
+import numpy as np
 
 from hodiff import graph
 from hodiff import random as _random
 from hodiff import variable as _variable
 from hodiff.context import NO_GRAD, RAW, STATIC, _mode
-from hodiff.function import Flags, Function, Slots, array_module_of
+from hodiff.function import REGISTRY, Flags, Function, Slots, array_module_of
 from hodiff.variable import Variable
 from hodiff.vmap import BatchedVariable, vmap
 
@@ -58,7 +68,8 @@ def checkpoint(f: Callable[..., Any], *args: Any) -> Any:
     ``f`` uses.
 
     The values computed inside ``f`` are not kept: a reverse pass (``.backward()``,
-    ``hd.grad`` at any order) that needs them runs ``f`` again on the same inputs. Values
+    ``hd.grad`` at any order) that needs them computes them again on the same inputs (by
+    running ``f`` again, or by the nodes of its first graph, kept without values). Values
     and every derivative equal those of ``f(*args)`` (the same rules run on the same
     values); the gradient graph of a checkpointed segment is itself checkpointed, so a
     gradient penalty or a Hessian-vector product through it keeps no more than its
@@ -108,8 +119,9 @@ def checkpoint(f: Callable[..., Any], *args: Any) -> Any:
     node = Checkpoint(f=f, statics=statics, positions=positions)
     tape = _random.Tape()
     with _random.recording(tape):
-        kind, specs, values, externals = _trace(node, xs)
+        kind, specs, values, externals, kept = _trace(node, xs)
     node._tape = tape
+    node._kept = kept
     node._setup(specs, values, len(externals))
     ys = node(*xs, *externals)
     if kind is None:
@@ -138,6 +150,8 @@ class Checkpoint(Function, register=False):
         self._tape = _random.Tape()
         self._specs: list[Spec] = []
         self._pending: list[Any] | None = None
+        #: f's first graph without its values, when it can compute them again (see _Kept)
+        self._kept: _Kept | None = None
         #: the caller's context variables (parameter scope, array context), for recomputing
         self._context = contextvars.copy_context()
 
@@ -165,6 +179,7 @@ class Checkpoint(Function, register=False):
             outputs[:] = pending
             return
         n = len(self.positions)
+        self._kept = None  # f runs again: its graph is that run's
         tape = _random.Tape()
         token = _mode.set(0)  # define-by-run, recording (f may call hd.grad)
         try:
@@ -267,10 +282,28 @@ class Checkpoint(Function, register=False):
 
         The segment of a recorded gradient (:class:`_Vjp`) is rebuilt with its gradient
         graph linked but not computed, and only the values its rules read are then
-        computed (:func:`_run_needed`): the gradient's own result is never needed.
+        computed (:func:`_run_needed`): the gradient's own result is never needed. That
+        node's pass may leave the part of it that runs through ``f``'s rules to the forward
+        checkpoint of the same segment (:meth:`_vjp_values`), which then runs it together
+        with its own (:class:`_Handed`).
         """
+        scope = graph.current_pass()  # this pass's; the segment's own passes have their own
+        handed = scope.handoff.pop(self, None) if scope is not None else None
+        if handed is not None:
+            handed.check(self)
         n = len(self.positions)
         known = self.inputs
+        gys = [s.grad for s in outputs]
+        if self._kept is not None:
+            xs = [s.data for s in inputs[:n]]
+            if isinstance(self.f, _Vjp):
+                gs = self._kept.vjp_grads(self, scope, xs, wanted, gys)
+            else:
+                gs = self._kept.grads(xs, known, wanted, gys, handed, self)
+            for i, g in zip(wanted, gs, strict=True):
+                if g is not None:
+                    inputs[i].store(g, accum[i])
+            return
         token = _mode.set(0)  # define-by-run and recording, to rebuild the segment's graph
         try:
             leaves = [
@@ -278,17 +311,27 @@ class Checkpoint(Function, register=False):
                 for s, x in zip(inputs[:n], known[:n], strict=True)
             ]
             start = next(_variable._seq)
+            wrt: list[Variable]
             if isinstance(self.f, _Vjp):
                 with _random.replaying(self._tape, self.name):
-                    outs, linked = self.f.lazily(leaves)
+                    outs, linked, fouts = self.f.lazily(leaves)
                 self._check_specs(outs)
                 _run_needed(outs, linked)
+                wrt = [leaves[i] if i < n else known[i] for i in wanted]
+                extra = _reached(outs, leaves, start)
+                gs = self._vjp_values(scope, outs, fouts, wrt, wanted, gys, start, linked)
+                del fouts
             else:
                 outs = self._replay(leaves)
-            wrt = [leaves[i] if i < n else known[i] for i in wanted]
-            plan = _segment_plan(outs, wrt, start)
-            gs = graph.grad_values(outs, wrt, [s.grad for s in outputs], plan)
-            extra = _reached(outs, leaves, start)
+                wrt = [leaves[i] if i < n else known[i] for i in wanted]
+                roots, seeds = outs, gys
+                if handed is not None:  # the frontier of the gradient's pass, with its gradients
+                    nodes = [f for f in graph.topological_order(outs) if f.seq > start]
+                    more = handed.locate(self, nodes)
+                    roots, seeds = [*outs, *more], [*gys, *handed.grads]
+                gs = graph.grad_values(roots, wrt, seeds, _segment_plan(roots, wrt, start))
+                extra = _reached(outs, leaves, start)
+                del roots
             del outs, leaves, wrt
         finally:
             _mode.reset(token)
@@ -296,6 +339,75 @@ class Checkpoint(Function, register=False):
         for i, g in zip(wanted, gs, strict=True):
             if g is not None:
                 inputs[i].store(g, accum[i])
+
+    def _vjp_values(
+        self,
+        scope: graph.PassScope | None,
+        outs: list[Variable],
+        fouts: list[Variable],
+        wrt: list[Variable],
+        wanted: list[int],
+        gys: list[Any],
+        start: int,
+        linked: int,
+    ) -> list[Any]:
+        """The plain pass over a recorded gradient's rebuilt segment, in two parts.
+
+        The segment is ``f``'s graph F (its nodes made after ``start``, outputs ``fouts``)
+        and the gradient graph G linked on it (after ``linked``, outputs ``outs``). G's
+        part of the pass leaves gradients at the leaves and at the values of F that G reads
+        (the *frontier*, e.g. a ``tanh``'s output); F's part carries the frontier's
+        gradients on to the leaves through F's rules.
+
+        F's rules also run in the reverse pass of the forward checkpoint ``node`` of the
+        same segment (``f.node``), on the gradient of the segment's outputs. F's rules are
+        linear in the gradients they carry, so when this plain pass visits ``node`` (later:
+        it was made first) F's part can be left to it, and ``node`` runs F's rules once on
+        the sum, as without checkpointing (one affine backward per layer instead of two).
+        It is left when the frontier's gradients take no more memory than the gradients it
+        replaces (those F's part would make for ``node``'s inputs that G's part did not
+        already give one), so the pass keeps no more than without the hand-over; otherwise
+        F's part runs here.
+        """
+        assert isinstance(self.f, _Vjp)
+        node = self.f.node
+        n_v, n_c = len(self.positions), len(node.positions)
+        known = self.inputs
+        ids = {id(x) for x in node.inputs}
+        # the wanted inputs F's part sends to: node's arguments and its externals
+        fw = [k for k, i in enumerate(wanted) if i < n_c or (i >= n_v and id(known[i]) in ids)]
+        frontier = _frontier(outs, start, linked) if fw else []
+        if not frontier:
+            return graph.grad_values(outs, wrt, gys, _segment_plan(outs, wrt, start))
+        k = len(wrt)
+        both = wrt + frontier
+        got = graph.grad_values(outs, both, gys, _segment_plan(outs, both, linked))
+        gs = got[:k]
+        pairs = [(v, g) for v, g in zip(frontier, got[k:], strict=True) if g is not None]
+        del outs[:], got, both, frontier  # G's graph and values are not needed any more
+        if not pairs:
+            return gs
+        fvars, fgrads = [v for v, _ in pairs], [g for _, g in pairs]
+        if scope is not None and node not in scope.handoff and scope.visits(node):
+            size = sum(g.nbytes for g in fgrads)
+            budget = sum(
+                _bytes(known[wanted[j]].shape, known[wanted[j]]._grad_dtype())
+                for j in fw
+                if gs[j] is None
+            )
+            if size <= budget:
+                place = _places(fouts, fvars, start, linked)
+                if place is not None:
+                    scope.handoff[node] = _Handed(self, node, *place, fgrads)
+                    return gs
+        _trim([*fvars], start, linked)  # before F's part: the values F's rules do not read
+        del fouts
+        fwrt = [wrt[j] for j in fw]
+        more = graph.grad_values(fvars, fwrt, fgrads, _segment_plan(fvars, fwrt, start))
+        for j, g in zip(fw, more, strict=True):
+            if g is not None:
+                gs[j] = g if gs[j] is None else gs[j] + g
+        return gs
 
 
 class _Vjp:
@@ -311,24 +423,29 @@ class _Vjp:
         self.node = node
         self.wanted = wanted
         self.__name__ = f"vjp_of_{node.name}"
+        #: set by :func:`_trace` to a list, which the next call fills with ``f``'s
+        #: outputs and the clock time between ``f``'s graph and its gradient graph
+        self.traced: list[Any] | None = None
 
     def __call__(self, *args: Variable) -> tuple[Variable, ...]:
         start = next(_variable._seq)
         outs, wrt, gys = self._forward(args)
+        if self.traced is not None:
+            self.traced[:] = [outs, next(_variable._seq)]
         return tuple(_grad(outs, wrt, gys, start))
 
-    def lazily(self, args: Sequence[Variable]) -> tuple[list[Variable], int]:
-        """The same graph, its gradient part linked but not computed (static mode), and the
-        clock time before that part. A rule never reads a value to decide what to link (see
-        hodiff/function.py), so linking it first is safe; ``f`` itself runs as it is (a
-        user's ``f`` may read values).
+    def lazily(self, args: Sequence[Variable]) -> tuple[list[Variable], int, list[Variable]]:
+        """The same graph, its gradient part linked but not computed (static mode), the
+        clock time before that part, and ``f``'s recomputed outputs. A rule never reads a
+        value to decide what to link (see hodiff/function.py), so linking it first is safe;
+        ``f`` itself runs as it is (a user's ``f`` may read values).
         """
         start = next(_variable._seq)
         outs, wrt, gys = self._forward(args)
         linked = next(_variable._seq)
         token = _mode.set(_mode.get() | STATIC)
         try:
-            return _grad(outs, wrt, gys, start), linked
+            return _grad(outs, wrt, gys, start), linked, outs
         finally:
             _mode.reset(token)
 
@@ -405,6 +522,329 @@ def _run_needed(outs: Sequence[Variable], start: int) -> None:
         graph._set_outputs(f, xs, ys)
 
 
+#: the bytes of a constant (a leaf ``f`` made, without need_grad) that a kept graph may hold
+_SMALL = 1024
+
+
+class _Kept:
+    """The graph of ``f``'s first run, kept without its values, to compute them again by its
+    nodes' own forward rules instead of running ``f`` (Python) again.
+
+    Kept only when that provably gives the values ``f`` would: every node is a primitive
+    of hodiff (a registered ``Function``) other than a random one (a node that owns a
+    generator draws anew at every forward), outside ``hd.vmap``, and every leaf the graph
+    reads besides the arguments either has need_grad (a parameter, held elsewhere) or is
+    small (at most ``_SMALL`` bytes: a constant ``f`` made, which the kept graph holds and
+    which becomes an input of the checkpoint). The node's inputs are the values it was
+    run on: one changed through ``.d`` since makes the reverse pass raise before this
+    runs (``graph.check_values``), and a static graph's ``.forward()``, which runs ``f``
+    again, drops it. Between passes it holds no value but those leaves (the arguments'
+    leaves are bound to the inputs' values during one pass); the plan of each set of
+    wanted inputs is made once, and only the values the pass reads are computed (not,
+    e.g., a residual block's final sum).
+    """
+
+    __slots__ = ("fouts", "leaves", "linked", "nodes", "outs", "plans", "start")
+
+    def __init__(
+        self,
+        leaves: list[Variable],
+        outs: list[Variable],
+        start: int,
+        fouts: list[Variable],
+        linked: int,
+    ) -> None:
+        self.leaves, self.outs, self.start = leaves, outs, start
+        #: for a recorded gradient's segment: the outputs of ``f``'s part of it, and the
+        #: clock time between that part and the gradient graph
+        self.fouts, self.linked = fouts, linked
+        self.nodes = [f for f in graph.topological_order([*outs, *fouts]) if f.seq > start]
+        self.plans: dict[tuple[int, ...], tuple[Any, _Run, list[Variable]]] = {}
+
+    @classmethod
+    def of(
+        cls,
+        leaves: list[Variable],
+        outs: list[Variable],
+        start: int,
+        xs: list[Variable],
+        fouts: list[Variable],
+        linked: int,
+    ) -> _Kept | None:
+        """The kept graph of one run of ``f``, or None when it may not be kept (see above)."""
+        if any(type(x) is not Variable for x in xs):
+            return None
+        kept = cls(leaves, outs, start, fouts, linked)
+        own = {id(v) for v in leaves}
+        for f in kept.nodes:
+            if type(f) not in REGISTRY or getattr(f, "rng", None) is not None:
+                return None
+            for x in f.inputs:
+                if (
+                    x.parent is None
+                    and id(x) not in own
+                    and not x.need_grad
+                    and (x._data is None or getattr(x._data, "nbytes", 0) > _SMALL)
+                ):
+                    return None
+        kept.drop()
+        return kept
+
+    def drop(self) -> None:
+        """Frees the values the last computation left (not the leaves ``f`` made)."""
+        for v in self.leaves:
+            v._data = None
+        for f in self.nodes:
+            f._ydata = None
+            for r in f._outputs:
+                o = r()
+                if o is not None:
+                    o._data = None
+
+    def grads(
+        self,
+        xs: list[Any],
+        known: Sequence[Variable],
+        wanted: list[int],
+        gys: list[Any],
+        handed: _Handed | None,
+        node: Checkpoint,
+    ) -> list[Any]:
+        """The gradients of ``node``'s wanted inputs (``known``: its inputs) for its
+        outputs' gradients ``gys``: the values the pass reads, computed on the arguments'
+        values ``xs``, then a plain pass over the graph; its values dropped after. The
+        frontier of a gradient's pass handed to ``node`` joins the roots.
+        """
+        wrt = [self.leaves[i] if i < len(self.leaves) else known[i] for i in wanted]
+        if handed is not None:
+            roots = [*self.outs, *handed.locate(node, self.nodes)]
+            seeds = [*gys, *handed.grads]
+            plan, run = self._plan(wrt, roots)
+        else:
+            roots, seeds = self.outs, gys
+            entry = self.plans.get(tuple(wanted))
+            if entry is None:
+                entry = self.plans[tuple(wanted)] = (*self._plan(wrt, roots), wrt)
+            plan, run, wrt = entry
+        self.compute(xs, run)
+        try:
+            return graph.grad_values(roots, wrt, seeds, plan)
+        finally:
+            self.drop()
+
+    def vjp_grads(
+        self,
+        node: Checkpoint,
+        scope: graph.PassScope | None,
+        xs: list[Any],
+        wanted: list[int],
+        gys: list[Any],
+    ) -> list[Any]:
+        """:meth:`grads` of a recorded gradient's node, whose pass is split in two (and may
+        be partly handed over): see :meth:`Checkpoint._vjp_values`.
+        """
+        known = node.inputs
+        entry = self.plans.get(tuple(wanted))
+        if entry is None:
+            wrt = [self.leaves[i] if i < len(self.leaves) else known[i] for i in wanted]
+            entry = self.plans[tuple(wanted)] = (*self._plan(wrt, self.outs), wrt)
+        _, run, wrt = entry
+        self.compute(xs, run)
+        try:
+            return node._vjp_values(
+                scope, list(self.outs), self.fouts, wrt, wanted, gys, self.start, self.linked
+            )
+        finally:
+            self.drop()
+
+    def compute(self, xs: list[Any], run: _Run) -> None:
+        """Binds the arguments' leaves to ``xs`` and computes the values of ``run``'s nodes,
+        freeing after each the values no rule reads and no later node computes from.
+        """
+        for v, a in zip(self.leaves, xs, strict=True):
+            v._data = a
+        try:
+            for f, done in run:
+                ins = [x._data for x in f.inputs]
+                ys: list[Any] = [None] * f.n_outputs
+                f.forward_impl(ins, ys)
+                graph._set_outputs(f, ins, ys)
+                for v in done:
+                    v._data = None
+        except BaseException:
+            self.drop()
+            raise
+
+    def _plan(self, wrt: list[Variable], roots: list[Variable]) -> tuple[Any, _Run]:
+        """The pass from ``roots`` towards ``wrt``, and the nodes whose values it reads
+        (or that compute those), in creation order, each with the values to free once it
+        ran (computed by an earlier one only to compute a later one's).
+        """
+        plan = _segment_plan(roots, wrt, self.start)
+        read: set[int] = set()  # the values the pass's rules read
+        go: set[int] = set()
+        for f in plan.nodes:
+            if f.need_outputs:
+                go.add(id(f))
+            for i, x in enumerate(f.inputs):
+                if f.needs_input(i):
+                    read.add(id(x))
+        needed = set(read)
+        run: list[Function] = []
+        for f in reversed(self.nodes):
+            if id(f) in go or any(id(r()) in needed for r in f._outputs):
+                run.append(f)
+                needed.update(id(x) for x in f.inputs)
+        run.reverse()
+        return plan, _with_frees(run, read)
+
+
+#: the nodes to compute, in order, each with the values to free once it ran
+_Run = list[tuple[Function, list[Variable]]]
+
+
+def _with_frees(run: list[Function], read: set[int]) -> _Run:
+    """``run``'s nodes, each with the values it is the last of ``run`` to read that no rule
+    reads (``read``) and whose node does not keep them (``need_outputs``).
+    """
+    last: dict[int, int] = {}
+    for k, f in enumerate(run):
+        for x in f.inputs:
+            last[id(x)] = k
+    frees: list[list[Variable]] = [[] for _ in run]
+    for f in run:
+        if not f.need_outputs:
+            for r in f._outputs:
+                o = r()
+                if o is not None and id(o) not in read and id(o) in last:
+                    frees[last[id(o)]].append(o)
+    return list(zip(run, frees, strict=True))
+
+
+class _Handed:
+    """F's part of a recorded gradient's plain pass, left to the forward checkpoint of the
+    same segment (see :meth:`Checkpoint._vjp_values`), in the pass's scope
+    (``graph.PassScope.handoff``, which drops it with the pass): the gradients of the
+    frontier, each located by its node's place in the recomputed graph of ``f`` (in
+    creation order) and its output index, that graph's shape (each node's type and output
+    shapes, to check that the forward checkpoint's recomputation made the same graph), and
+    the node's inputs' versions when the gradient recomputed it.
+    """
+
+    __slots__ = ("giver", "grads", "places", "shape", "versions")
+
+    def __init__(
+        self,
+        giver: Checkpoint,
+        node: Checkpoint,
+        shape: list[tuple[type, int, int]],
+        places: list[tuple[int, int]],
+        grads: list[Any],
+    ) -> None:
+        self.giver = giver.name
+        self.shape, self.places, self.grads = shape, places, grads
+        self.versions = [getattr(x, "_version", 0) for x in node.inputs]
+
+    def check(self, node: Checkpoint) -> None:
+        """Raises when an input of ``node`` was set through ``.d`` since the gradient
+        recomputed the segment (the frontier's gradients are of the old values).
+        """
+        for i, (x, v) in enumerate(zip(node.inputs, self.versions, strict=True)):
+            if getattr(x, "_version", 0) != v:
+                kind = "a leaf" if x.parent is None else f"the output of {x.parent.name}"
+                raise RuntimeError(
+                    f"{node.name}: its input {i} ({kind}, shape {x.shape}, dtype {x.dtype}) "
+                    f"was set through .d during the reverse pass, after {self.giver} "
+                    "recomputed the segment on its old value for this node: the gradient "
+                    "would mix both values; set values between reverse passes"
+                )
+
+    def locate(self, node: Checkpoint, nodes: list[Function]) -> list[Variable]:
+        """The frontier's variables in ``node``'s graph of ``f`` (its ``nodes``, in creation
+        order); raises when that graph is not the one the gradient recomputed.
+        """
+        if _shape_of(nodes) != self.shape:
+            raise RuntimeError(
+                f"{node.name}: recomputed, f made another graph ({len(nodes)} nodes) than "
+                f"when {self.giver} recomputed it ({len(self.shape)} nodes) on the same "
+                "values: a checkpointed function must compute the same way every time"
+            )
+        found = []
+        for (k, j), g in zip(self.places, self.grads, strict=True):
+            v = nodes[k]._outputs[j]()
+            if v is None or v._shape != g.shape:  # f made another graph
+                raise RuntimeError(
+                    f"{node.name}: recomputed, f made another value (node {k}, "
+                    f"{type(nodes[k]).__name__}) than when {self.giver} recomputed it: a "
+                    "checkpointed function must compute the same way every time"
+                )
+            found.append(v)
+        return found
+
+
+def _shape_of(nodes: Sequence[Function]) -> list[tuple[type, int, int]]:
+    """Each node's type and numbers of inputs and outputs (what does not depend on which
+    outputs are still alive).
+    """
+    return [(type(f), len(f.inputs), f.n_outputs) for f in nodes]
+
+
+def _places(
+    fouts: list[Variable], fvars: list[Variable], start: int, linked: int
+) -> tuple[list[tuple[type, int, int]], list[tuple[int, int]]] | None:
+    """The shape of ``f``'s graph (of ``fouts``, made after ``start`` up to ``linked``)
+    and the place (node, output) of each of ``fvars`` in it; None if one is not in it, or
+    is neither an output of ``f`` nor read by a node of ``f`` (then only the gradient graph
+    holds it, and ``f``'s graph without it would not).
+    """
+    nodes = [f for f in graph.topological_order(fouts) if start < f.seq <= linked]
+    index = {id(f): k for k, f in enumerate(nodes)}
+    held = {id(x) for f in nodes for x in f.inputs} | {id(o) for o in fouts}
+    places = []
+    for v in fvars:
+        p = v.parent
+        k = index.get(id(p))
+        if p is None or k is None or id(v) not in held:
+            return None
+        j = next((j for j, r in enumerate(p._outputs) if r() is v), None)
+        if j is None:
+            return None
+        places.append((k, j))
+    return _shape_of(nodes), places
+
+
+def _frontier(outs: Sequence[Variable], start: int, linked: int) -> list[Variable]:
+    """The variables made after ``start`` and up to ``linked`` (``f``'s recomputed graph)
+    that the nodes made after ``linked`` (its gradient graph) read, in first-seen order.
+    """
+    seen: dict[int, Variable] = {}
+    for f in graph.topological_order(list(outs)):
+        if f.seq > linked:
+            for x in f.inputs:
+                p = x.parent
+                if p is not None and start < p.seq <= linked and id(x) not in seen:
+                    seen[id(x)] = x
+    return list(seen.values())
+
+
+def _trim(roots: Sequence[Variable], start: int, linked: int) -> None:
+    """Frees the values, in the graph of ``roots`` made after ``start`` and up to
+    ``linked``, that no rule of that graph reads.
+    """
+    nodes = [f for f in graph.topological_order(list(roots)) if start < f.seq <= linked]
+    read = {id(x) for f in nodes for i, x in enumerate(f.inputs) if f.needs_input(i)}
+    for f in nodes:
+        if not f.need_outputs:
+            for r in f._outputs:
+                o = r()
+                if o is not None and id(o) not in read:
+                    o._data = None
+
+
+def _bytes(shape: Sequence[int], dtype: Any) -> int:
+    return math.prod(shape) * np.dtype(dtype).itemsize
+
+
 def _run_in(f: Callable[..., Any], call: list[Any], mode: int, tapes: Any) -> Any:
     _mode.set(mode)
     _random.restore(tapes)
@@ -414,18 +854,27 @@ def _run_in(f: Callable[..., Any], call: list[Any], mode: int, tapes: Any) -> An
 # ---------------------------------------------------------------------- tracing
 def _trace(
     node: Checkpoint, xs: list[Variable]
-) -> tuple[type | None, list[Spec], list[Any] | None, list[Variable]]:
+) -> tuple[type | None, list[Spec], list[Any] | None, list[Variable], _Kept | None]:
     """Runs ``f`` once on fresh leaves sharing the arguments' values.
 
     Returns the container type of its result (None for one Variable), the outputs' specs,
     their values (None in a static graph, where only shapes are known) and the externals:
     the variables ``f``'s graph reached that are not the fresh leaves and were made before
     ``f`` ran, or that outlive its graph (a leaf ``f`` made and dropped, a constant, is
-    made again by the next run). The graph is dropped when this returns.
+    made again by the next run). The graph is dropped when this returns, or kept without
+    its values when it can compute them again (:class:`_Kept`).
     """
     leaves = [x.unlinked() for x in xs]
     start = next(_variable._seq)
-    kind, outs = _as_outputs(node.name, node._call_f(leaves))
+    vjp = node.f if isinstance(node.f, _Vjp) else None
+    if vjp is not None:
+        vjp.traced = []
+    try:
+        kind, outs = _as_outputs(node.name, node._call_f(leaves))
+        traced = vjp.traced if vjp is not None else None
+    finally:
+        if vjp is not None:
+            vjp.traced = None
     specs: list[Spec] = []
     for k, o in enumerate(outs):
         if o.dtype.kind != "f":
@@ -437,6 +886,9 @@ def _trace(
         specs.append((o.shape, o.dtype))
     values = None if any(o._data is None for o in outs) else [o._data for o in outs]
     reached = _reached(outs, leaves, start)
+    kept = None
+    if values is not None and (vjp is None or traced):
+        kept = _Kept.of(leaves, outs, start, xs, *(traced or [[], -1]))
     del outs, leaves
     externals = _alive(reached)
     for v in externals:
@@ -445,7 +897,7 @@ def _trace(
                 f"{node.name}: inside hd.vmap, f uses a mapped variable it was not given "
                 f"(shape {v.shape}, dtype {v.dtype}); pass it to hd.checkpoint as an argument"
             )
-    return kind, specs, values, externals
+    return kind, specs, values, externals, kept
 
 
 def _as_outputs(name: str, out: Any) -> tuple[type | None, list[Variable]]:

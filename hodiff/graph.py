@@ -14,6 +14,7 @@ Everything is iterative: no recursion limit applies to graph depth.
 
 from __future__ import annotations
 
+import contextvars
 import gc
 import threading
 import weakref
@@ -38,9 +39,11 @@ from hodiff.function import (
 from hodiff.variable import FREED, ShapeResetError, Variable, _no_value
 
 __all__ = [
+    "PassScope",
     "Pullback",
     "backward",
     "backward_steps",
+    "current_pass",
     "forward",
     "grad_graph",
     "grad_values",
@@ -893,15 +896,17 @@ def _out_slots(
     root: Variable | None,
     handed: dict[int, Any],
     graph_mode: bool,
+    force: bool = False,
 ) -> list[Slot]:
-    """The output slots of a multi-output node (empty if no gradient reached it).
+    """The output slots of a multi-output node (empty if no gradient reached it, unless
+    ``force``: a node with work left for it in the pass's handoff).
 
     An output that received no gradient gets zeros (rules never see None).
     """
     ydata = f._ydata
     outs = [r() for r in f._outputs]
     gys = [None if o is None else grads.get(o) if o in wanted else grads.pop(o, None) for o in outs]
-    if all(g is None for g in gys):
+    if not force and all(g is None for g in gys):
         return []
     slots = []
     for i, o in enumerate(outs):
@@ -935,6 +940,7 @@ def _recording_pass(
     x_slot, b_slot, y_slot = Slot(None, None, ()), Slot(None, None, ()), Slot(None, None, ())
     x_slots, y_slots, ab_slots = [x_slot], [y_slot], [x_slot, b_slot]
     accum1 = _ACCUM
+    scope = _pass.set(None)  # its rules record: no plain pass's scope is theirs
     try:
         for f, prop in zip(reversed(plan.nodes), reversed(plan.props), strict=True):
             refs = f._outputs
@@ -975,6 +981,72 @@ def _recording_pass(
             x_slot.data = x_slot.grad = b_slot.data = b_slot.grad = y_slot.data = y_slot.grad = None
     except GradientShapeError as e:
         raise GradientShapeError(f"{f.name}: backward_impl: {e}") from None
+    finally:
+        _pass.reset(scope)
+
+
+class PassScope:
+    """What one plain reverse pass shares with the rules it runs (see :func:`current_pass`).
+
+    ``handoff``: a place where a rule may leave work for a node that the pass visits
+    later (see :meth:`visits`), keyed by that node (a node that reuses what an earlier
+    one computed on the same values, e.g. a checkpoint's recomputation). A node that has
+    an entry here when its turn comes runs even when no gradient reached its outputs
+    (with zero gradients), so that nothing left for it is lost; whatever is left when the
+    pass ends (also when it stops early) is dropped with the pass, so no entry outlives
+    it.
+    """
+
+    __slots__ = ("_nodes", "_plan", "handoff")
+
+    def __init__(self, plan: _Plan) -> None:
+        self.handoff: dict[Function, Any] = {}
+        self._plan = plan
+        self._nodes: set[Function] | None = None
+
+    def visits(self, f: Function) -> bool:
+        """Whether ``f`` is a step of this pass (it runs when a gradient reaches it, or
+        when work was left for it in ``handoff``). Steps run in the reverse order of
+        creation: a node made before the one whose rule runs now is visited later.
+        """
+        if self._nodes is None:
+            self._nodes = set(self._plan.nodes)
+        return f in self._nodes
+
+
+_pass: contextvars.ContextVar[PassScope | None] = contextvars.ContextVar(
+    "hodiff_pass", default=None
+)
+
+
+def current_pass() -> PassScope | None:
+    """The plain reverse pass whose rule runs now: the innermost one.
+
+    None outside of a plain pass and while ``hd.grad`` records (its rules build graphs;
+    they share nothing through the pass). A rule that runs a pass of its own (over a graph
+    it made) reads this first: the inner pass has its own scope.
+    """
+    return _pass.get()
+
+
+def _left_for(f: Function, handoff: dict[Function, Any]) -> Any:
+    """Zeros for the output of a one-output node that no gradient reached, if work was
+    left for it in the pass's handoff (it then runs); otherwise None (it is skipped).
+    """
+    return _zeros_of(f, 0) if handoff and f in handoff else None
+
+
+def _zeros_of(f: Function, i: int) -> Any:
+    """Zeros of the shape and dtype of ``f``'s output ``i`` (alive or not)."""
+    meta = getattr(f, "_out_meta", None)
+    if meta is None:
+        o = f._outputs[i]()
+        if o is None:
+            raise RuntimeError(f"{f.name}: output {i} is gone and its shape was not recorded")
+        meta = [(o._shape, o._dtype)] * (i + 1)
+    shape, dtype = meta[i]
+    xp = array_module_of(*f.inputs)
+    return xp.zeros(shape, dtype=dtype if dtype.kind == "f" else np.float64)
 
 
 def _plain_pass(
@@ -994,15 +1066,20 @@ def _plain_pass(
     is noted in ``handed`` (a leaf never takes such an array over, see :func:`_commit`);
     a gradient numpy made a scalar (a 0-d result) becomes a 0-d array; with
     ``clear_buffer`` values are freed once used; the plan's leaves are committed into
-    ``.g`` and yielded as soon as final (for ``iter_grads``). The loop is one frame on
-    purpose: a call per node would cost about 10% of the pass (bench/overhead.py).
+    ``.g`` and yielded as soon as final (for ``iter_grads``). Its rules see its
+    :class:`PassScope` (:func:`current_pass`); a node with an entry in the scope's handoff
+    runs even when no gradient reached it. The loop is one frame on purpose: a call per
+    node would cost about 10% of the pass (bench/overhead.py).
     """
     leaf_uses = dict(plan.leaf_uses)  # counted down during the pass; the plan may be reused
     x_slot, b_slot, y_slot = Slot(None, None, ()), Slot(None, None, ()), Slot(None, None, ())
     x_slots, y_slots, ab_slots = [x_slot], [y_slot], [x_slot, b_slot]
     nd, freed, accum1 = np.ndarray, FREED, _ACCUM  # locals: read once per node
     mark = keep is not None
+    scope = PassScope(plan)
+    handoff = scope.handoff  # filled by rules during the pass (empty: falsy, one test)
     token: Any = _raw.set(True)
+    stoken: Any = _pass.set(scope)
     try:
         # zip reuses its tuple: nothing is allocated per step
         for f, prop, leaves in zip(
@@ -1013,19 +1090,26 @@ def _plain_pass(
             if type(refs) is _Out:
                 o = refs()
                 gy = None if o is None else grads.get(o) if o in wanted else grads.pop(o, None)
-                if gy is None:  # no gradient reached the node: its leaves are counted all the same
+                if gy is None and (gy := _left_for(f, handoff)) is None:
+                    _pass.reset(stoken)  # no gradient reached the node: its leaves are
+                    stoken = None  # counted all the same (user code may run: not in this pass)
                     yield from _skipped(f, leaves, leaf_uses, grads, handed, root, clear_buffer)
+                    stoken = _pass.set(scope)
                     continue
-                if mark and o is not root:
-                    o._grad = gy if keep else freed  # type: ignore[union-attr]
+                if mark and o is not None and o is not root:
+                    o._grad = gy if keep else freed
                 handed[id(gy)] = _ref(gy) if type(gy) is nd else _weakly(gy)  # see _commit
                 ydata = f._ydata
-                y_slot.data = ydata[0] if ydata is not None else o._data  # type: ignore[union-attr]
-                y_slot.grad, y_slot.shape = gy, o._shape  # type: ignore[union-attr]
+                y_slot.data = ydata[0] if ydata is not None else o._data if o is not None else None
+                y_slot.grad, y_slot.shape = gy, gy.shape if o is None else o._shape
             else:
-                out_slots = _out_slots(f, grads, wanted, keep, root, handed, False)
+                force = bool(handoff) and f in handoff
+                out_slots = _out_slots(f, grads, wanted, keep, root, handed, False, force)
                 if not out_slots:
+                    _pass.reset(stoken)
+                    stoken = None
                     yield from _skipped(f, leaves, leaf_uses, grads, handed, root, clear_buffer)
+                    stoken = _pass.set(scope)
                     continue
             inputs = f.inputs
             n = len(inputs)
@@ -1054,15 +1138,27 @@ def _plain_pass(
             if clear_buffer:
                 _free_values(f, root)
             if leaves and (done := _final_leaves(leaves, leaf_uses, grads, handed)):
-                _raw.reset(token)  # user code runs between yields: not in raw mode
-                token = None
+                _raw.reset(token)  # user code runs between yields: not in raw mode,
+                _pass.reset(stoken)  # nor in this pass
+                token = stoken = None
                 yield from done
                 token = _raw.set(True)
+                stoken = _pass.set(scope)
     except GradientShapeError as e:
         raise GradientShapeError(f"{f.name}: backward_impl: {e}") from None
     finally:
-        if token is not None:
-            _raw.reset(token)
+        _leave(token, stoken, handoff)
+
+
+def _leave(token: Any, stoken: Any, handoff: dict[Function, Any]) -> None:
+    """The end of a plain pass: its modes reset (those not reset while it yields), and
+    what was left in its handoff dropped.
+    """
+    if token is not None:
+        _raw.reset(token)
+    if stoken is not None:
+        _pass.reset(stoken)
+    handoff.clear()
 
 
 def _skipped(

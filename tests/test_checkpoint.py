@@ -467,8 +467,10 @@ def test_a_recomputation_using_another_variable_raises() -> None:
 
     x = leaf(X0)
     y = F.sum(hd.checkpoint(f, x))
+    # hd.grad records the gradient: it runs f again (a plain .backward() reuses the first
+    # run's graph, see test_a_plain_backward_computes_the_first_graph_again)
     with pytest.raises(RuntimeError, match="used a variable its first run did not"):
-        y.backward()
+        hd.grad(y, x)
 
 
 def test_a_recomputation_with_other_shapes_raises() -> None:
@@ -478,9 +480,10 @@ def test_a_recomputation_with_other_shapes_raises() -> None:
         calls.append(1)
         return F.tanh(a) if len(calls) == 1 else F.tanh(a[:2])
 
-    y = F.sum(hd.checkpoint(f, leaf(X0)))
+    x = leaf(X0)
+    y = F.sum(hd.checkpoint(f, x))
     with pytest.raises(RuntimeError, match=r"returned \(2, 4\) float64 where its first run"):
-        y.backward()
+        hd.grad(y, x)
 
 
 # ------------------------------------------------------------------ PF convenience
@@ -735,3 +738,250 @@ def test_closed_over_values_of_the_enclosing_graph_one_made_from_the_other() -> 
         same(u, v)
     # y = 3 x sin(x)^2: y' = 3 sin^2 + 6 x sin cos
     np.testing.assert_allclose(res[0][1], 3 * np.sin(b) ** 2 + 6 * b * np.sin(b) * np.cos(b))
+
+
+# ------------------------------------------------------------------ shared passes
+# A recorded gradient's plain pass leaves the part through f's rules to the forward checkpoint
+# of the same segment, which runs f's rules once on the sum (as without checkpointing); a
+# plain pass over a checkpoint whose f is a static function of its inputs computes the values
+# again by the nodes of f's first graph, without running f.
+def tanh_layer(h: hd.Variable, w: hd.Variable, b: hd.Variable) -> hd.Variable:
+    return h + F.tanh(F.affine(h, w, b))
+
+
+def critic(h: hd.Variable, ws: list[Any], bs: list[Any], ckpt: bool, layer: Any = None) -> Any:
+    layer = layer or tanh_layer
+    for w, b in zip(ws, bs, strict=True):
+        h = hd.checkpoint(layer, h, w, b) if ckpt else layer(h, w, b)
+    return h
+
+
+def critic_inputs() -> tuple[hd.Variable, hd.Variable, list[hd.Variable], list[hd.Variable]]:
+    return leaf(X0), leaf(X0[::-1].copy()), [leaf(w) for w in WS], [leaf(b) for b in BS]
+
+
+class Counting:
+    """Counts the calls of ``Affine.backward_impl`` on arrays (the layers' matrix products;
+    not the calls that link a gradient graph)."""
+
+    def __init__(self, monkeypatch: Any) -> None:
+        from hodiff.functions.linalg import Affine
+
+        self.calls = 0
+        rule = Affine.backward_impl
+
+        def counted(f: Any, inputs: Any, outputs: Any, *args: Any) -> None:
+            self.calls += isinstance(outputs[0].grad, np.ndarray)
+            rule(f, inputs, outputs, *args)
+
+        monkeypatch.setattr(Affine, "backward_impl", counted)
+
+
+def gp_step(ckpt: bool, count: Counting, layer: Any = None, head: bool = True) -> list[Any]:
+    """A WGAN-GP-like step through residual tanh layers: the affine backward calls of the
+    final ``.backward()`` are counted."""
+    x, x_hat, ws, bs = critic_inputs()
+    wh = leaf(np.linspace(-1, 1, 4)[:, None])
+
+    def d(h: hd.Variable) -> hd.Variable:
+        out = critic(h, ws, bs, ckpt, layer)
+        return F.affine(out, wh) if head else out
+
+    (g,) = hd.grad(F.sum(d(x_hat)), x_hat)
+    pen = F.mean((F.sqrt(F.sum(g * g, axis=1)) - 1.0) ** 2)
+    loss = F.mean(d(x)) + 10.0 * pen
+    before = count.calls
+    loss.backward(clear_buffer=True)
+    count.calls -= before
+    return [v.g for v in (*ws, *bs, wh, x, x_hat)]
+
+
+def test_a_gradient_penalty_runs_each_affine_backward_once(monkeypatch: Any) -> None:
+    count = Counting(monkeypatch)
+    ref = gp_step(False, count)
+    plain = count.calls
+    got = gp_step(True, count)
+    for a, b in zip(got, ref, strict=True):
+        same(a, b)
+    # without checkpointing each affine node runs its rule once; checkpointed, the gradient
+    # of a segment leaves f's part to the segment's forward checkpoint (2 per layer without)
+    assert count.calls == plain
+
+
+def test_a_hand_over_that_would_keep_more_is_not_made(monkeypatch: Any) -> None:
+    # An HVP: the recorded gradient's own part gives x a gradient already (the weights'
+    # gradient graph reads x), so the frontier's gradient would be kept beside it: f's part
+    # runs in the gradient's pass and again in the forward checkpoint's (2 rules per layer)
+    count = Counting(monkeypatch)
+    res = []
+    for ckpt in (False, True):
+        x, _, ws, bs = critic_inputs()
+        gs = hd.grad(F.sum(critic(x, ws, bs, ckpt) ** 2), [x, *ws, *bs])
+        dot = F.sum(F.stack(*[F.sum(g * g) for g in gs]))
+        before = count.calls
+        res.append([h.d for h in hd.grad(dot, [x, *ws, *bs], create_graph=False)])
+        res.append(count.calls - before)
+    for a, b in zip(res[2], res[0], strict=True):
+        same(a, b)
+    assert res[1] == len(WS)
+    assert res[3] == 2 * len(WS)
+
+
+def test_a_forward_checkpoint_reached_by_no_gradient_still_runs_what_was_left_to_it() -> None:
+    # the critic's output is used only through a comparison (no gradient): its last
+    # checkpoint is in the pass but no gradient reaches it; the gradient's part left to it
+    # must run all the same
+    res = []
+    for ckpt in (False, True):
+        _, x_hat, ws, bs = critic_inputs()
+        z = leaf(np.cos(np.arange(20.0)).reshape(5, 4))
+        out = critic(x_hat, ws, bs, ckpt)
+        (g,) = hd.grad(F.sum(out), x_hat)
+        mask = F.greater_scalar(out, 0.0)
+        loss = F.sum(g * g) + F.sum(mask * z)
+        loss.backward()
+        res.append([v.g.copy() for v in (*ws, *bs, x_hat, z)])
+    for a, b in zip(res[1], res[0], strict=True):
+        same(a, b)
+
+
+class SetOnBackward(hd.Function):
+    """The identity, whose backward rule in a plain pass sets ``target.d`` (a value
+    changed during the pass)."""
+
+    def __init__(self, target: hd.Variable, value: np.ndarray) -> None:
+        self.target, self.value = target, value
+
+    def forward_impl(self, inputs: Any, outputs: list[Any]) -> None:
+        outputs[0] = inputs[0].copy()
+
+    def backward_impl(self, inputs: Any, outputs: Any, prop_down: Any, accum: Any) -> None:
+        if isinstance(outputs[0].grad, np.ndarray):  # a plain pass (hd.grad records)
+            self.target.d = self.value
+        if prop_down[0]:
+            inputs[0].store(outputs[0].grad, accum[0])
+
+
+def test_a_hand_over_raises_on_an_input_changed_during_the_pass() -> None:
+    # layer 1 closes over c; the gradient of layer 1 leaves f's part to layer 1's forward
+    # checkpoint; between the two a node's rule sets c.d: the forward checkpoint raises
+    # (the frontier's gradient is of the old c) before it stores anything
+    x_hat, ws, bs = leaf(X0), [leaf(w) for w in WS[:2]], [leaf(b) for b in BS[:2]]
+    c = leaf(np.full(4, 0.5), need_grad=False)
+    h1 = hd.checkpoint(lambda h: h + F.tanh(F.affine(h, ws[0], bs[0]) * c), x_hat)
+    h1b = SetOnBackward(c, np.full(4, 2.0))(h1)
+    h2 = hd.checkpoint(tanh_layer, h1b, ws[1], bs[1])
+    (g,) = hd.grad(F.sum(h2), x_hat)
+    why = r"its input \d \(a leaf, shape \(4,\), dtype float64\) was set through \.d during"
+    with pytest.raises(RuntimeError, match=why):
+        F.sum(g * g).backward()
+    assert ws[0].g is None or not ws[0].g.any()  # layer 1's forward checkpoint stored nothing
+
+
+def test_random_functions_replay_in_a_shared_pass(monkeypatch: Any) -> None:
+    def noisy_layer(h: hd.Variable, w: hd.Variable, b: hd.Variable) -> hd.Variable:
+        # the noise scales the tanh: the gradient reads it (a small frontier value)
+        return h + F.tanh(F.affine(h, w, b)) * (1.0 + 0.1 * F.randn(shape=(1, 4)))
+
+    count = Counting(monkeypatch)
+    hd.seed(5)
+    ref = gp_step(False, count, noisy_layer)
+    plain = count.calls
+    hd.seed(5)
+    got = gp_step(True, count, noisy_layer)
+    for a, b in zip(got, ref, strict=True):
+        same(a, b)
+    assert count.calls == plain  # the hand-over is made (f is run again, not kept)
+
+
+def test_a_plain_backward_computes_the_first_graph_again() -> None:
+    calls = []
+
+    def f(h: hd.Variable, w: hd.Variable, b: hd.Variable) -> hd.Variable:
+        calls.append(1)
+        return tanh_layer(h, w, b)
+
+    res = []
+    for ckpt in (True, False):
+        x, _, ws, bs = critic_inputs()
+        y = F.sum(hd.checkpoint(f, x, ws[0], bs[0]) if ckpt else f(x, ws[0], bs[0]))
+        y.backward()
+        y.backward()  # twice: the plan is made once, the values computed each time
+        res.append([x.g.copy(), ws[0].g.copy(), bs[0].g.copy()])
+    assert len(calls) == 2  # once checkpointed (its first run), once without
+    for a, b in zip(*res, strict=True):
+        same(a, b)
+    # by hand: y = sum(x + tanh(x w + b)), dy/db = sum_n (1 - tanh^2) (two passes added)
+    t = np.tanh(X0 @ WS[0] + BS[0])
+    np.testing.assert_allclose(res[0][2], 2 * (1 - t**2).sum(axis=0), rtol=1e-12)
+
+
+def test_current_pass_and_the_handoff() -> None:
+    from hodiff import graph
+
+    seen: list[Any] = []
+
+    class Probe(hd.Function):
+        """The identity; its rule records the pass it runs in and leaves work for
+        ``later`` (a node made before it)."""
+
+        later: Any = None
+
+        def forward_impl(self, inputs: Any, outputs: list[Any]) -> None:
+            outputs[0] = inputs[0].copy()
+
+        def backward_impl(self, inputs: Any, outputs: Any, prop_down: Any, accum: Any) -> None:
+            scope = graph.current_pass()
+            seen.append(scope)
+            if scope is not None and self.later is not None:
+                assert scope.visits(self.later)
+                scope.handoff[self.later] = "work"
+            if prop_down[0]:
+                inputs[0].store(outputs[0].grad, accum[0])
+
+    assert graph.current_pass() is None
+    x = leaf(X0)
+    a = Probe()(x)  # reached by no gradient below, but work is left for it
+    b = Probe()(x)
+    b.parent.later = a.parent
+    loss = F.sum(b) + F.sum(F.greater_scalar(a, 0.0) * 1.0)
+    loss.backward()
+    assert len(seen) == 2
+    assert seen[0] is seen[1]
+    assert isinstance(seen[0], graph.PassScope)
+    assert seen[0].handoff == {}  # dropped with the pass
+    np.testing.assert_array_equal(x.g, np.ones_like(X0))  # a's rule ran with zeros
+    seen.clear()
+    hd.grad(F.sum(Probe()(x)), x)  # hd.grad records: no plain pass's scope
+    assert seen == [None]
+    # a pass that yields (iter_grads) and is stopped early leaves no scope behind, also
+    # when it stops at a leaf made final by a node no gradient reached (p2, run last)
+    w = leaf(np.ones(4))
+    p2 = Probe()(x)
+    mask = F.greater_scalar(p2, 0.0)
+    steps = graph.backward_steps(F.sum(Probe()(x) * w) + F.sum(mask * w))
+    assert next(steps) is w
+    assert graph.current_pass() is None  # between the yields: not in the pass
+    assert next(steps) is x  # yielded where p2 is skipped
+    steps.close()
+    assert graph.current_pass() is None
+
+
+def test_a_forward_checkpoint_that_makes_another_graph_than_its_gradient_raises() -> None:
+    # f draws noise (so it runs again, not its first graph), and from its fourth call on
+    # (the forward checkpoint's recomputation, after the gradient's) makes one more node
+    calls = []
+
+    def f(h: hd.Variable, w: hd.Variable, b: hd.Variable) -> hd.Variable:
+        calls.append(1)
+        if len(calls) >= 4:
+            h = F.identity(h)
+        return h + F.tanh(F.affine(h, w, b)) * (1.0 + 0.1 * F.randn(shape=(1, 4)))
+
+    x_hat, w, b = leaf(X0), leaf(WS[0]), leaf(BS[0])
+    y = hd.checkpoint(f, x_hat, w, b)
+    (g,) = hd.grad(F.sum(F.affine(y, leaf(np.ones((4, 1))))), x_hat)
+    loss = F.sum(g * g) + F.sum(y)  # the forward checkpoint is in the pass
+    with pytest.raises(RuntimeError, match=r"f made another graph \(\d+ nodes\) than when"):
+        loss.backward()
+    assert len(calls) == 4
