@@ -118,7 +118,7 @@ def _reads_shapes(code: _types.CodeType) -> bool:
 
 _SHAPE_NAMES = frozenset({"shape", "shape_of", "ndim", "size", "normalize_axes", "kept_shape"})
 # Families of one-primitive wrappers (their nodes follow new shapes on their own): not traced
-_UNTRACED = (arithmetic, math, activation, special, rounding, logic, reduction)
+_UNTRACED = (arithmetic, math, activation, special, rounding, logic)
 # Every other public function, and any that reads shapes, is traced: in a static graph its
 # outputs keep the call (function.Trace), so that reset_shape makes it again for the new
 # shapes, as NNabla's setup does for its own functions (graph.follow_shapes).
