@@ -313,17 +313,20 @@ def test_a_failure_after_a_function_was_made_again_restores_the_old_graph():
     np.testing.assert_array_equal(z.d, before)
 
 
-def test_a_change_of_rank_is_followed_by_elementwise_nodes_only():
+def test_a_change_of_rank_is_followed_by_functions_and_elementwise_nodes():
     with hd.auto_forward(False):
         x = Variable((2, 3), dtype=np.float64)
-        y = F.tanh(x) * 2.0
-        s = F.sum(F.tanh(x), axis=1)  # an axis chosen for a rank
+        y = F.tanh(x) * 2.0  # elementwise nodes
+        s = F.sum(F.tanh(x), axis=1)  # a function: made again, axis=1 of the new x
+        m = F.tanh(x).sum(axis=1)  # an operator's node: an axis chosen for a rank
     x.reset_shape((2, 3, 2), force=True)
     x.d = np.arange(12.0).reshape(2, 3, 2) / 12
     y.forward()
+    s.forward()
     np.testing.assert_allclose(y.d, np.tanh(x.d) * 2.0, rtol=1e-15)
+    np.testing.assert_allclose(s.d, np.tanh(x.d).sum(axis=1), rtol=1e-15)
     with pytest.raises(ShapeResetError, match=r"sum.*changed rank"):
-        s.forward()
+        m.forward()
 
 
 def test_reset_shape_arguments():
