@@ -1,0 +1,180 @@
+"""``python -m bench.nnabla_compat --tests DIR``: NNabla's per-function tests on hodiff.
+
+Puts the shim (``bench/nnabla_compat/shim``: a package ``nnabla`` over hodiff and a fresh
+``nbla_test_utils``) first on ``sys.path`` for this run only, runs pytest in this process
+on the selected ``test_*.py`` of DIR (NNabla's ``python/test/function``; not in this
+repository), and prints per-file and total counts: pass, fail, and cannot run by cause
+(``bench/nnabla_compat/causes.py``). The counts, every failure's first line and the
+missing functions and arguments go to ``bench/results/nnabla_compat.json``.
+
+The selection: each file ``test_<name>.py`` whose ``<name>`` is a function of
+``hodiff.functions``, and the files of several functions hodiff has
+(``MULTI_FUNCTION_FILES``); ``--all`` runs every file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import hodiff as hd
+import hodiff.functions as HF
+from bench.nnabla_compat.causes import CAUSES, CannotRun
+
+SHIM = Path(__file__).resolve().parent / "shim"
+OUT = Path(__file__).resolve().parents[1] / "results" / "nnabla_compat.json"
+MULTI_FUNCTION_FILES = ("reduction", "logical", "random_functions")
+
+
+def select(test_dir: Path, run_all: bool) -> list[Path]:
+    files = sorted(test_dir.glob("test_*.py"))
+    if run_all:
+        return files
+    out = []
+    for f in files:
+        name = f.stem[len("test_") :]
+        fn = getattr(HF, name, None)
+        if name in MULTI_FUNCTION_FILES or (callable(fn) and not isinstance(fn, type)):
+            out.append(f)
+    return out
+
+
+def classify(exc: BaseException) -> tuple[str, str]:
+    """(status, cause or message) of a case that raised ``exc``."""
+    if isinstance(exc, CannotRun):
+        return "cannot run", exc.cause
+    if isinstance(exc, ModuleNotFoundError):
+        if (exc.name or "").startswith("nnabla"):
+            return "cannot run", "NNabla internals"
+        return "cannot run", "test dependency missing"
+    if isinstance(exc, pytest.skip.Exception):
+        return "skipped", str(exc)[:200]
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return "fail", f"{type(exc).__name__}: {first[:300]}"
+
+
+class Plugin:
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self.results: dict[str, tuple[str, str]] = {}
+        self.detail: dict[str, str] = {}
+        self.collect_errors: dict[str, str] = {}
+
+    @pytest.fixture(autouse=True)
+    def _nnabla_defaults(self) -> Any:
+        # NNabla's conftest: static mode, no parameters, for every test
+        hd.set_auto_forward(False)
+        hd.clear_parameters()
+
+        def alarm(signum: int, frame: Any) -> None:
+            raise TimeoutError(f"longer than {self.timeout} s")
+
+        old = signal.signal(signal.SIGALRM, alarm)
+        signal.setitimer(signal.ITIMER_REAL, self.timeout)
+        yield
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+        hd.set_auto_forward(True)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: Any, call: Any) -> Any:
+        outcome = yield
+        rep = outcome.get_result()
+        if call.when == "teardown" and item.nodeid in self.results:
+            return
+        if call.excinfo is not None:
+            status, why = classify(call.excinfo.value)
+            self.results[item.nodeid] = (status, why)
+            if status == "cannot run":
+                self.detail[item.nodeid] = str(call.excinfo.value)[:200]
+        elif call.when == "call" and rep.passed:
+            self.results[item.nodeid] = ("pass", "")
+
+    def pytest_collectreport(self, report: Any) -> None:
+        if report.failed:
+            self.collect_errors[report.nodeid] = str(report.longrepr)[-600:]
+
+
+def tally(plugin: Plugin) -> dict[str, Any]:
+    per_file: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    failures, missing_fn, missing_arg = [], collections.Counter(), collections.Counter()
+    for nodeid, (status, why) in plugin.results.items():
+        c = per_file[Path(nodeid.split("::")[0]).name]
+        if status == "cannot run":
+            c[f"cannot run: {why}"] += 1
+            d = plugin.detail.get(nodeid, "")
+            if why == "function missing":
+                missing_fn[d] += 1
+            elif why == "argument missing":
+                missing_arg[d] += 1
+        else:
+            c[status] += 1
+            if status == "fail":
+                failures.append({"case": nodeid, "error": why})
+    total: collections.Counter = collections.Counter()
+    for c in per_file.values():
+        total.update(c)
+    return {
+        "files": {f: dict(c) for f, c in sorted(per_file.items())},
+        "total": dict(total),
+        "failures": failures,
+        "missing_functions": dict(missing_fn.most_common()),
+        "missing_arguments": dict(missing_arg.most_common()),
+        "collection_errors": plugin.collect_errors,
+    }
+
+
+def table(result: dict[str, Any]) -> str:
+    cols = ["pass", "fail", *[f"cannot run: {c}" for c in CAUSES], "skipped"]
+    short = ["pass", "fail", "no fn", "no arg", "half", "inplace", "internal", "reset", "dep", "skip"]
+    lines = [f"{'file':<36}" + "".join(f"{s:>9}" for s in short)]
+    rows = [*result["files"].items(), ("TOTAL", result["total"])]
+    for name, c in rows:
+        lines.append(f"{name:<36}" + "".join(f"{c.get(k, 0):>9}" for k in cols))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.nnabla_compat")
+    p.add_argument("--tests", required=True, type=Path, help="NNabla's python/test/function")
+    p.add_argument("--all", action="store_true", help="every test file, not only the selection")
+    p.add_argument("--files", nargs="*", help="only these file stems (relu, convolution, ...)")
+    p.add_argument("-k", default=None, help="pytest's -k")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds a case may take")
+    p.add_argument("--out", type=Path, default=OUT)
+    a = p.parse_args(argv)
+    files = select(a.tests, a.all)
+    if a.files:
+        files = [f for f in files if f.stem[len("test_") :] in set(a.files)]
+    args = [str(f) for f in files]
+    args += ["-q", "--tb=no", "-rN", "-p", "no:cacheprovider", "--noconftest", "--import-mode=append",
+             "-o", "addopts=", "-o", "filterwarnings=", f"--rootdir={a.tests}", "-W", "ignore"]
+    if a.k:
+        args += ["-k", a.k]
+    plugin = Plugin(a.timeout)
+    sys.path.insert(0, str(SHIM))
+    t0 = time.process_time()
+    try:
+        pytest.main(args, plugins=[plugin])
+    finally:
+        sys.path.remove(str(SHIM))
+    result = tally(plugin)
+    result["run"] = {"tests": str(a.tests), "files": [f.name for f in files],
+                     "cpu_s": round(time.process_time() - t0, 1)}
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(result, indent=1))
+    print(table(result))
+    print(f"written: {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
