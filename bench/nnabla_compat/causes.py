@@ -15,6 +15,7 @@ CAUSES = (
     "reset_shape",
     "test dependency missing",
 )
+SHORT = ("no fn", "no arg", "half", "inplace", "internal", "reset", "dep")
 
 
 class CannotRun(Exception):  # noqa: N818 (a verdict, not an error)
@@ -51,3 +52,7 @@ class Internals(CannotRun):
 
 class ResetShape(CannotRun):
     cause = "reset_shape"
+
+
+class ReferenceWrong(Exception):  # noqa: N818 (a verdict, not an error)
+    """NNabla's reference gradient disagrees with finite differences, which agree with hodiff."""

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 import hodiff as hd
-from bench.nnabla_compat.causes import Inplace, MissingArgument, ResetShape
+from bench.nnabla_compat.causes import Inplace, Internals, MissingArgument, ResetShape
 
 # NNabla's functions with an ``inplace`` argument, and its position; NNabla documents it
 # "obsolete and ignored" for all but reshape, where it only shares memory: dropping it keeps
@@ -47,7 +47,7 @@ def unwrap(x: Any) -> Any:
     if isinstance(x, Variable):
         return x._v
     if isinstance(x, NdArray):
-        return x.data
+        return hd.Variable.from_array(x.data)
     if isinstance(x, list):
         return [unwrap(a) for a in x]
     if isinstance(x, tuple):
@@ -122,6 +122,9 @@ class Node:
     def setup(self, inputs: Sequence[Variable], outputs: Sequence[Variable]) -> None:
         pass
 
+    def __getattr__(self, name: str) -> Any:
+        raise Internals(f"the function node's {name}")
+
     def forward(self, inputs: Sequence[Variable], outputs: Sequence[Variable]) -> None:
         _, outs = self._run(inputs)
         for o, h in zip(outputs, outs, strict=True):
@@ -156,10 +159,16 @@ class Node:
 class NdArray:
     """NNabla's NdArray of a Variable's data or grad: writes go through hodiff's setters."""
 
-    def __init__(self, var: Variable | None = None, which: str = "d", array: Any = None) -> None:
+    def __init__(self, var: Any = None, which: str = "d", array: Any = None) -> None:
+        if not isinstance(var, Variable | type(None)):  # NNabla's NdArray(shape)
+            array, var = np.zeros(tuple(var), np.float32), None
         self._var = var
         self._which = which
         self._array = array
+
+    @classmethod
+    def from_numpy_array(cls, array: Any) -> NdArray:
+        return cls(None, "d", np.array(array))
 
     @property
     def data(self) -> Any:

@@ -8,8 +8,8 @@ import numpy as np
 
 import hodiff as hd
 import hodiff.functions as HF
-from hodiff import graph as hd_graph
 from bench.nnabla_compat.causes import MissingFunction
+from hodiff import graph as hd_graph
 
 from ._core import Variable, call, unwrap
 
@@ -48,6 +48,7 @@ def _wrapper(name: str, fn: Any) -> Any:
         return call(name, fn, args, kwargs)
 
     f.__name__ = name
+    f.hodiff = fn  # type: ignore[attr-defined]
     return f
 
 

@@ -17,6 +17,11 @@ def assert_allclose(
     verbose: bool = True,
 ) -> None:
     np.testing.assert_allclose(
-        np.asarray(actual), np.asarray(desired), rtol=rtol, atol=atol, equal_nan=equal_nan,
-        err_msg=err_msg, verbose=verbose,
+        np.asarray(actual),
+        np.asarray(desired),
+        rtol=rtol,
+        atol=atol,
+        equal_nan=equal_nan,
+        err_msg=err_msg,
+        verbose=verbose,
     )
