@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import hodiff as hd
@@ -32,6 +33,16 @@ from bench.nnabla_compat.causes import CAUSES, SHORT, CannotRun, ReferenceWrong
 SHIM = Path(__file__).resolve().parent / "shim"
 OUT = Path(__file__).resolve().parents[1] / "results" / "nnabla_compat.json"
 MULTI_FUNCTION_FILES = ("reduction", "logical", "random_functions")
+
+
+_np_reshape = np.reshape
+
+
+def _reshape_with_newshape(
+    a: Any, shape: Any = None, *args: Any, newshape: Any = None, **kw: Any
+) -> Any:
+    """NumPy < 2.4's ``np.reshape(a, newshape=...)``, which NNabla's scatter_add test uses."""
+    return _np_reshape(a, shape if newshape is None else newshape, *args, **kw)
 
 
 def select(test_dir: Path, run_all: bool) -> list[Path]:
@@ -225,10 +236,12 @@ def main(argv: list[str] | None = None) -> int:
     log = a.log.open("w") if a.log else None
     plugin = Plugin(a.timeout, log)
     sys.path.insert(0, str(SHIM))
+    np.reshape = _reshape_with_newshape  # type: ignore[assignment]
     t0 = time.process_time()
     try:
         pytest.main(args, plugins=[plugin])
     finally:
+        np.reshape = _np_reshape  # type: ignore[assignment]
         sys.path.remove(str(SHIM))
     result = tally(plugin.results, plugin.collect_errors)
     result["run"] = {

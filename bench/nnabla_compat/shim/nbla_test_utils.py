@@ -446,7 +446,7 @@ def compute_analytical_and_numerical_grad_graph(
 
 
 # ---------------------------------------------------------------- second order
-def backward_function_tester(
+def backward_function_tester(  # noqa: C901 (one check after another, as NNabla's)
     rng: Any,
     func: Any,
     inputs: Any = None,
