@@ -256,3 +256,16 @@ def test_searchsorted_row_by_row_as_numpy(right: bool) -> None:
         np.testing.assert_array_equal(y.d[i, j], np.searchsorted(seq[i, j], values[i, j], side))
     with pytest.raises(ValueError, match="searchsorted: sorted_sequence of shape"):
         F.searchsorted(seq, values[0])
+
+
+# ---------------------------------------------------------------- one_hot: NNabla's id range
+def test_one_hot_negative_ids_count_from_the_end_and_out_of_range_gives_zeros() -> None:
+    ids = np.array([[-1, 0], [3, -2], [4, 1], [0, -3], [-5, 0]])
+    y = F.one_hot(ids, (4, 2)).d
+    expected = np.zeros((5, 4, 2))
+    expected[0, 3, 0] = 1  # -1 -> 3 on the first axis
+    expected[1, 3, 0] = 1  # -2 -> 0 on the second axis
+    # rows 2 (4 >= 4), 3 (-3 < -2) and 4 (-5 < -4) have an id out of range: zeros
+    np.testing.assert_array_equal(y, expected)
+    with pytest.raises(RuntimeError, match=r"one_hot: x of shape \(5, 2\) must have"):
+        F.one_hot(ids, (4,))  # NNabla's error class (also a ValueError)
