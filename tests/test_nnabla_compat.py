@@ -269,3 +269,12 @@ def test_one_hot_negative_ids_count_from_the_end_and_out_of_range_gives_zeros() 
     np.testing.assert_array_equal(y, expected)
     with pytest.raises(RuntimeError, match=r"one_hot: x of shape \(5, 2\) must have"):
         F.one_hot(ids, (4,))  # NNabla's error class (also a ValueError)
+
+
+# ---------------------------------------------------------------- NNabla's error classes
+def test_dropout_p_out_of_range_raises_value_and_runtime_error() -> None:
+    for p in (-0.01, 1.0):
+        with pytest.raises(RuntimeError, match=r"dropout: p must be in \[0, 1\)"):
+            F.dropout(np.ones((2, 3)), p)
+        with pytest.raises(ValueError, match=r"dropout: p must be in \[0, 1\)"):
+            F.dropout(np.ones((2, 3)), p)
