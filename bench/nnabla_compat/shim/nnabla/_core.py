@@ -119,6 +119,12 @@ class Node:
         outs = list(out) if isinstance(out, list | tuple) else [out]
         return leaves, outs
 
+    def _own(self, inputs: Sequence[Variable], outputs: Sequence[Variable]) -> bool:
+        mine = len(inputs) == len(self.inputs) and all(
+            a is b for a, b in zip(inputs, self.inputs, strict=True)
+        )
+        return mine and all(o._parent is self for o in outputs)
+
     def setup(self, inputs: Sequence[Variable], outputs: Sequence[Variable]) -> None:
         pass
 
@@ -136,13 +142,21 @@ class Node:
         outputs: Sequence[Variable],
         accum: Sequence[bool] | None = None,
     ) -> None:
-        leaves, outs = self._run(inputs)
+        if self._own(inputs, outputs):
+            # the node's own graph (a random function keeps the mask of its last forward)
+            leaves, outs = [v._v for v in inputs], [o._v for o in outputs]
+        else:
+            leaves, outs = self._run(inputs)
         seeds, diff = [], []
         for o, h in zip(outputs, outs, strict=True):
             if h.dtype.kind == "f" and h.parent is not None:
                 diff.append(h)
                 seeds.append(np.asarray(o.g, dtype=h.dtype))
-        wrt = [(i, lf) for i, lf in enumerate(leaves) if lf.need_grad]
+        wrt = [
+            (i, lf)
+            for i, lf in enumerate(leaves)
+            if inputs[i].need_grad and lf.dtype.kind == "f" and (lf.need_grad or lf.parent)
+        ]
         if not wrt or not diff:
             return
         grads = hd.grad(
