@@ -278,3 +278,15 @@ def test_dropout_p_out_of_range_raises_value_and_runtime_error() -> None:
             F.dropout(np.ones((2, 3)), p)
         with pytest.raises(ValueError, match=r"dropout: p must be in \[0, 1\)"):
             F.dropout(np.ones((2, 3)), p)
+
+
+# ---------------------------------------------------------------- einsum: NNabla's signature
+def test_einsum_takes_nnablas_equation_keyword_and_numpys_order() -> None:
+    a, b = RNG.normal(size=(2, 3)), RNG.normal(size=(3, 4))
+    np.testing.assert_allclose(F.einsum(a, b, equation="ij,jk->ik").d, a @ b, rtol=1e-12)
+    np.testing.assert_allclose(F.einsum("ij,jk->ik", a, b).d, a @ b, rtol=1e-12)
+    hd.gradcheck(lambda x, y: F.sum(F.einsum(x, y, equation="ij,jk->ik") ** 2), [a, b])
+    with pytest.raises(TypeError, match="einsum: subscripts must be a str, first .* or as equation="):
+        F.einsum(a, b)
+    with pytest.raises(TypeError, match="einsum: subscripts 'ij' first and equation="):
+        F.einsum("ij", a, equation="ij")
