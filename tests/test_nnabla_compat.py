@@ -290,3 +290,20 @@ def test_einsum_takes_nnablas_equation_keyword_and_numpys_order() -> None:
         F.einsum(a, b)
     with pytest.raises(TypeError, match="einsum: subscripts 'ij' first and equation="):
         F.einsum("ij", a, equation="ij")
+
+
+# ---------------------------------------------------------------- max/min with_index: one run
+@pytest.mark.parametrize(("fn", "ref"), [(F.max, np.argmax), (F.min, np.argmin)])
+def test_forward_of_the_index_computes_the_value_too(fn, ref) -> None:
+    # NNabla's max/min(with_index=True) is one function: idx.forward() also gives val
+    x = hd.Variable((3, 4, 5))
+    x.d = RNG.normal(size=(3, 4, 5))
+    with hd.auto_forward(False):
+        val, idx = fn(x, (1, 2), True, with_index=True)
+    idx.forward()
+    reduce = np.max if fn is F.max else np.min
+    np.testing.assert_array_equal(val.d, reduce(x.d, axis=(1, 2), keepdims=True))
+    np.testing.assert_array_equal(idx.d.ravel(), ref(x.d.reshape(3, -1), axis=1))
+    # numpy's ties (the first) and NaN (the first NaN)
+    y = np.array([[1.0, 5.0, 5.0], [np.nan, 2.0, np.nan], [-1.0, 3.0, -1.0]])
+    np.testing.assert_array_equal(fn(y, axis=1, with_index=True)[1].d, ref(y, axis=1))
