@@ -256,3 +256,54 @@ def test_searchsorted_row_by_row_as_numpy(right: bool) -> None:
         np.testing.assert_array_equal(y.d[i, j], np.searchsorted(seq[i, j], values[i, j], side))
     with pytest.raises(ValueError, match="searchsorted: sorted_sequence of shape"):
         F.searchsorted(seq, values[0])
+
+
+# ---------------------------------------------------------------- one_hot: NNabla's id range
+def test_one_hot_negative_ids_count_from_the_end_and_out_of_range_gives_zeros() -> None:
+    ids = np.array([[-1, 0], [3, -2], [4, 1], [0, -3], [-5, 0]])
+    y = F.one_hot(ids, (4, 2)).d
+    expected = np.zeros((5, 4, 2))
+    expected[0, 3, 0] = 1  # -1 -> 3 on the first axis
+    expected[1, 3, 0] = 1  # -2 -> 0 on the second axis
+    # rows 2 (4 >= 4), 3 (-3 < -2) and 4 (-5 < -4) have an id out of range: zeros
+    np.testing.assert_array_equal(y, expected)
+    with pytest.raises(RuntimeError, match=r"one_hot: x of shape \(5, 2\) must have"):
+        F.one_hot(ids, (4,))  # NNabla's error class (also a ValueError)
+
+
+# ---------------------------------------------------------------- NNabla's error classes
+def test_dropout_p_out_of_range_raises_value_and_runtime_error() -> None:
+    for p in (-0.01, 1.0):
+        with pytest.raises(RuntimeError, match=r"dropout: p must be in \[0, 1\)"):
+            F.dropout(np.ones((2, 3)), p)
+        with pytest.raises(ValueError, match=r"dropout: p must be in \[0, 1\)"):
+            F.dropout(np.ones((2, 3)), p)
+
+
+# ---------------------------------------------------------------- einsum: NNabla's signature
+def test_einsum_takes_nnablas_equation_keyword_and_numpys_order() -> None:
+    a, b = RNG.normal(size=(2, 3)), RNG.normal(size=(3, 4))
+    np.testing.assert_allclose(F.einsum(a, b, equation="ij,jk->ik").d, a @ b, rtol=1e-12)
+    np.testing.assert_allclose(F.einsum("ij,jk->ik", a, b).d, a @ b, rtol=1e-12)
+    hd.gradcheck(lambda x, y: F.sum(F.einsum(x, y, equation="ij,jk->ik") ** 2), [a, b])
+    with pytest.raises(TypeError, match=r"einsum: subscripts must be a str, first .* equation="):
+        F.einsum(a, b)
+    with pytest.raises(TypeError, match="einsum: subscripts 'ij' first and equation="):
+        F.einsum("ij", a, equation="ij")
+
+
+# ---------------------------------------------------------------- max/min with_index: one run
+@pytest.mark.parametrize(("fn", "ref"), [(F.max, np.argmax), (F.min, np.argmin)])
+def test_forward_of_the_index_computes_the_value_too(fn, ref) -> None:
+    # NNabla's max/min(with_index=True) is one function: idx.forward() also gives val
+    x = hd.Variable((3, 4, 5))
+    x.d = RNG.normal(size=(3, 4, 5))
+    with hd.auto_forward(False):
+        val, idx = fn(x, (1, 2), True, with_index=True)
+    idx.forward()
+    reduce = np.max if fn is F.max else np.min
+    np.testing.assert_array_equal(val.d, reduce(x.d, axis=(1, 2), keepdims=True))
+    np.testing.assert_array_equal(idx.d.ravel(), ref(x.d.reshape(3, -1), axis=1))
+    # numpy's ties (the first) and NaN (the first NaN)
+    y = np.array([[1.0, 5.0, 5.0], [np.nan, 2.0, np.nan], [-1.0, 3.0, -1.0]])
+    np.testing.assert_array_equal(fn(y, axis=1, with_index=True)[1].d, ref(y, axis=1))

@@ -195,3 +195,27 @@ def test_dropout_mask_is_shared_by_every_order_and_redrawn_per_forward() -> None
 def test_errors_name_the_function_and_argument(call, exc, words) -> None:
     with pytest.raises(exc, match=words):
         call()
+
+
+def test_beta_binomial_gamma_moments_and_errors() -> None:
+    # the moments of the distributions NNabla documents (against the closed forms)
+    n = 200000
+    for a, b in ((0.5, 0.5), (2.0, 5.0)):
+        y = F.rand_beta(a, b, shape=(n,), seed=11).d.astype(np.float64)
+        assert abs(y.mean() - a / (a + b)) < 5e-3
+        assert abs(y.var() - a * b / ((a + b) ** 2 * (a + b + 1))) < 5e-3
+    y = F.rand_binomial(10, 0.45, shape=(n,), seed=12).d.astype(np.float64)
+    assert abs(y.mean() - 4.5) < 2e-2
+    assert abs(y.var() - 10 * 0.45 * 0.55) < 3e-2
+    assert F.rand_binomial(shape=(3,)).dtype == np.float32  # counts as floats, as NNabla's
+    y = F.rand_gamma(7.5, 1.0, shape=(n,), seed=13).d.astype(np.float64)
+    assert abs(y.mean() - 7.5) < 3e-2
+    assert abs(y.var() - 7.5) < 0.1
+    for call, match in (
+        (lambda: F.rand_beta(0.0, 1.0), "rand_beta: alpha must be > 0"),
+        (lambda: F.rand_gamma(1.0, -1.0), "rand_gamma: theta must be > 0"),
+        (lambda: F.rand_binomial(2, 1.5), r"rand_binomial: p must be in \[0, 1\]"),
+        (lambda: F.rand_binomial(1.5, 0.5), "rand_binomial: n must be an int"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            call()

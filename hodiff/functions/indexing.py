@@ -153,6 +153,10 @@ class Gather(Function):
         return _batching.renew(self, axis=axis, batch_dims=self.batch_dims + 1)(x, indices)
 
 
+class OneHotShapeError(ValueError, RuntimeError):
+    """``one_hot``'s ids do not match ``shape``: a ValueError, and a RuntimeError as NNabla's."""
+
+
 class OneHot(Function):
     differentiable = False
 
@@ -165,7 +169,7 @@ class OneHot(Function):
         if x.dtype.kind not in "iuf":  # float ids (NNabla's default dtype) must be whole
             raise TypeError(f"one_hot: x must hold integer ids, got {x.dtype}")
         if x.ndim == 0 or x.shape[-1] != len(self.shape):
-            raise ValueError(
+            raise OneHotShapeError(
                 f"one_hot: x of shape {x.shape} must have a last axis of len(shape) = "
                 f"{len(self.shape)} (shape={self.shape})"
             )
@@ -181,14 +185,19 @@ class OneHot(Function):
                     " numbers"
                 )
             x = x.astype(np.intp)
-        if x.size and (bool((x < 0).any()) or bool((x >= xp.asarray(self.shape)).any())):
-            raise ValueError(f"one_hot: ids out of range for shape {self.shape}")
+        # NNabla's definition: ids in [-C, -1] count from the end; an id outside [-C, C)
+        # makes a vector of zeros
+        sizes = xp.asarray(self.shape)
         n = math.prod(x.shape[:-1])
+        ids = x.reshape(n, -1)
+        valid = ((ids >= -sizes) & (ids < sizes)).all(axis=1)
+        ids = xp.where(ids < 0, ids + sizes, ids)
         flat = xp.zeros((n,), dtype=np.intp)
         for j, size in enumerate(self.shape):
-            flat = flat * size + x.reshape(n, -1)[:, j]
+            flat = flat * size + ids[:, j]
         y = xp.zeros((n, math.prod(self.shape)), dtype=self.dtype)
-        y[xp.arange(n), flat] = 1
+        rows = xp.arange(n)[valid]
+        y[rows, flat[valid]] = 1
         outputs[0] = y.reshape(x.shape[:-1] + self.shape)
 
     def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
@@ -287,20 +296,26 @@ def one_hot(x: Any, shape: Sequence[int]) -> Variable:
     """One-hot vectors of integer ids (not differentiable).
 
     Args:
-        x: ids of shape ``(..., K)``, ``0 <= x[..., k] < shape[k]``: integers, or floats
-            holding whole numbers (as NNabla, whose arrays are float by default; another
-            float raises ValueError).
+        x: ids of shape ``(..., K)``: integers, or floats holding whole numbers (as
+            NNabla, whose arrays are float by default; another float raises ValueError).
+            As NNabla's, an id in ``[-shape[k], -1]`` counts from the end, and a row with
+            an id outside ``[-shape[k], shape[k])`` gives a vector of zeros (an ignored label).
         shape: the ``K`` class counts.
 
     Returns:
         Shape ``x.shape[:-1] + shape``, 1 at the ids, 0 elsewhere, in the context's float
         dtype: ``(N, 1)`` ids with ``shape=(C,)`` give ``(N, C)``.
 
+    Raises:
+        ValueError: (also a RuntimeError, as NNabla's) ``x.shape[-1] != len(shape)``.
+
     >>> import numpy as np, hodiff.functions as F
     >>> F.one_hot(np.array([[2], [0]]), (3,)).d
     array([[0., 0., 1.],
            [1., 0., 0.]], dtype=float32)
-
+    >>> F.one_hot(np.array([[-1], [3]]), (3,)).d  # from the end; out of range: zeros
+    array([[0., 0., 1.],
+           [0., 0., 0.]], dtype=float32)
     """
     return OneHot(shape=shape, dtype=get_default_context().dtype)(x)
 

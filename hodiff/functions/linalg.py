@@ -646,8 +646,11 @@ def matmul(a: Any, b: Any) -> Variable:
     return _array.reshape(y, shape)
 
 
-def einsum(subscripts: str, *xs: Any) -> Variable:
-    """Einstein summation with numpy's ``subscripts``: ``y = numpy.einsum(subscripts, *xs)``.
+def einsum(*xs: Any, equation: str | None = None) -> Variable:
+    """Einstein summation: ``y = numpy.einsum(equation, *xs)``.
+
+    NNabla's call ``F.einsum(*xs, equation=...)`` and numpy's ``F.einsum(subscripts, *xs)``
+    (the subscripts first) are both accepted.
 
     Supports explicit (``'ij,jk->ik'``) and implicit (``'ij,jk'``) outputs,
     ellipsis (``'...ij,...jk->...ik'``), size-1 broadcasting, and repeated
@@ -656,18 +659,33 @@ def einsum(subscripts: str, *xs: Any) -> Variable:
     operands, so every order keeps einsum's (BLAS) speed.
 
     Args:
-        subscripts: numpy einsum subscripts (letters, ``,``, ``...``, ``->``).
-        *xs: the operands.
+        *xs: the operands; without ``equation``, the subscripts and then the operands.
+        equation: the subscripts, numpy's (letters, ``,``, ``...``, ``->``).
 
     Returns:
         ``y`` of the shape numpy's einsum gives.
 
+    Raises:
+        TypeError: no subscripts, or subscripts both first and as ``equation``.
+
     >>> import numpy as np, hodiff.functions as F
     >>> F.einsum("ii->i", np.arange(4.0).reshape(2, 2)).d
     array([0., 3.])
-
+    >>> F.einsum(np.ones((2, 3)), np.ones((3, 4)), equation="ij,jk->ik").shape  # NNabla's
+    (2, 4)
     """
-    return Einsum(subscripts=subscripts)(*xs)
+    first_is_str = bool(xs) and isinstance(xs[0], str)
+    if equation is None:
+        if not first_is_str:
+            got = type(xs[0]).__name__ if xs else "nothing"
+            raise TypeError(
+                "einsum: subscripts must be a str, first (numpy's order) or as equation= "
+                f"(NNabla's); got {got} first and no equation"
+            )
+        equation, xs = xs[0], xs[1:]
+    elif first_is_str:
+        raise TypeError(f"einsum: subscripts {xs[0]!r} first and equation={equation!r} too")
+    return Einsum(subscripts=equation)(*xs)
 
 
 def batch_inv(x: Any) -> Variable:

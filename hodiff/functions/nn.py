@@ -41,6 +41,10 @@ def check_ids(name: str, x: Any, n: int) -> None:
             )
 
 
+class DropoutRangeError(ValueError, RuntimeError):
+    """``dropout``'s ``p`` outside ``[0, 1)``: a ValueError, and a RuntimeError as NNabla's."""
+
+
 class DropoutMask(Function):
     """``mask = (u >= p) / (1 - p)`` with ``u`` uniform in [0, 1), shaped like ``x``.
 
@@ -56,7 +60,7 @@ class DropoutMask(Function):
     def __init__(self, *, p: float = 0.5, seed: int = -1) -> None:
         p = _arith.check_scalar("dropout", "p", p)
         if not 0.0 <= p < 1.0:
-            raise ValueError(f"dropout: p must be in [0, 1), got {p}")
+            raise DropoutRangeError(f"dropout: p must be in [0, 1), got {p}")
         if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
             raise TypeError(f"dropout: seed must be an int, got {type(seed).__name__}")
         self.p = p

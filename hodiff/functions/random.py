@@ -1,4 +1,5 @@
-"""Random numbers as graph nodes: ``rand``, ``randn``, ``randint`` (NNabla's signatures).
+"""Random numbers as graph nodes: ``rand``, ``randn``, ``randint``, ``rand_beta``,
+``rand_binomial``, ``rand_gamma`` (NNabla's signatures).
 
 Each call makes a node with no inputs and no gradient. The node owns a numpy
 generator (``default_rng(seed)`` for ``seed >= 0``, otherwise seeded from
@@ -7,9 +8,11 @@ draws the next numbers from it. So in a static graph each ``.forward()`` draws
 anew (a WGAN-GP interpolation weight is fresh on every step), while every
 derivative of one forward reads the stored draw: the nodes are never re-run by
 a reverse pass. The streams are documented so that they can be replayed:
-``low + (high - low) * rng.random(shape)``, ``mu + sigma * rng.standard_normal(shape)``
-and ``rng.integers(low, high, shape)`` with ``rng = numpy.random.default_rng(seed)``,
-cast to the context's float dtype (``int32`` for ``randint``). Numbers are drawn on
+``low + (high - low) * rng.random(shape)``, ``mu + sigma * rng.standard_normal(shape)``,
+``rng.integers(low, high, shape)``, ``rng.beta(alpha, beta, shape)``,
+``rng.binomial(n, p, shape)`` and ``rng.gamma(k, theta, shape)`` with
+``rng = numpy.random.default_rng(seed)``, cast to the context's float dtype (``int32`` for
+``randint``; binomial counts are floats, as NNabla's). Numbers are drawn on
 the host, so numpy and cupy give the same ones. Inside ``hd.vmap`` a node draws one
 ``shape`` per example (``rng.random((B, *shape))`` for a batch of ``B``; docs/vmap.md).
 """
@@ -28,7 +31,7 @@ from hodiff.functions.arithmetic import check_scalar
 from hodiff.random import node_generator
 from hodiff.variable import Variable
 
-__all__ = ["rand", "randint", "randn"]
+__all__ = ["rand", "rand_beta", "rand_binomial", "rand_gamma", "randint", "randn"]
 
 Spec = list[tuple[tuple[int, ...], Any]]
 
@@ -115,6 +118,33 @@ class Randn(_Random):
     def draw(self) -> np.ndarray:
         z = self.rng.standard_normal(self.shape)
         return (self.mu + self.sigma * z).astype(self.dtype, copy=False)
+
+
+class RandBeta(_Random):
+    def __init__(self, *, alpha: float, beta: float, shape: tuple[int, ...], seed: int) -> None:
+        super().__init__(shape=shape, seed=seed)
+        self.alpha, self.beta = alpha, beta
+
+    def draw(self) -> np.ndarray:
+        return self.rng.beta(self.alpha, self.beta, self.shape).astype(self.dtype, copy=False)
+
+
+class RandBinomial(_Random):
+    def __init__(self, *, n: int, p: float, shape: tuple[int, ...], seed: int) -> None:
+        super().__init__(shape=shape, seed=seed)
+        self.n, self.p = n, p
+
+    def draw(self) -> np.ndarray:
+        return self.rng.binomial(self.n, self.p, self.shape).astype(self.dtype, copy=False)
+
+
+class RandGamma(_Random):
+    def __init__(self, *, k: float, theta: float, shape: tuple[int, ...], seed: int) -> None:
+        super().__init__(shape=shape, seed=seed)
+        self.k, self.theta = k, theta
+
+    def draw(self) -> np.ndarray:
+        return self.rng.gamma(self.k, self.theta, self.shape).astype(self.dtype, copy=False)
 
 
 class Randint(_Random):
@@ -208,4 +238,87 @@ def randint(low: int = 0, high: int = 1, shape: Any = (), seed: int = -1) -> Var
         raise ValueError(f"randint: [low, high) = [{low}, {high}) does not fit int32")
     return Randint(
         low=int(low), high=int(high), shape=_shape("randint", shape), seed=_seed("randint", seed)
+    )()
+
+
+def _positive(name: str, arg: str, value: Any) -> float:
+    v = check_scalar(name, arg, value)
+    if not v > 0:
+        raise ValueError(f"{name}: {arg} must be > 0, got {value}")
+    return v
+
+
+def rand_beta(alpha: float = 0.5, beta: float = 0.5, shape: Any = (), seed: int = -1) -> Variable:
+    """Beta samples: ``y ~ Beta(alpha, beta)``, density ``x^(a-1) (1-x)^(b-1) / B(a, b)`` on
+    ``(0, 1)``, of shape ``shape`` (mean ``a / (a + b)``; mixup's mixing weight).
+
+    No inputs and no gradient; redrawn by every forward of a static graph.
+
+    Args:
+        alpha: ``a > 0``.
+        beta: ``b > 0``.
+        shape: output shape.
+        seed: ``>= 0`` for the node's own stream, -1 for hodiff's global generator.
+
+    >>> import hodiff.functions as F
+    >>> y = F.rand_beta(2.0, 5.0, shape=(20000,), seed=0).d
+    >>> round(float(y.mean()), 2), bool(((y > 0) & (y < 1)).all())
+    (0.29, True)
+    """
+    a = _positive("rand_beta", "alpha", alpha)
+    b = _positive("rand_beta", "beta", beta)
+    return RandBeta(
+        alpha=a, beta=b, shape=_shape("rand_beta", shape), seed=_seed("rand_beta", seed)
+    )()
+
+
+def rand_binomial(n: int = 1, p: float = 0.5, shape: Any = (), seed: int = -1) -> Variable:
+    """Binomial samples: the number of successes in ``n`` trials of probability ``p``,
+    ``P(y = k) = C(n, k) p^k (1 - p)^(n - k)``, of shape ``shape``, as floats (NNabla's).
+
+    No inputs and no gradient; redrawn by every forward of a static graph.
+
+    Args:
+        n: the number of trials, an int ``>= 0``.
+        p: the success probability, in ``[0, 1]``.
+        shape: output shape.
+        seed: ``>= 0`` for the node's own stream, -1 for hodiff's global generator.
+
+    >>> import hodiff.functions as F
+    >>> y = F.rand_binomial(5, 0.5, shape=(20000,), seed=0).d
+    >>> round(float(y.mean()), 1), float(y.min()) >= 0, float(y.max()) <= 5
+    (2.5, True, True)
+    """
+    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
+        raise ValueError(f"rand_binomial: n must be an int >= 0, got {n!r}")
+    q = check_scalar("rand_binomial", "p", p)
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"rand_binomial: p must be in [0, 1], got {p}")
+    return RandBinomial(
+        n=int(n), p=q, shape=_shape("rand_binomial", shape), seed=_seed("rand_binomial", seed)
+    )()
+
+
+def rand_gamma(k: float = 0.5, theta: float = 1, shape: Any = (), seed: int = -1) -> Variable:
+    """Gamma samples: ``y ~ Gamma(k, theta)``, density ``x^(k-1) e^(-x/theta) /
+    (Gamma(k) theta^k)`` on ``x > 0``, of shape ``shape`` (mean ``k theta``, variance
+    ``k theta^2``).
+
+    No inputs and no gradient; redrawn by every forward of a static graph.
+
+    Args:
+        k: the shape, ``> 0``.
+        theta: the scale, ``> 0``.
+        shape: output shape.
+        seed: ``>= 0`` for the node's own stream, -1 for hodiff's global generator.
+
+    >>> import hodiff.functions as F
+    >>> y = F.rand_gamma(3.0, 2.0, shape=(20000,), seed=0).d
+    >>> round(float(y.mean())), bool((y > 0).all())
+    (6, True)
+    """
+    kk = _positive("rand_gamma", "k", k)
+    th = _positive("rand_gamma", "theta", theta)
+    return RandGamma(
+        k=kk, theta=th, shape=_shape("rand_gamma", shape), seed=_seed("rand_gamma", seed)
     )()

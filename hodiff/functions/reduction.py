@@ -22,6 +22,7 @@ from hodiff.context import array_module
 from hodiff.function import Function, Slot, float_dtype
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions import array as _array
+from hodiff.functions import logic as _logic
 from hodiff.functions import math as _math
 from hodiff.functions import statistics as _stats
 from hodiff.functions.indexing import shape_of
@@ -433,12 +434,25 @@ def _with_index(
     flat = _array.reshape(moved, (*(shape[a] for a in kept), -1))
     arg = _stats.argmax if name == "max" else _stats.argmin
     out_shape = kept_shape(shape, red) if keepdims else tuple(shape[a] for a in kept)
-    index = arg(flat, axis=-1)
+    value = None
+    dtype = x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype
+    if only_index or np.dtype(dtype).kind != "f":
+        index = arg(flat, axis=-1)
+    else:
+        # NNabla's one function: the index is computed from the value, so that a forward of
+        # the index computes the value too. The first position of the extremum (or of the
+        # first NaN, which is then the extremum), as numpy's argmax/argmin.
+        value = cls(axis=axis, keepdims=keepdims)(x)
+        extremum = _array.reshape(value, (*(shape[a] for a in kept), 1))
+        hit = _logic.logical_or(_array.equal(flat, extremum), _logic.not_equal(flat, flat))
+        index = _stats.argmax(hit, axis=-1)
     if tuple(index.shape) != out_shape:
         index = _array.reshape(index, out_shape)
     if only_index:
         return index
-    return cls(axis=axis, keepdims=keepdims)(x), index
+    if value is None:
+        value = cls(axis=axis, keepdims=keepdims)(x)
+    return value, index
 
 
 def prod(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:

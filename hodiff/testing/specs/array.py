@@ -45,9 +45,12 @@ def _index_add(y, key, shape):
 
 
 def _one_hot(x, shape):
+    # NNabla's definition: negative ids count from the end, ids out of range give zeros
     y = np.zeros(x.shape[:-1] + tuple(shape))
     for idx in itertools.product(*(range(s) for s in x.shape[:-1])):
-        y[(*idx, *x[idx])] = 1.0
+        ids = [int(i) for i in x[idx]]
+        if all(-c <= i < c for i, c in zip(ids, shape, strict=True)):
+            y[(*idx, *(i % c for i, c in zip(ids, shape, strict=True)))] = 1.0
     return y
 
 
@@ -222,6 +225,14 @@ SPECS = [
         kwargs={"shape": (3, 2)},
         order=0,
         id="2d",
+    ),
+    Spec(
+        F.one_hot,
+        (fixed([[-1, 0], [2, -2], [3, 1], [0, -3], [-4, 0]]),),  # NNabla's wrap; zeros outside
+        _one_hot,
+        kwargs={"shape": (4, 2)},
+        order=0,
+        id="negative_and_out_of_range",
     ),
     Spec(
         F.getitem,

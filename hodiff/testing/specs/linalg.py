@@ -128,6 +128,14 @@ SPECS = [
     Spec(F.matmul, ((2, 2, 3), (3,)), np.matmul, linear=True, id="mat_vec"),
     Spec(F.matmul, ((3,), (3,)), np.matmul, linear=True, id="dot"),
     Spec(F.matmul, ((2, 1, 2, 3), (3, 3, 2)), np.matmul, linear=True, id="broadcast"),
+    Spec(  # NNabla's call: the operands, then the subscripts as equation=
+        F.einsum,
+        ((2, 3), (3, 4)),
+        lambda a, b, equation: np.einsum(equation, a, b),
+        kwargs={"equation": "ij,jk->ik"},
+        linear=True,
+        id="equation",
+    ),
     *(
         _einsum(s, *shapes, id=i)
         for s, shapes, i in [
