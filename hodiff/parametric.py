@@ -42,6 +42,7 @@ __all__ = [
     "convolution",
     "deconvolution",
     "depthwise_convolution",
+    "depthwise_deconvolution",
     "embed",
     "gru",
     "layer_normalization",
@@ -290,6 +291,46 @@ def depthwise_convolution(
         stride=stride,
         dilation=dilation,
         multiplier=multiplier,
+    )
+
+
+def depthwise_deconvolution(
+    x: Any,
+    kernel: Sequence[int],
+    pad: Sequence[int] | None = None,
+    stride: Sequence[int] | None = None,
+    dilation: Sequence[int] | None = None,
+    divisor: int = 1,
+    with_bias: bool = True,
+    name: str = "depthwise_deconv",
+    w_init: Init = None,
+    b_init: Init = None,
+    base_axis: int = 1,
+) -> Variable:
+    """Depthwise deconvolution layer (NNabla's): ``name/W`` of shape ``(C, *kernel)``, ``name/b``.
+
+    The transpose of :func:`depthwise_convolution`: ``C / divisor`` output channels, each
+    the sum of the transposed convolutions of its ``divisor`` input channels
+    (:func:`hodiff.functions.depthwise_deconvolution`). ``W`` is Glorot uniform with fans
+    ``(C, C / divisor)`` by default; ``b`` (shape ``(C / divisor,)``) zeros.
+
+    Returns:
+        ``(*batch, C / divisor, L'_1, ..., L'_N)``.
+    """
+    shape = _shape_of("depthwise_deconvolution", x)
+    kernel = tuple(int(k) for k in kernel)
+    c = _channels("depthwise_deconvolution", shape, base_axis, False)
+    if int(divisor) < 1 or c % int(divisor):
+        raise ValueError(
+            f"depthwise_deconvolution: divisor={divisor} must divide the {c} channels of x "
+            f"of shape {shape}"
+        )
+    out = c // int(divisor)
+    w, b = _weight_and_bias(
+        name, (c, *kernel), _glorot(c, out, kernel), (out,), with_bias, w_init, b_init
+    )
+    return F.depthwise_deconvolution(
+        x, w, b, base_axis=base_axis, pad=pad, stride=stride, dilation=dilation, divisor=divisor
     )
 
 

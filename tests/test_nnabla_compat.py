@@ -307,3 +307,20 @@ def test_forward_of_the_index_computes_the_value_too(fn, ref) -> None:
     # numpy's ties (the first) and NaN (the first NaN)
     y = np.array([[1.0, 5.0, 5.0], [np.nan, 2.0, np.nan], [-1.0, 3.0, -1.0]])
     np.testing.assert_array_equal(fn(y, axis=1, with_index=True)[1].d, ref(y, axis=1))
+
+
+def test_pf_depthwise_deconvolution_makes_its_parameters_and_equals_f() -> None:
+    hd.clear_parameters()
+    try:
+        x = hd.Variable.from_array(np.random.default_rng(0).standard_normal((2, 4, 5)))
+        y = PF.depthwise_deconvolution(x, (3,), divisor=2, name="dd")
+        params = hd.get_parameters()
+        assert params["dd/W"].shape == (4, 3)
+        assert params["dd/b"].shape == (2,)
+        ref = F.depthwise_deconvolution(x, params["dd/W"], params["dd/b"], divisor=2)
+        np.testing.assert_array_equal(y.d, ref.d)
+        assert y.shape == (2, 2, 7)
+        with pytest.raises(ValueError, match="divisor=3 must divide the 4 channels"):
+            PF.depthwise_deconvolution(x, (3,), divisor=3, name="bad")
+    finally:
+        hd.clear_parameters()
