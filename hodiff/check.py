@@ -64,6 +64,7 @@ from hodiff.check_report import (
 from hodiff.context import array_module, auto_forward
 from hodiff.functions.array import stack as _stack
 from hodiff.functions.reduction import sum as _sum_all
+from hodiff.graph import topological_order
 from hodiff.variable import Variable
 from hodiff.vmap import refuse_batched, vmap
 
@@ -245,7 +246,7 @@ class _Problem:
         wanted = [vs[i] for i in self.diff]
         y = self.f(*vs)
         s = _sum_all(y * self.u)
-        scales = [float(_to_numpy(abs(y.d * self.u).sum()))]
+        scales = [max(float(_to_numpy(abs(y.d * self.u).sum())), _rounding_scale(s))]
         grads = []
         for k in range(1, self.top + 1):
             gs = grad(s, wanted, allow_unused=True)  # recorded: the path hd.grad users get
@@ -260,6 +261,29 @@ class _Problem:
                 for t in terms[1:]:
                     s = s + t
         return grads, np.array(scales)
+
+
+def _rounding_scale(s: Variable) -> float:
+    """``sum_z sum |z| |dS/dz|`` over the values ``z`` of ``S``'s graph: the first-order bound
+    on ``S``'s rounding (each operation rounds its result by ``eps |z|``), in units of eps.
+
+    The magnitude of ``f``'s output alone misses cancellation inside ``f``
+    (``sum(w * sinc(x))`` near 0 with ``sum(w) ~ 1e-4``: terms ~1, output ~1e-4).
+    Values without a float gradient (labels, masks) are skipped.
+    """
+    values = [
+        x
+        for node in topological_order([s])
+        for x in node.inputs
+        if x.parent is not None
+        and getattr(x.d, "dtype", None) is not None
+        and x.d.dtype.kind == "f"
+    ]
+    values = list({id(v): v for v in [s, *values]}.values())
+    gs = grad(s, values, allow_unused=True, create_graph=False)
+    return float(
+        sum(float(_to_numpy(abs(v.d) * abs(g.d)).sum()) for v, g in zip(values, gs, strict=True))
+    )
 
 
 def _richardson(
@@ -286,6 +310,9 @@ class _Judged:
     estimate: np.ndarray
     tolerance: np.ndarray
     status: np.ndarray  # of str
+    #: "not differentiable" because S_k was not differentiable at x at a lower order
+    inherited: np.ndarray
+    kink: np.ndarray  #: the left and right differences disagreed (the stencil crossed a kink)
 
 
 def _judge(
@@ -364,16 +391,40 @@ def _judge(
             numeric = np.where(show, val[key], numeric)
             estimate = np.where(show, est[key], estimate)
             tolerance = np.where(show, t, tolerance)
+        # a kink at x itself (a tie of a max, |x| at 0): both sides resolved to the floor, so
+        # no kink lies inside either side's stencil, and each value between them is a one-sided
+        # directional derivative's convex combination (a subgradient: max of three tied
+        # elements gives w/3 between 0 and w); a kink merely near x leaves the side that
+        # crosses it unresolved (its difference carries a d/h term), and a wrong value outside
+        # the two sides fails
+        at_x = ~smooth
+        for key in ("l", "r"):
+            at_x &= np.isfinite(val[key]) & ~grow[key]
+            at_x &= SAFETY * est[key] <= a_noise + kink_floor
+        lo, hi = np.minimum(lv, r), np.maximum(lv, r)
+        margin = np.maximum(tol("l"), tol("r"))
+        inside = at_x & (status == FAIL) & (analytic >= lo - margin) & (analytic <= hi + margin)
+        status[inside] = NOT_DIFFERENTIABLE
+        numeric = np.where(inside, c, numeric)
+        estimate = np.where(inside, np.maximum(est["l"], est["r"]), estimate)
+        tolerance = np.where(inside, (hi - lo) / 2 + margin, tolerance)
         # a jump of S at x itself (S_2 of |x| at 0): no side is clean, and the one-sided
         # differences grow like 1/h; no derivative exists there to be right or wrong
         jump = ~smooth & (status == FAIL) & ~np.isfinite(best_err) & (grow["l"] | grow["r"])
         status[jump] = NOT_DIFFERENTIABLE
         tolerance = np.where(jump, np.inf, tolerance)
+        # S_k not differentiable at x along e_j: S_(k+1), built on its gradient there (the
+        # rule's choice at the tie), has no derivative to compare at the orders above
+        below = np.zeros_like(at_x)
+        below[:, 1:] = np.cumsum(at_x, axis=1)[:, :-1] > 0
+        above = below & (status != OK)
+        status[above] = NOT_DIFFERENTIABLE
+        tolerance = np.where(above, np.inf, tolerance)
         unresolved = ~smooth & ~np.isfinite(numeric)
         numeric = np.where(unresolved, c, numeric)
         estimate = np.where(unresolved, est["c"], estimate)
         tolerance = np.where(unresolved, tol("c"), tolerance)
-    return _Judged(numeric, estimate, tolerance, status)
+    return _Judged(numeric, estimate, tolerance, status, above, ~smooth)
 
 
 BATCH = 1 << 20  #: input elements per vmap call (rows x the float inputs' size): its memory
@@ -542,12 +593,17 @@ def _check_input(
         tighter = (after == before) & (retry.tolerance < first.tolerance[again])
         # a better verdict counts only if the smaller steps are not noisier: a failure is
         # overturned by an estimate no larger than its own (or a first try that had none, NaN
-        # at a domain edge); a kink by one that is not loose
+        # at a domain edge); a kink, or a failure at one (a one-sided value, O(h^3) and its
+        # spread blind to an h^3 term: svd's sign flip 5e-4 away), by one that is not loose
         loose_at = np.maximum(LOOSE * scale, kink_floor)[None, :]  # all-zero derivatives too
-        bound = np.where(before == _RANK[FAIL], old_est, loose_at)
+        smooth_fail = (before == _RANK[FAIL]) & ~first.kink[again]
+        bound = np.where(smooth_fail, old_est, loose_at)
         bound = np.where(np.isfinite(old_est), np.maximum(bound, old_est), np.inf)
         better = ((after > before) & (new_est <= bound)) | tighter
-        for name in ("numeric", "estimate", "tolerance", "status"):
+        # a kink at x found at a lower order by the smaller steps (sharp sides: their
+        # estimates at the resolution floor) makes the orders above not differentiable
+        better |= retry.inherited & (before == _RANK[FAIL])
+        for name in ("numeric", "estimate", "tolerance", "status", "inherited", "kink"):
             old = getattr(first, name)
             sub = old[again]
             sub[better] = getattr(retry, name)[better]
