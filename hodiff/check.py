@@ -91,6 +91,10 @@ RESOLUTION = (1e-9, 1e-7)
 SAFETY = 3.0  #: tolerance = SAFETY * estimate (+ the analytic side's rounding)
 CLEAN = 0.25  #: a one-sided value is clean when its tolerance is below CLEAN |L - R|
 KINK = 1e-8  #: a left/right gap below KINK (S's terms / x's scale) is rounding, not a kink
+#: a kink is at x itself when both one-sided values are resolved to SHARP |L - R| (or to the
+#: floor): a kink at distance d puts a (d / h) |L - R| term into the side that crosses it, so
+#: kinks closer than ~SHARP h (2e-6 |x| at the first steps) count as at x
+SHARP = 1e-4
 LOOSE = 1e-8  #: a tolerance above LOOSE max|analytic| is retried at the smaller steps
 
 _RANK = {FAIL: 0, NOT_DIFFERENTIABLE: 1, OK: 2}
@@ -269,7 +273,8 @@ def _rounding_scale(s: Variable) -> float:
 
     The magnitude of ``f``'s output alone misses cancellation inside ``f``
     (``sum(w * sinc(x))`` near 0 with ``sum(w) ~ 1e-4``: terms ~1, output ~1e-4).
-    Values without a float gradient (labels, masks) are skipped.
+    Values without a float gradient (labels, masks) are skipped, and products that are not
+    finite (a mask's ``-inf`` times a zero gradient).
     """
     values = [
         x
@@ -281,9 +286,12 @@ def _rounding_scale(s: Variable) -> float:
     ]
     values = list({id(v): v for v in [s, *values]}.values())
     gs = grad(s, values, allow_unused=True, create_graph=False)
-    return float(
-        sum(float(_to_numpy(abs(v.d) * abs(g.d)).sum()) for v, g in zip(values, gs, strict=True))
-    )
+    total = 0.0
+    with np.errstate(all="ignore"):  # -inf scores of a mask times a zero gradient: not counted
+        for v, g in zip(values, gs, strict=True):
+            terms = np.abs(_to_numpy(v.d)) * np.abs(_to_numpy(g.d))
+            total += float(terms[np.isfinite(terms)].sum())
+    return total
 
 
 def _richardson(
@@ -400,7 +408,7 @@ def _judge(
         at_x = ~smooth
         for key in ("l", "r"):
             at_x &= np.isfinite(val[key]) & ~grow[key]
-            at_x &= SAFETY * est[key] <= a_noise + kink_floor
+            at_x &= SAFETY * est[key] <= np.maximum(a_noise + kink_floor, SHARP * gap)
         lo, hi = np.minimum(lv, r), np.maximum(lv, r)
         margin = np.maximum(tol("l"), tol("r"))
         inside = at_x & (status == FAIL) & (analytic >= lo - margin) & (analytic <= hi + margin)
@@ -571,9 +579,18 @@ def _check_input(
     # (a steep function, a domain edge); the better result of each element is kept
     scale = np.max(np.abs(analytic), axis=0) if len(analytic) else np.zeros(analytic.shape[1])
     rank = np.vectorize(_RANK.__getitem__)
+    # an element that passed loosely is retried while smaller steps tighten it (not when its
+    # estimate is rounding, which only grows as the steps shrink)
+    hopeful = np.ones(len(elements), dtype=bool)
     for factor in RETRY:
-        loose = first.tolerance > LOOSE * np.maximum(scale, 1e-300)[None, :]
-        again = [r for r in range(len(elements)) if (first.status[r] != OK).any() or loose[r].any()]
+        # (the tolerance's own floor, a_noise, is not looseness: at orders >= 2 it is 1e-7 of
+        # the scale, and counting it retried every element three times for nothing)
+        loose = first.tolerance > LOOSE * np.maximum(scale, 1e-300)[None, :] + a_noise[None, :]
+        again = [
+            r
+            for r in range(len(elements))
+            if (first.status[r] != OK).any() or (loose[r].any() and hopeful[r])
+        ]
         if not again:
             break
         retry = _judge(
@@ -608,6 +625,7 @@ def _check_input(
             sub = old[again]
             sub[better] = getattr(retry, name)[better]
             old[again] = sub
+        hopeful[again] = (tighter | better).any(axis=1)
     return elements, first
 
 
