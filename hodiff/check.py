@@ -18,9 +18,11 @@ The differences (``eps=None``), per element ``j`` of input ``i``, at the steps
 
 Each comes with an error estimate: the spread of its extrapolation (the last two
 levels of the table) plus the rounding of the stencil, ``100 eps_64 M / h`` summed
-through the extrapolation weights, ``M`` the magnitude of ``S``'s own terms
-(``sum |u * f(x)|``; ``sum_i |v_i * dS/dx_i|`` at higher orders), so a function of
-values ~1e6 or ~1e-6 is checked relative to its own scale. The tolerance of an
+through the extrapolation weights, ``M`` the magnitude of ``S``'s own terms (at
+order 1 the larger of ``sum |u * f(x)|`` and ``sum_z sum |z| |dS/dz|`` over the
+values of ``S``'s recorded graph, which sees cancellation inside ``f``;
+``sum_i |v_i * dS/dx_i|`` at higher orders), so a function of values ~1e6 or ~1e-6
+is checked relative to its own scale. The tolerance of an
 element is three times its estimate plus the analytic side's rounding and the
 resolution floor (``max(1000 eps_64, r_k) max_j |analytic_j|``, ``r_1 = 1e-9``,
 ``r_k = 1e-7`` above), unless ``atol``/``rtol`` are given.
@@ -29,14 +31,18 @@ Kinks: when ``|L - R|`` exceeds their estimates, the stencil crosses a point whe
 ``S`` is not differentiable. The element is then "not differentiable" (a pass)
 if the analytic value matches a clean one-sided (or central) value -- a
 subgradient the rule may legitimately return -- and a failure otherwise, so a
-wrong derivative next to a kink is still caught. A jump of ``S`` at ``x`` itself (no
-clean side, one-sided differences growing like ``1/h``) is "not differentiable" too.
+wrong derivative next to a kink is still caught. When both sides are resolved (their
+estimates below ``SHARP |L - R|`` or the floor) the kink is at ``x`` itself: any value
+between ``L`` and ``R`` is a subgradient ("not differentiable", a pass: three tied
+maxima), and the orders above are not differentiable. A jump of ``S`` at ``x`` itself
+(no clean side, one-sided differences growing like ``1/h``) is "not differentiable" too.
 An element that is not ``ok`` at the first steps is differenced again at steps 16
 times smaller (a kink the stencil only grazed, a steep function, a domain edge),
-then 256 and 4096 times smaller, and keeps the better result (a tolerance looser
-than ``1e-8 max|analytic|`` is retried too). A better verdict counts only if its
-error estimate is no larger than the first one's (a kink's: than ``1e-8
-max|analytic|``), so noise at small steps never overturns a failure.
+then 256 and 4096 times smaller, and keeps the better result (a tolerance more than
+``1e-8 max|analytic|`` above its floor is retried too, while the smaller steps tighten
+it). A better verdict counts only if its error estimate is no larger than the first
+one's (a kink's, or a failure's at a kink: than ``1e-8 max|analytic|``), so noise at
+small steps never overturns a failure.
 
 ``gradcheck(..., fast=True)`` (as PyTorch's fast mode) first checks one number
 per order, the derivative along one random direction over all inputs at once,
@@ -757,8 +763,8 @@ def gradcheck(
     element passes when ``|analytic - numeric| <= 3 estimate`` (plus the analytic
     side's rounding), or ``<= atol + rtol |numeric|`` when either is given. An
     element whose perturbation crosses a kink is reported ``"not differentiable"``
-    (a pass) when the analytic value matches a one-sided difference, a failure
-    otherwise.
+    (a pass) when the analytic value matches a one-sided difference, or lies
+    between the two at a kink at ``x`` itself; a failure otherwise.
 
     Args:
         f: called as ``f(*inputs)`` with Variables; returns a Variable.
