@@ -8,7 +8,9 @@ them), and counts the elements that FAIL and those reported "not differentiable"
 on smooth sampled points both should be zero. Prints one line per row with an alarm
 and a total; ``--out`` appends a JSON line per seed, and seeds already in it are
 skipped (resumable). ``--summarize FILE ...`` prints the counts of such files as JSON
-(points, seeds, failures and not-differentiable reports per row).
+(points, seeds, failures and not-differentiable reports per row). ``--rows NAME ...``
+checks only those rows; their lines replace those rows' results of the seed when
+summarized (a row whose sampling changed, run again).
 """
 
 from __future__ import annotations
@@ -67,9 +69,18 @@ def summarize(paths: list[str]) -> dict:
     for path in paths:
         with open(path) as fh:
             for line in fh:
-                if line.strip():
-                    d = json.loads(line)
-                    per[d["seed"]] = d
+                if not line.strip():
+                    continue
+                d = json.loads(line)
+                rows = d.get("rows")
+                if rows is None or d["seed"] not in per:
+                    per[d["seed"]] = {key: dict(d[key]) for key in ("fail", "nd", "crash")}
+                    continue
+                old = per[d["seed"]]
+                for key in ("fail", "nd", "crash"):
+                    for name in rows:
+                        old[key].pop(name, None)
+                    old[key].update(d[key])
     fail: dict[str, list[int]] = {}
     nd: dict[str, int] = {}
     crash: dict[str, list[int]] = {}
@@ -106,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--order", type=int, default=3)
     parser.add_argument("--out", default=None)
     parser.add_argument("--summarize", nargs="+", default=None, metavar="FILE")
+    parser.add_argument("--rows", nargs="+", default=None, metavar="NAME")
     args = parser.parse_args(argv)
     if args.summarize:
         print(json.dumps(summarize(args.summarize), indent=1))
@@ -115,12 +127,19 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.out) as fh:
             done = {json.loads(line)["seed"] for line in fh if line.strip()}
     specs = [(s, n) for s, n in zip(all_specs(), spec_ids(all_specs()), strict=True) if s.order]
+    if args.rows:
+        unknown = set(args.rows) - {n for _, n in specs}
+        if unknown:
+            parser.error(f"unknown rows: {sorted(unknown)}")
+        specs = [(s, n) for s, n in specs if n in args.rows]
     totals = {"elements": 0, "fail": 0, "nd": 0, "rows": 0, "crash": 0}
     start = time.perf_counter()
     for seed in range(args.start, args.start + args.points):
         if seed in done:
             continue
-        per = {"seed": seed, "fail": {}, "nd": {}, "crash": {}}
+        per: dict = {"seed": seed, "fail": {}, "nd": {}, "crash": {}}
+        if args.rows:
+            per["rows"] = [n for _, n in specs]
         for spec, name in specs:
             top = min(args.order, spec.order)
             try:

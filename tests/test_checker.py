@@ -400,6 +400,8 @@ def test_max_rows_draw_no_two_elements_within_a_step(seed: int) -> None:
         x = _spec(name).sample(seed)[0].ravel()
         assert np.diff(np.sort(x)).min() >= 1e-3
         assert np.diff(np.sort(np.abs(x))).min() >= 1e-3
+    x = _spec("max_pooling_backward").sample(425)[1].ravel()  # its x: 1e-5 apart before
+    assert np.diff(np.sort(x)).min() >= 1e-3
 
 
 @pytest.mark.parametrize("name", ["eigh", "svd", "svd[tall]", "svd[wide]"])

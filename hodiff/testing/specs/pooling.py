@@ -223,7 +223,7 @@ SPECS = [
         ((2, 2, 2, 2), (2, 2, 4, 4)),
         _max_pooling_backward_ref,
         kwargs={"kernel": (2, 2)},
-        **LINEAR,
+        **MAX,
     ),
     # max pooling: default stride; overlapping windows (duplicate maxima); pad and partial
     # windows; 1-D; 3-D
