@@ -619,8 +619,13 @@ def _check_input(
         # at a domain edge); a kink, or a failure at one (a one-sided value, O(h^3) and its
         # spread blind to an h^3 term: svd's sign flip 5e-4 away), by one that is not loose
         loose_at = np.maximum(LOOSE * scale, kink_floor)[None, :]  # all-zero derivatives too
+        # (a smooth failure: by one no larger than its own, or than LOOSE times the element's
+        # own analytic value: the spread of the first steps can miss a term, 7e-9 of
+        # group_normalization's derivative at the sweep's seed 753 against an estimate of
+        # 6.5e-10, while the smaller steps' rounding is 5e-9)
         smooth_fail = (before == _RANK[FAIL]) & ~first.kink[again]
-        bound = np.where(smooth_fail, old_est, loose_at)
+        own = LOOSE * np.abs(analytic[elements][again])
+        bound = np.where(smooth_fail, own, loose_at)
         bound = np.where(np.isfinite(old_est), np.maximum(bound, old_est), np.inf)
         better = ((after > before) & (new_est <= bound)) | tighter
         # a kink at x found at a lower order by the smaller steps (sharp sides: their
