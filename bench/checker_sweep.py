@@ -6,13 +6,18 @@ table declares), checks orders ``1..min(3, spec.order)`` exactly as ``python -m
 hodiff check`` does (tolerances from the differences' estimates unless the row sets
 them), and counts the elements that FAIL and those reported "not differentiable":
 on smooth sampled points both should be zero. Prints one line per row with an alarm
-and a total; ``--out`` appends a JSON line per seed (resumable).
+and a total; ``--out`` appends a JSON line per seed, and seeds already in it are
+skipped (resumable). ``--summarize FILE ...`` prints the counts of such files as JSON
+(points, seeds, failures and not-differentiable reports per row). ``--rows NAME ...``
+checks only those rows; their lines replace those rows' results of the seed when
+summarized (a row whose sampling changed, run again).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import warnings
@@ -58,18 +63,83 @@ def sweep_one(spec, seed: int, top: int) -> tuple[int, int, int, str]:
     return n, bad, nd, msg
 
 
+def summarize(paths: list[str]) -> dict:
+    """The counts of ``--out`` files: every seed once (the last line of a seed wins)."""
+    per: dict[int, dict] = {}
+    for path in paths:
+        with open(path) as fh:
+            for line in fh:
+                if not line.strip():
+                    continue
+                d = json.loads(line)
+                rows = d.get("rows")
+                if rows is None or d["seed"] not in per:
+                    per[d["seed"]] = {key: dict(d[key]) for key in ("fail", "nd", "crash")}
+                    continue
+                old = per[d["seed"]]
+                for key in ("fail", "nd", "crash"):
+                    for name in rows:
+                        old[key].pop(name, None)
+                    old[key].update(d[key])
+    fail: dict[str, list[int]] = {}
+    nd: dict[str, int] = {}
+    crash: dict[str, list[int]] = {}
+    for seed, d in sorted(per.items()):
+        for name in d["fail"]:
+            fail.setdefault(name, []).append(seed)
+        for name, n in d["nd"].items():
+            nd[name] = nd.get(name, 0) + n
+        for name in d["crash"]:
+            crash.setdefault(name, []).append(seed)
+    return {
+        "points": len(per),
+        "seeds": _ranges(sorted(per)),
+        "fail": fail,
+        "not_differentiable": nd,
+        "crash": crash,
+    }
+
+
+def _ranges(seeds: list[int]) -> str:
+    out: list[str] = []
+    for s in seeds:
+        if out and int(out[-1].split("-")[-1]) == s - 1:
+            out[-1] = f"{out[-1].split('-')[0]}-{s}"
+        else:
+            out.append(str(s))
+    return ", ".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--points", type=int, default=10)
     parser.add_argument("--start", type=int, default=1)
     parser.add_argument("--order", type=int, default=3)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--summarize", nargs="+", default=None, metavar="FILE")
+    parser.add_argument("--rows", nargs="+", default=None, metavar="NAME")
     args = parser.parse_args(argv)
+    if args.summarize:
+        print(json.dumps(summarize(args.summarize), indent=1))
+        return 0
+    done: set[int] = set()
+    if args.out and os.path.exists(args.out):
+        with open(args.out) as fh:
+            done = {json.loads(line)["seed"] for line in fh if line.strip()}
     specs = [(s, n) for s, n in zip(all_specs(), spec_ids(all_specs()), strict=True) if s.order]
+    if args.rows:
+        unknown = set(args.rows) - {n for _, n in specs}
+        if unknown:
+            parser.error(f"unknown rows: {sorted(unknown)}")
+        specs = [(s, n) for s, n in specs if n in args.rows]
     totals = {"elements": 0, "fail": 0, "nd": 0, "rows": 0, "crash": 0}
     start = time.perf_counter()
     for seed in range(args.start, args.start + args.points):
-        per = {"seed": seed, "fail": {}, "nd": {}, "crash": {}}
+        if seed in done:
+            continue
+        per: dict = {"seed": seed, "fail": {}, "nd": {}, "crash": {}}
+        if args.rows:
+            per["rows"] = [n for _, n in specs]
         for spec, name in specs:
             top = min(args.order, spec.order)
             try:

@@ -20,8 +20,10 @@ from hodiff.check import NOT_DIFFERENTIABLE
 from hodiff.cli_check import run_mutate
 from hodiff.function import Slot
 from hodiff.functions.math import Sin, Tanh
-from hodiff.testing import dot_product_test
+from hodiff.testing import all_specs, dot_product_test, spec_ids
+from hodiff.testing.harness import outputs_of, scalarized
 from hodiff.testing.mutate import mutated
+from hodiff.testing.spec import avoid_kinks
 
 X = np.array([[0.3, -1.1, 2.0], [0.7, -0.4, 1.3]])
 
@@ -275,3 +277,151 @@ def test_every_primitive_mutant_is_caught(capsys: Any) -> None:
     assert run_mutate(order=3) == 0, capsys.readouterr().out
     out = capsys.readouterr().out
     assert "survivors" not in out
+
+
+# ---------------------------------------------------------------- the sweep's false alarms
+class SplitMax(hd.Function):
+    """max over axis 1 whose rule gives each of ``n`` tied maxima ``(1 + rel) / n``."""
+
+    def __init__(self, rel: float) -> None:
+        super().__init__()
+        self.rel = rel
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        outputs[0] = inputs[0].max(axis=1)
+
+    def backward_impl(
+        self,
+        inputs: Sequence[Slot],
+        outputs: Sequence[Slot],
+        prop_down: Sequence[bool],
+        accum: Sequence[bool],
+    ) -> None:
+        if prop_down[0]:
+            data = inputs[0].data
+            x = getattr(data, "d", data)
+            mask = (x == x.max(axis=1, keepdims=True)).astype(np.float64)
+            n = mask.sum(axis=1, keepdims=True)
+            share = mask / n * np.where(n > 1, 1 + self.rel, 1.0)
+            inputs[0].store(F.reshape(outputs[0].grad, (-1, 1)) * share, accum[0])
+
+
+#: the sweep's norm[inf] at seed 686: the sampler moved three elements to exactly 0.15
+TIED = np.array([[0.15, 0.15, 0.15], [-1.87405354, -0.83884231, -1.9045209]])
+
+
+def test_an_exact_tie_of_a_max_is_not_differentiable_at_every_order() -> None:
+    """The rule's ``w/3`` lies between the one-sided ``0`` and ``w``: a subgradient, not
+    the central ``w/2`` (it was reported FAIL); the orders above have no derivative."""
+    report = hd.gradcheck(lambda x: F.norm(x, p=np.inf, axis=1), TIED)
+    assert report
+    assert {r.element for r in report.not_differentiable()} == {(0, 0), (0, 1), (0, 2)}
+    report = hd.gradcheck(lambda x: F.norm(x, p=np.inf, axis=1) ** 3, TIED, order=3)
+    assert report
+    tied = {((0, j), k) for j in range(3) for k in (1, 2, 3)}
+    assert {(r.element, r.order) for r in report.not_differentiable()} == tied
+    assert all(r.status == "ok" for r in report.rows if r.element[0] == 1)
+
+
+def test_a_wrong_share_of_a_tie_outside_the_one_sided_values_fails() -> None:
+    assert hd.gradcheck(lambda x: SplitMax(0.0)(x), TIED)
+    assert hd.gradcheck(lambda x: SplitMax(2.0)(x), TIED)  # 1 each: the right side itself
+    for rel in (2.0 + 3e-6, -1.0 - 3e-6):  # each tied element (1 + 1e-6) w, or -1e-6 w / 3
+        report = hd.gradcheck(lambda x, rel=rel: SplitMax(rel)(x), TIED, raise_exception=False)
+        assert not report
+        assert {r.element for r in report.failures()} == {(0, 0), (0, 1), (0, 2)}
+
+
+#: the sweep's svd at seed 688 (old sampler): the first column of u has its two largest
+#: |entries| 2e-5 apart, so its sign flips 1e-4..1e-3 away from a[0, 0, 0]
+SVD_688 = np.array(
+    [
+        [
+            [1.0398905256802318, -1.7497860381884522, 1.313557191677299],
+            [1.4041581399001213, 1.2021138713175152, -1.2951881735297877],
+            [0.8082074592211812, 1.4277870011491558, 0.12068541854993262],
+        ],
+        [
+            [0.32028019047218015, -0.4031277198159995, 1.7298298218409924],
+            [-2.1809895130349517, 1.468820625142898, -0.5833883330685301],
+            [-0.9175814555484596, -1.3023192345239398, 1.162997993732513],
+        ],
+    ]
+)
+
+
+def test_a_right_svd_next_to_a_sign_flip_passes() -> None:
+    """The first steps cross the flip; the clean side's O(h^3) value was 2e-6 off with an
+    estimate of 2e-10 (its spread blind to an h^3 term): smaller steps settle it."""
+    rng = np.random.default_rng(689)
+    ws = [rng.standard_normal(s) for s in ((2, 3, 3), (2, 3), (2, 3, 3))]
+
+    def f(a: hd.Variable) -> hd.Variable:
+        u, s, vh = F.svd(a)
+        return F.sum(u * ws[0]) + F.sum(s * ws[1]) + F.sum(vh * ws[2])
+
+    report = hd.gradcheck(f, SVD_688, order=3, seed=688)
+    assert report
+    assert not any(
+        r.element == (0, 0, 0) and r.order == 2 and r.status != "ok" for r in report.rows
+    )
+
+
+def test_rounding_inside_f_sets_the_estimate_at_a_flat_point() -> None:
+    """The sweep's sinc[at_zero] at seed 307: sum(w) ~ 3e-4 makes f's output 1e-4 while its
+    terms are ~1; their rounding, not the output's, is what the differences carry."""
+    x = np.array([0.0, 1e-4, -2e-4, 5e-4])
+    w = np.random.default_rng(308).standard_normal(4)
+    report = hd.gradcheck(lambda x: F.sum(F.sinc(x) * w), x, seed=307)
+    assert report
+    row = next(r for r in report.rows if r.element == (1,))
+    assert row.error > 1e-7 * abs(row.analytic)  # the rounding is really there
+    assert row.tolerance > row.error
+
+
+def _spec(name: str) -> Any:
+    specs = all_specs()
+    return dict(zip(spec_ids(specs), specs, strict=True))[name]
+
+
+def test_the_sampler_moves_elements_out_of_a_kink_gap_without_making_ties() -> None:
+    moved = avoid_kinks(np.array([0.03, 0.05, -0.04, 0.0, 1.0]), (0.0,), 0.1)
+    assert (np.abs(moved[:4]) >= 0.15).all()
+    assert moved[4] == 1.0
+    assert len(set(np.abs(moved).tolist())) == 5  # all at 0.15 before
+    x = _spec("norm[inf]").sample(686)[0]  # the sweep's three-way tie at 0.15
+    assert len(set(np.abs(x).ravel().tolist())) == x.size
+
+
+@pytest.mark.parametrize("seed", [98, 171, 193, 299, 548, 638, 686, 721, 745])
+def test_max_rows_draw_no_two_elements_within_a_step(seed: int) -> None:
+    """The seeds where the sweep found two inputs of a pooling window within a step."""
+    rows = ["max_pooling", "max_pooling[overlap_channel_last]", "max_pooling[pad_border]"]
+    for name in [*rows, "max_pooling[1d]", "max_pooling[3d]", "norm[inf]"]:
+        x = _spec(name).sample(seed)[0].ravel()
+        assert np.diff(np.sort(x)).min() >= 1e-3
+        assert np.diff(np.sort(np.abs(x))).min() >= 1e-3
+    x = _spec("max_pooling_backward").sample(425)[1].ravel()  # its x: 1e-5 apart before
+    assert np.diff(np.sort(x)).min() >= 1e-3
+
+
+@pytest.mark.parametrize("name", ["eigh", "svd", "svd[tall]", "svd[wide]"])
+def test_eigh_and_svd_draws_keep_away_from_a_sign_flip(name: str) -> None:
+    """Each vector's two largest |entries| 2% apart (seed 688 drew a pair 2e-5 apart)."""
+    for seed in (688, 1, 2, 3):
+        a = _spec(name).sample(seed)[0]
+        vectors = np.linalg.eigh(a)[1] if name == "eigh" else np.linalg.svd(a)[0]
+        top = np.sort(np.abs(vectors), axis=-2)
+        assert (top[..., -1, :] - top[..., -2, :] >= 0.02).all()
+
+
+def test_a_failure_the_first_spread_missed_is_settled_by_smaller_steps() -> None:
+    """The sweep's group_normalization at seed 753: the first steps' value was 7e-9 off
+    (relative 6e-9) with an estimate of 6.5e-10; the smaller steps' estimate, 5e-9 (their
+    rounding), is above that one but below 1e-8 of the element's derivative."""
+    spec = _spec("group_normalization")
+    xs = spec.sample(753)
+    rng = np.random.default_rng(754)
+    ys = outputs_of(spec.fn(*xs, **spec.kwargs))
+    ws = [rng.standard_normal(y.shape) for y in ys]
+    assert hd.gradcheck(scalarized(spec, ws, 1), xs, order=3, seed=753)

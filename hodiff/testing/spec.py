@@ -25,6 +25,9 @@ class Spec:
         kwargs: static arguments.
         domain: sampling interval of float inputs.
         kinks: points where the function is not smooth; samples avoid them.
+        distinct: float inputs are drawn with every two elements, and every two
+            magnitudes, at least this far apart (ties of a max are kinks: pooling,
+            ``norm(p=inf)``); 0: no such rule.
         order: highest derivative order checked against finite differences
             (0: not differentiable, forward only).
         linear: the function is linear in its float inputs, so orders >= 2 are
@@ -45,6 +48,7 @@ class Spec:
     domain: tuple[float, float] = (-2.0, 2.0)
     kinks: tuple[float, ...] = ()
     gap: float = 0.1
+    distinct: float = 0.0
     order: int = 3
     linear: bool = False
     atol: float | None = None
@@ -69,17 +73,43 @@ class Spec:
                 out.append(np.asarray(a(rng)))
                 continue
             x = avoid_kinks(rng.uniform(lo, hi, size=a), self.kinks, self.gap)
+            if self.distinct:
+                x = _without_ties(
+                    x,
+                    lambda n: avoid_kinks(rng.uniform(lo, hi, n), self.kinks, self.gap),
+                    self.distinct,
+                )
             out.append(np.asarray(x, dtype=np.float64))
         return out
 
 
 def avoid_kinks(x: Any, kinks: tuple[float, ...], gap: float) -> np.ndarray:
-    """``x`` with every element closer than ``gap`` to a kink moved to ``kink +- 1.5 gap``."""
+    """``x`` with every element closer than ``gap`` to a kink moved to
+    ``kink +- (1.5 gap + 0.5 |x - kink|)``: out of the gap, and distinct elements stay
+    distinct (moving them all to ``kink + 1.5 gap`` made exact ties: a kink of a max).
+    """
     x = np.asarray(x, dtype=np.float64)
     for k in kinks:
         near = np.abs(x - k) < gap
-        x = np.where(near, k + np.where(x >= k, gap, -gap) * 1.5, x)
+        x = np.where(near, k + np.where(x >= k, 1.0, -1.0) * (1.5 * gap + 0.5 * np.abs(x - k)), x)
     return x
+
+
+def _without_ties(x: np.ndarray, draw: Callable[[int], np.ndarray], distinct: float) -> np.ndarray:
+    """``x`` with the elements closer than ``distinct`` to another one (in value or in
+    magnitude) drawn again by ``draw(n)`` until there are none.
+    """
+    flat = np.array(x, dtype=np.float64).reshape(-1)
+    for _ in range(1000):
+        bad = np.zeros(flat.size, dtype=bool)
+        for values in (flat, np.abs(flat)):
+            order = np.argsort(values, kind="stable")
+            close = np.diff(values[order]) < distinct
+            bad[order[1:][close]] = True
+        if not bad.any():
+            return flat.reshape(np.shape(x))
+        flat[bad] = draw(int(bad.sum()))
+    raise ValueError(f"Spec.sample: cannot draw {flat.size} elements {distinct} apart")
 
 
 def labels(shape: tuple[int, ...], n: int) -> Callable[[np.random.Generator], np.ndarray]:

@@ -46,6 +46,17 @@ def _svd_ref(a: np.ndarray, full_matrices: bool = True) -> tuple[np.ndarray, ...
     return u_flipped, s, vh
 
 
+#: the sign convention (each vector's largest |entry| positive) flips a vector where its two
+#: largest |entries| tie: a jump the draws keep this far away (the checker's steps are 2%)
+SIGN_GAP = 0.02
+
+
+def _signs_settled(vectors: np.ndarray) -> bool:
+    """Whether every column's two largest |entries| differ by at least ``SIGN_GAP``."""
+    top = np.sort(np.abs(vectors), axis=-2)
+    return bool((top[..., -1, :] - top[..., -2, :] >= SIGN_GAP).all())
+
+
 def near(scale: float, shape: tuple[int, ...]) -> Draw:
     return lambda rng: scale * np.eye(shape[-1]) + rng.uniform(-0.5, 0.5, size=shape)
 
@@ -64,6 +75,8 @@ def symmetric(shape: tuple[int, ...]) -> Draw:
     def draw(rng: np.random.Generator) -> np.ndarray:
         n = shape[-1]
         q, _ = np.linalg.qr(rng.standard_normal(shape))
+        while not _signs_settled(q):
+            q, _ = np.linalg.qr(rng.standard_normal(shape))
         w = 1.0 + 1.5 * np.arange(n) + rng.uniform(-0.2, 0.2, size=shape[:-1])
         return (q * w[..., None, :]) @ np.swapaxes(q, -1, -2)
 
@@ -78,6 +91,9 @@ def spread(shape: tuple[int, ...]) -> Draw:
         k = min(m, n)
         u, _ = np.linalg.qr(rng.standard_normal((*shape[:-2], m, k)))
         v, _ = np.linalg.qr(rng.standard_normal((*shape[:-2], n, k)))
+        while not (_signs_settled(u) and _signs_settled(v)):
+            u, _ = np.linalg.qr(rng.standard_normal((*shape[:-2], m, k)))
+            v, _ = np.linalg.qr(rng.standard_normal((*shape[:-2], n, k)))
         s = 1.0 + np.arange(k) + rng.uniform(-0.2, 0.2, size=(*shape[:-2], k))
         return (u * s[..., None, :]) @ np.swapaxes(v, -1, -2)
 

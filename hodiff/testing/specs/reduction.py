@@ -224,6 +224,7 @@ SPECS = [
         _norm,
         kwargs={"p": np.inf, "axis": 1},
         kinks=(0.0,),
+        distinct=1e-3,
         linear=True,
         id="inf",
     ),
