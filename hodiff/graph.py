@@ -349,7 +349,7 @@ class _Following:
         new nodes as parents, numbered inside the old interval.
         """
         t0 = next(_function._seq)
-        token = _auto_forward_off()
+        token = _auto_forward.set(False)  # the call links nodes; the forward computes them
         try:
             out = trace.fn(*trace.args, **trace.kwargs)
         except (ValueError, TypeError) as e:
@@ -357,7 +357,7 @@ class _Following:
                 f"reset_shape: {trace.name} refuses the new shapes of its inputs: {e}"
             ) from e
         finally:
-            _auto_forward_restore(token)
+            _auto_forward.reset(token)
         t1 = next(_function._seq)
         news = list(out) if isinstance(out, tuple | list) else [out]
         if len(news) != len(trace.outs):
@@ -442,14 +442,6 @@ def _renumber(nodes: list[Function], t0: float, t1: float) -> None:
     for k, f in enumerate(nodes, 1):
         f.seq = t0 + k * step  # type: ignore[assignment]
         f._in_shapes = [x._shape for x in f.inputs]  # type: ignore[attr-defined]
-
-
-def _auto_forward_off() -> Any:
-    return _auto_forward.set(False)
-
-
-def _auto_forward_restore(token: Any) -> None:
-    _auto_forward.reset(token)
 
 
 def _check_follows(f: Function, seen: list[tuple[int, ...]], now: list[tuple[int, ...]]) -> None:

@@ -67,9 +67,7 @@ class WrongRelu(hd.Function):
         accum: Sequence[bool],
     ) -> None:
         if prop_down[0]:
-            mask = F.greater_scalar(inputs[0].data, 0.0) if hasattr(F, "greater_scalar") else None
-            if mask is None:
-                mask = inputs[0].data > 0.0
+            mask = F.greater_scalar(inputs[0].data, 0.0)
             inputs[0].store(outputs[0].grad * mask * (1 + self.rel), accum[0])
 
 

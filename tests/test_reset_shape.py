@@ -64,14 +64,18 @@ def _same(a: np.ndarray, b: np.ndarray) -> bool:
     return a.shape == b.shape and np.allclose(a, b, rtol=1e-12, atol=1e-13, equal_nan=True)
 
 
-def _follow(spec, xs, axis, which) -> str:
-    """'ok', 'refuses', or 'n/a' (the new inputs do not fit the function, or it draws)."""
+def _follow(spec, xs, axis, which, static: bool = True) -> str:
+    """'ok', 'refuses', or 'n/a' (the new inputs do not fit the function, or it draws).
+
+    ``static``: the graph is built define-then-run (its functions keep their calls and are
+    made again); otherwise define-by-run (its nodes follow by their own rules).
+    """
     new = _grown(xs, axis, which)
     try:
         fresh = _values(spec, new)
     except Exception:
         return "n/a"  # the function itself does not take these shapes
-    with hd.auto_forward(False):
+    with hd.auto_forward(not static):
         vs = [Variable.from_array(a, need_grad=is_float(a)) for a in xs]
         ys = outputs_of(spec.fn(*vs, **spec.kwargs))
     for y in ys:
@@ -113,11 +117,12 @@ def _follow(spec, xs, axis, which) -> str:
     return "ok"
 
 
+@pytest.mark.parametrize("static", [True, False], ids=["static", "dynamic"])
 @pytest.mark.parametrize("spec", SPECS, ids=IDS)
-def test_every_row_follows_a_new_shape_or_refuses(spec):
+def test_every_row_follows_a_new_shape_or_refuses(spec, static):
     xs = spec.sample(0)
     for axis, which in _changes(xs):
-        _follow(spec, xs, axis, which)
+        _follow(spec, xs, axis, which, static)
 
 
 def test_most_rows_follow_a_new_batch_size():

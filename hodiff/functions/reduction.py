@@ -131,18 +131,21 @@ class Mean(Sum):
         super().__init__(axis=axis, keepdims=keepdims)
         self.ddof = int(ddof)
 
+    def _count(self, shape: Sequence[int]) -> int:
+        """``n - ddof`` for an input of ``shape``."""
+        return math.prod(shape[a] for a in self._axes(len(shape))) - self.ddof
+
     def _scale(self, shape: Sequence[int]) -> float:
-        n = math.prod(shape[a] for a in self._axes(len(shape))) - self.ddof
+        n = self._count(shape)
         return 1.0 / n if n else math.nan
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         specs = super().setup_impl(inputs)
-        shape = inputs[0].shape
-        n = math.prod(shape[a] for a in self._axes(len(shape)))
-        if self.ddof and n - self.ddof <= 0:
+        shape = tuple(inputs[0].shape)
+        if self.ddof and self._count(shape) <= 0:
             raise ValueError(
-                f"{self.name}: ddof={self.ddof} leaves {n - self.ddof} degrees of freedom for "
-                f"the {n} elements reduced over axis={self.axis} of x of shape {tuple(shape)}"
+                f"{self.name}: ddof={self.ddof} leaves {self._count(shape)} degrees of freedom "
+                f"for the elements reduced over axis={self.axis} of x of shape {shape}"
             )
         return specs
 
