@@ -1083,10 +1083,8 @@ def _plain_pass(
                 o = refs()
                 gy = None if o is None else grads.get(o) if o in wanted else grads.pop(o, None)
                 if gy is None and (gy := _left_for(f, handoff)) is None:
-                    _pass.reset(stoken)  # no gradient reached the node: its leaves are
-                    stoken = None  # counted all the same (user code may run: not in this pass)
+                    # no gradient reached the node: its leaves are counted all the same
                     yield from _skipped(f, leaves, leaf_uses, grads, handed, root, clear_buffer)
-                    stoken = _pass.set(scope)
                     continue
                 if mark and o is not None and o is not root:
                     o._grad = gy if keep else freed
@@ -1098,10 +1096,7 @@ def _plain_pass(
                 force = bool(handoff) and f in handoff
                 out_slots = _out_slots(f, grads, wanted, keep, root, handed, False, force)
                 if not out_slots:
-                    _pass.reset(stoken)
-                    stoken = None
                     yield from _skipped(f, leaves, leaf_uses, grads, handed, root, clear_buffer)
-                    stoken = _pass.set(scope)
                     continue
             inputs = f.inputs
             n = len(inputs)
@@ -1165,18 +1160,19 @@ def _skipped(
     """A node of the plain pass that no gradient reached: its values are freed (with
     ``clear_buffer``) and the leaves it would have sent to are counted down, so that a leaf
     whose other consumers ran is still committed (e.g. a weight reached only through a
-    recorded gradient graph, whose forward node gets no gradient). Runs outside raw mode:
-    the caller yields what it yields.
+    recorded gradient graph, whose forward node gets no gradient). What it yields, the
+    user's code sees outside raw mode and outside the pass's scope.
     """
     if clear_buffer:
         _free_values(f, root)
     if leaves:
         done = _final_leaves(leaves, leaf_uses, grads, handed)
         if done:
-            token = _raw.set(False)
+            token, stoken = _raw.set(False), _pass.set(None)
             try:
                 yield from done
             finally:
+                _pass.reset(stoken)
                 _raw.reset(token)
 
 
