@@ -673,7 +673,8 @@ class Elementwise(Function, register=False):
     ufunc: ClassVar[str] = ""
     _np_ufunc: ClassVar[Any] = None  # numpy's function named by ufunc (set per subclass)
     batch_rule = _batching.elementwise  # hd.vmap: broadcasting carries the batch axis
-    shape_generic = True
+    shape_generic = True  # reset_shape: an elementwise rule fits inputs of any shape and rank
+    follows_rank = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
