@@ -449,8 +449,9 @@ def _check_follows(f: Function, seen: list[tuple[int, ...]], now: list[tuple[int
     why = ""
     if f._shape_bound == "hd.grad":
         why = (
-            "it was recorded by hd.grad (a gradient graph holds the shapes it was made for): "
-            "call hd.grad again after reset_shape"
+            "it was made by the rules of hd.vmap, or of hd.grad in define-by-run mode (they "
+            "hold the shapes they were made for): call hd.grad or hd.vmap again after "
+            "reset_shape"
         )
     elif f._shape_bound:
         why = (

@@ -234,7 +234,8 @@ def test_a_gradient_graph_of_a_dynamic_graph_refuses_and_names_hd_grad():
     penalty = _penalty(x)  # define-by-run: the gradient graph keeps no call
     before = penalty.d.copy()
     x.reset_shape((5, 3), force=True)
-    with pytest.raises(ShapeResetError, match=r"hd\.grad.*call hd\.grad again"):
+    why = r"hd\.grad in define-by-run.*call hd\.grad or hd\.vmap again"
+    with pytest.raises(ShapeResetError, match=why):
         penalty.forward()
     x.reset_shape((2, 3), force=True)  # nothing was touched: back at the old shape it runs
     x.d = np.ones((2, 3))
@@ -398,3 +399,21 @@ def test_a_reverse_pass_after_a_reset_without_forward_raises_before_touching_any
     y.forward()
     y.backward()
     np.testing.assert_array_equal(x.g, np.full((5, 3), 2.0))
+
+
+def test_a_vmap_result_refuses_and_names_vmap():
+    # hd.vmap's batching rules are made for the batch's shapes: a static graph of a vmap
+    # refuses a new batch (it never computes with the old shapes)
+    def f(v):
+        return F.cumsum(F.softmax(v, axis=0) * 2.0, axis=0)
+
+    with hd.auto_forward(False):
+        x = Variable((3, 5), dtype=np.float64)
+        y = hd.vmap(f)(x)
+    x.d = np.linspace(0.0, 1.0, 15).reshape(3, 5)
+    y.forward()
+    np.testing.assert_allclose(y.d, hd.vmap(f)(Variable.from_array(x.d)).d, rtol=1e-14)
+    x.reset_shape((4, 5), force=True)
+    with pytest.raises(ShapeResetError, match=r"hd\.vmap"):
+        y.forward()
+    assert y.shape == (3, 5)
