@@ -21,7 +21,9 @@ input values and runs the segment's own rules:
   In a plain pass that differentiates both (a gradient penalty), the recorded gradient
   leaves the part of its pass through ``f``'s rules to the forward checkpoint of the same
   segment, which runs ``f``'s rules once on the sum (:meth:`Checkpoint._vjp_values`,
-  through the pass's ``graph.PassScope.handoff``).
+  through the pass's ``graph.PassScope.handoff``), and, within the memory the pass has
+  freed, the values of ``f`` it recomputed, so that the forward checkpoint does not
+  compute them again.
 
 Random functions inside ``f`` draw the same numbers when ``f`` is recomputed: the seeds the
 first run's random nodes took from the global generator are recorded on a tape
@@ -290,6 +292,7 @@ class Checkpoint(Function, register=False):
         scope = graph.current_pass()  # this pass's; the segment's own passes have their own
         handed = scope.handoff.pop(self, None) if scope is not None else None
         if handed is not None:
+            scope.held -= handed.nbytes  # type: ignore[union-attr]
             handed.check(self)
         n = len(self.positions)
         known = self.inputs
@@ -367,7 +370,10 @@ class Checkpoint(Function, register=False):
         It is left when the frontier's gradients take no more memory than the gradients it
         replaces (those F's part would make for ``node``'s inputs that G's part did not
         already give one), so the pass keeps no more than without the hand-over; otherwise
-        F's part runs here.
+        F's part runs here. With the frontier go the values F's rules read, as this pass
+        computed them (:func:`_read_values`), when they fit in the memory the pass has
+        freed less what its hand-overs hold (``scope.freed - scope.held``): ``node`` then
+        does not recompute ``f``.
         """
         assert isinstance(self.f, _Vjp)
         node = self.f.node
@@ -398,7 +404,12 @@ class Checkpoint(Function, register=False):
             if size <= budget:
                 place = _places(fouts, fvars, start, linked)
                 if place is not None:
-                    scope.handoff[node] = _Handed(self, node, *place, fgrads)
+                    # the values too, within the memory the pass has freed (so that it
+                    # never holds more for them than when it began)
+                    values = _read_values(place[2], scope.freed - scope.held - size)
+                    handed = _Handed(self, node, *place[:2], fgrads, values)
+                    scope.handoff[node] = handed
+                    scope.held += handed.nbytes
                     return gs
         _trim([*fvars], start, linked)  # before F's part: the values F's rules do not read
         del fouts
@@ -619,7 +630,8 @@ class _Kept:
         if handed is not None:
             roots = [*self.outs, *handed.locate(node, self.nodes)]
             seeds = [*gys, *handed.grads]
-            plan, run = self._plan(wrt, roots)
+            bound = handed.bind(self.nodes)  # what the gradient's pass computed: not again
+            plan, run = self._plan(wrt, roots, bound)
         else:
             roots, seeds = self.outs, gys
             entry = self.plans.get(tuple(wanted))
@@ -675,10 +687,13 @@ class _Kept:
             self.drop()
             raise
 
-    def _plan(self, wrt: list[Variable], roots: list[Variable]) -> tuple[Any, _Run]:
+    def _plan(
+        self, wrt: list[Variable], roots: list[Variable], bound: set[int] | None = None
+    ) -> tuple[Any, _Run]:
         """The pass from ``roots`` towards ``wrt``, and the nodes whose values it reads
         (or that compute those), in creation order, each with the values to free once it
-        ran (computed by an earlier one only to compute a later one's).
+        ran (computed by an earlier one only to compute a later one's). A node whose
+        needed outputs are all ``bound`` (their values set already) does not run.
         """
         plan = _segment_plan(roots, wrt, self.start)
         read: set[int] = set()  # the values the pass's rules read
@@ -690,9 +705,15 @@ class _Kept:
                 if f.needs_input(i):
                     read.add(id(x))
         needed = set(read)
+        bound = bound or set()
         run: list[Function] = []
         for f in reversed(self.nodes):
-            if id(f) in go or any(id(r()) in needed for r in f._outputs):
+            outs = [id(r()) for r in f._outputs]
+            if id(f) in go:
+                wants = [k for k in outs if k != id(None)]
+            else:
+                wants = [k for k in outs if k in needed]
+            if wants and not all(k in bound for k in wants):
                 run.append(f)
                 needed.update(id(x) for x in f.inputs)
         run.reverse()
@@ -731,7 +752,7 @@ class _Handed:
     the node's inputs' versions when the gradient recomputed it.
     """
 
-    __slots__ = ("giver", "grads", "places", "shape", "versions")
+    __slots__ = ("giver", "grads", "nbytes", "places", "shape", "values", "versions")
 
     def __init__(
         self,
@@ -740,9 +761,15 @@ class _Handed:
         shape: list[tuple[type, int, int]],
         places: list[tuple[int, int]],
         grads: list[Any],
+        values: list[tuple[int, int, Any]] | None = None,
     ) -> None:
         self.giver = giver.name
         self.shape, self.places, self.grads = shape, places, grads
+        #: the values of ``f``'s graph its rules read, as the gradient's pass computed them
+        #: (see :func:`_read_values`), or None
+        self.values = values
+        #: the bytes it holds (counted in the pass's ``held``)
+        self.nbytes = sum(g.nbytes for g in grads) + sum(a.nbytes for *_, a in values or ())
         self.versions = [getattr(x, "_version", 0) for x in node.inputs]
 
     def check(self, node: Checkpoint) -> None:
@@ -781,6 +808,19 @@ class _Handed:
             found.append(v)
         return found
 
+    def bind(self, nodes: list[Function]) -> set[int]:
+        """Sets the handed values on their variables in ``nodes`` (``node``'s graph of
+        ``f``, already checked by :meth:`locate`); returns their ids.
+        """
+        bound: set[int] = set()
+        for k, j, a in self.values or ():
+            v = nodes[k]._outputs[j]()
+            if v is not None and v._shape == a.shape:
+                v._data = a
+                bound.add(id(v))
+        self.values = None
+        return bound
+
 
 def _shape_of(nodes: Sequence[Function]) -> list[tuple[type, int, int]]:
     """Each node's type and numbers of inputs and outputs (what does not depend on which
@@ -791,11 +831,11 @@ def _shape_of(nodes: Sequence[Function]) -> list[tuple[type, int, int]]:
 
 def _places(
     fouts: list[Variable], fvars: list[Variable], start: int, linked: int
-) -> tuple[list[tuple[type, int, int]], list[tuple[int, int]]] | None:
-    """The shape of ``f``'s graph (of ``fouts``, made after ``start`` up to ``linked``)
-    and the place (node, output) of each of ``fvars`` in it; None if one is not in it, or
-    is neither an output of ``f`` nor read by a node of ``f`` (then only the gradient graph
-    holds it, and ``f``'s graph without it would not).
+) -> tuple[list[tuple[type, int, int]], list[tuple[int, int]], list[Function]] | None:
+    """The shape of ``f``'s graph (of ``fouts``, made after ``start`` up to ``linked``),
+    the place (node, output) of each of ``fvars`` in it and its nodes (in creation order);
+    None if one is not in it, or is neither an output of ``f`` nor read by a node of ``f``
+    (then only the gradient graph holds it, and ``f``'s graph without it would not).
     """
     nodes = [f for f in graph.topological_order(fouts) if start < f.seq <= linked]
     index = {id(f): k for k, f in enumerate(nodes)}
@@ -810,7 +850,43 @@ def _places(
         if j is None:
             return None
         places.append((k, j))
-    return _shape_of(nodes), places
+    return _shape_of(nodes), places, nodes
+
+
+def _read_values(nodes: list[Function], limit: int) -> list[tuple[int, int, Any]] | None:
+    """The values of ``f``'s recomputed graph (its ``nodes``, in creation order) that its
+    rules read, each with its place (node, output): all of them, when every one is still
+    computed and they take at most ``limit`` bytes; otherwise None.
+
+    Handed to the forward checkpoint of the segment with the frontier's gradients, they
+    spare it the recomputation: its pass then reads the very values the gradient's pass
+    computed from the same inputs (the version check guards them, :meth:`_Handed.check`).
+    """
+    index = {id(f): k for k, f in enumerate(nodes)}
+    read: dict[int, Variable] = {}
+    for f in nodes:
+        for i, x in enumerate(f.inputs):
+            if f.needs_input(i) and x.parent is not None and id(x.parent) in index:
+                read[id(x)] = x
+        if f.need_outputs:
+            for r in f._outputs:
+                o = r()
+                if o is not None:
+                    read[id(o)] = o
+    out = []
+    size = 0
+    for v in read.values():
+        a = v._data
+        if a is None:
+            return None
+        size += getattr(a, "nbytes", 0)
+        if size > limit:
+            return None
+        p = v.parent
+        assert p is not None
+        j = next(j for j, r in enumerate(p._outputs) if r() is v)
+        out.append((index[id(p)], j, a))
+    return out
 
 
 def _frontier(outs: Sequence[Variable], start: int, linked: int) -> list[Variable]:

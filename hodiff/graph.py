@@ -988,12 +988,20 @@ class PassScope:
     (with zero gradients), so that nothing left for it is lost; whatever is left when the
     pass ends (also when it stops early) is dropped with the pass, so no entry outlives
     it.
+
+    ``freed``: the bytes of the values this pass has freed so far (``clear_buffer``), and
+    ``held``: the bytes that entries of ``handoff`` hold (a rule adds what it leaves there,
+    the node that takes it subtracts it). A rule that could spare work by keeping more
+    alive may spend ``freed - held``: memory the pass has already given back, so the pass
+    never holds more for it than it held when it began.
     """
 
-    __slots__ = ("_nodes", "_plan", "handoff")
+    __slots__ = ("_nodes", "_plan", "freed", "handoff", "held")
 
     def __init__(self, plan: _Plan) -> None:
         self.handoff: dict[Function, Any] = {}
+        self.freed = 0
+        self.held = 0
         self._plan = plan
         self._nodes: set[Function] | None = None
 
@@ -1124,7 +1132,7 @@ def _plain_pass(
                 _run_general(f, prop, out_slots, grads, False)
             x_slot.data = x_slot.grad = b_slot.data = b_slot.grad = y_slot.data = y_slot.grad = None
             if clear_buffer:
-                _free_values(f, root)
+                scope.freed += _free_values(f, root)
             if leaves and (done := _final_leaves(leaves, leaf_uses, grads, handed)):
                 _raw.reset(token)  # user code runs between yields: not in raw mode,
                 _pass.reset(stoken)  # nor in this pass
@@ -1193,13 +1201,20 @@ def _run_general(
             grads[v] = g if graph_mode or type(g) is np.ndarray else as_array(g)
 
 
-def _free_values(f: Function, root: Variable | None) -> None:
-    """``clear_buffer``: frees the values of ``f``'s outputs (not the root's) once it ran."""
+def _free_values(f: Function, root: Variable | None) -> int:
+    """``clear_buffer``: frees the values of ``f``'s outputs (not the root's) once it ran;
+    returns the bytes freed (of arrays that own their memory).
+    """
     f._ydata = None
+    n = 0
     for r in f._outputs:
         o = r()
         if o is not None and o is not root:
+            a = o._data
+            if a is not None and getattr(a, "base", 0) is None:
+                n += a.nbytes
             o._data = None
+    return n
 
 
 def _final_leaves(

@@ -177,6 +177,60 @@ def test_gradient_penalty_through_the_segment() -> None:
         same(a, b)
 
 
+def test_a_gradient_penalty_recomputes_each_segment_once_when_the_pass_freed_memory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # loss = mean(D(x)) + 10 mean(|dD(x_hat)/dx_hat|^2), every layer of D checkpointed. The
+    # reverse pass (clear_buffer=True) first goes through D(x), freeing its values; then the
+    # gradient's segments hand the values they recomputed (tanh's outputs) to the forward
+    # checkpoints of x_hat's chain, within that freed memory: in the reverse pass tanh runs
+    # L times for x's chain and L times for the gradient's segments, 2 L. Without
+    # clear_buffer nothing is freed, so x_hat's chain recomputes too, but for its last
+    # layer: only its gradient's segment reads it (D(x_hat) is not in the loss), which then
+    # runs the whole rule itself: 3 L - 1. The derivatives are the same each way.
+    from hodiff.functions.math import Tanh
+
+    calls = [0]
+    forward = Tanh.forward_impl
+
+    def counted(self: Any, inputs: Any, outputs: Any) -> None:
+        calls[0] += 1
+        forward(self, inputs, outputs)
+
+    monkeypatch.setattr(Tanh, "forward_impl", counted)
+    n_layers = 4
+    rng = np.random.default_rng(5)
+    ws = [0.5 * rng.standard_normal((4, 4)) for _ in range(n_layers)]
+    bs = [0.1 * rng.standard_normal(4) for _ in range(n_layers)]
+
+    def step(ckpt: bool, clear: bool) -> list[np.ndarray]:
+        wv, bv = [leaf(w) for w in ws], [leaf(b) for b in bs]
+        x, x_hat = leaf(X0, need_grad=False), leaf(X0[::-1] * 0.5)
+
+        def d(h: hd.Variable) -> hd.Variable:
+            for w, b in zip(wv, bv, strict=True):
+
+                def block(a: hd.Variable, w: hd.Variable = w, b: hd.Variable = b) -> Any:
+                    return a + F.tanh(F.affine(a, w, b))
+
+                h = hd.checkpoint(block, h) if ckpt else block(h)
+            return h
+
+        (g,) = hd.grad(F.sum(d(x_hat)), x_hat)
+        loss = F.mean(d(x)) + 10.0 * F.mean(g * g)
+        calls[0] = 0
+        loss.backward(clear_buffer=clear)
+        return [v.g for v in (*wv, *bv, x_hat)] + [np.array(calls[0])]
+
+    plain = step(False, True)
+    assert int(plain[-1]) == 0  # nothing is recomputed without checkpoints
+    for clear, reruns in ((True, 2 * n_layers), (False, 3 * n_layers - 1)):
+        got = step(True, clear)
+        assert int(got[-1]) == reruns, (clear, int(got[-1]))  # in the reverse pass alone
+        for a, b in zip(got[:-1], plain[:-1], strict=True):
+            same(a, b)
+
+
 # ------------------------------------------------------------------ structure of f
 def test_nested_checkpoints() -> None:
     def inner(a: hd.Variable) -> hd.Variable:
