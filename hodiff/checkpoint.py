@@ -405,8 +405,11 @@ class Checkpoint(Function, register=False):
                 place = _places(fouts, fvars, start, linked)
                 if place is not None:
                     # the values too, within the memory the pass has freed (so that it
-                    # never holds more for them than when it began)
-                    values = _read_values(place[2], scope.freed - scope.held - size)
+                    # never holds more for them than when it began), when node computes
+                    # by its kept graph (which takes them; a run of f computes its own)
+                    values = None
+                    if node._kept is not None:
+                        values = _read_values(place[2], scope.freed - scope.held - size)
                     handed = _Handed(self, node, *place[:2], fgrads, values)
                     scope.handoff[node] = handed
                     scope.held += handed.nbytes
