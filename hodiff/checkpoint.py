@@ -698,7 +698,10 @@ class _Kept:
         ran (computed by an earlier one only to compute a later one's). A node whose
         needed outputs are all ``bound`` (their values set already) does not run.
         """
-        plan = _segment_plan(roots, wrt, self.start)
+        if self.fouts:  # a gradient's graph: its nodes that the roots depend on
+            plan = _segment_plan(roots, wrt, self.start)
+        else:  # f's graph: its nodes are those its outputs (and frontier) depend on
+            plan = graph.plan(roots, wrt, self.nodes)
         read: set[int] = set()  # the values the pass's rules read
         go: set[int] = set()
         for f in plan.nodes:

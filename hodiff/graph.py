@@ -602,16 +602,23 @@ class _Plan:
 
     __slots__ = ("leaf_uses", "leaves", "nodes", "props", "sends", "used")
 
-    def __init__(self, roots: Sequence[Variable], wrt: Sequence[Variable] | None) -> None:
+    def __init__(
+        self,
+        roots: Sequence[Variable],
+        wrt: Sequence[Variable] | None,
+        order: list[Function] | None = None,
+    ) -> None:
         # wrt=None: the plain pass, towards every leaf with need_grad.
         # Otherwise towards the given variables (leaf or not), whatever their need_grad.
+        # order: the nodes to plan over, in creation order (default: all the roots' nodes).
         self.leaf_uses: dict[Variable, int] = {}
         self.used: set[Variable] = set()
         self.leaves: tuple[Variable, ...] = ()
         self.nodes: list[Function] = []
         self.props: list[Sequence[bool]] = []
         self.sends: list[list[Variable] | None] = []
-        order = topological_order(roots)
+        if order is None:
+            order = topological_order(roots)
         if wrt is None:
             self._plain(order)
         else:
@@ -1372,13 +1379,21 @@ def grad_values(
     return out
 
 
-def plan(outputs: Sequence[Variable], inputs: Sequence[Variable]) -> _Plan:
+def plan(
+    outputs: Sequence[Variable],
+    inputs: Sequence[Variable],
+    order: list[Function] | None = None,
+) -> _Plan:
     """The reverse pass from ``outputs`` towards ``inputs`` (see :func:`grad_graph`); the
     collector is paused while it is made (see :func:`_pause_collector`).
+
+    ``order``: the nodes to plan over, in creation order, when the caller has them: the
+    nodes the outputs depend on (:func:`topological_order`), or only those of a part of
+    the graph (the pass then stops at that part's inputs). By default all of them.
     """
     _pause_collector()
     try:
-        return _Plan(outputs, inputs)
+        return _Plan(outputs, inputs, order)
     finally:
         _resume_collector()
 
