@@ -49,6 +49,7 @@ import numpy as np
 
 from hodiff import graph
 from hodiff import random as _random
+from hodiff import taylor as _taylor
 from hodiff import variable as _variable
 from hodiff.context import NO_GRAD, RAW, STATIC, _mode
 from hodiff.function import REGISTRY, Flags, Function, Slots, array_module_of
@@ -237,6 +238,12 @@ class Checkpoint(Function, register=False):
                 )
         mapped = vmap(self._replaying_call, in_axes=tuple(axes[:n]))
         return checkpoint(mapped, *inputs[:n])
+
+    def jet_rule(self, jp: _taylor.JetPass, ins: list[Any], outs: list[Any]) -> list[Any]:
+        """The Taylor rule (:mod:`hodiff.taylor`): the jet of a checkpoint is the checkpoint
+        of the jet (:func:`_jet_rule`).
+        """
+        return _jet_rule(self, jp, ins)
 
     # ------------------------------------------------------------ recomputation
     def _call_f(self, leaves: Sequence[Variable]) -> Any:
@@ -457,6 +464,128 @@ class _Vjp:
         outs = node._replay(leaves)
         wrt = [leaves[i] if i < n else node.inputs[i] for i in self.wanted]
         return outs, wrt, list(args[n:])
+
+
+# ---------------------------------------------------------------------- Taylor mode
+def _jet_rule(node: Checkpoint, jp: _taylor.JetPass, ins: list[Any]) -> list[Any]:
+    """The coefficients of ``node``'s outputs, per output ``[y_1, ..., y_K]`` (None: zero),
+    from its inputs' (``ins``, per input: the Variable arguments, then the externals).
+
+    The jet of a checkpoint is the checkpoint of the jet: ``f`` is recomputed on the
+    primal values (replaying the node's random draws) and the jet pushed through the
+    recomputed graph, whose nodes take their own rules (a nested checkpoint this one).
+
+    * In a plain pass (``jp.record`` False: ``create_graph=False``, ``hd.jvp``) on arrays:
+      the segment's graph is rebuilt, the jet pushed through it in raw mode, and the graph
+      dropped (only its coefficients are returned).
+    * While the pass records (``create_graph=True``), the output coefficients are the
+      outputs of a new checkpoint, of ``(primals, input coefficients) -> output
+      coefficients`` (:class:`_Jet`): the segment's Taylor graph is recorded, its outputs
+      kept and the graph dropped; a reverse pass through it (a PINN's step) recomputes one
+      segment's Taylor graph at a time. The recorded Taylor graph of a network of
+      checkpoints keeps, per segment, its primal inputs and its coefficients in and out.
+    """
+    if jp.record:
+        return _jet_recorded(node, jp, ins)
+    n = len(node.positions)
+    token = _mode.set(0)  # define-by-run and recording, to rebuild the segment's graph
+    try:
+        leaves = [
+            Variable.from_array(x._data, need_grad=x.need_grad, copy=False) for x in node.inputs[:n]
+        ]
+        start = _taylor.clock()
+        outs = node._replay(leaves)
+        primals = [*leaves, *node.inputs[n:]]
+        got = _taylor.push(tuple(outs), start, primals, ins, jp.kk, jp.collapsed)
+        extra = _reached(outs, leaves, start)
+        del outs, leaves, primals
+    finally:
+        _mode.reset(token)
+    _check_same_externals(node, _alive(extra))
+    return got
+
+
+def _jet_recorded(node: Checkpoint, jp: _taylor.JetPass, ins: list[Any]) -> list[Any]:
+    """The recorded pass's rule: the output coefficients are a :class:`_Jet` checkpoint's
+    outputs (see :func:`_jet_rule`).
+    """
+    n = len(node.positions)
+    given = [[] if s is None else [k for k, c in enumerate(s, 1) if c is not None] for s in ins]
+    coeffs = [c for s in ins if s is not None for c in s if c is not None]
+    jet = _Jet(node, jp.kk, jp.collapsed, given)
+    got = checkpoint(jet, *node.inputs[:n], *coeffs)
+    ys = got if isinstance(got, tuple) else (got,)
+    made = ys[0].parent
+    if isinstance(made, Checkpoint):  # not under no_grad
+        _check_same_externals(node, made.inputs[len(made.positions) :])
+    flat = iter(ys)
+    assert jet.made is not None  # set by the first call
+    out = []
+    for orders in jet.made:
+        s: list[Any] = [None] * jp.kk
+        for k in orders:
+            s[k - 1] = next(flat)
+        out.append(s)
+    return out
+
+
+class _Jet:
+    """``(args, coefficients) -> output coefficients`` of a :class:`Checkpoint` node.
+
+    What the node's recorded jet computes, as a function that :func:`checkpoint` can
+    recompute: ``f`` again on the arguments (replaying the node's random draws), then the
+    jet of order ``order`` (``collapsed`` or not) pushed through its graph, recorded
+    (``hodiff.taylor.push``). Its arguments are the node's Variable arguments, then the
+    coefficients given (``given``: per input of the node, the orders whose coefficient is
+    an argument, in that order; a coefficient may be an array, a constant of the
+    segment). Its externals are the node's (an external's coefficients are arguments).
+    It returns the output coefficients that are not zero, in order (:attr:`made`: per
+    output, their orders), or a scalar zero when every one is.
+    """
+
+    def __init__(self, node: Checkpoint, order: int, collapsed: bool, given: list[list[int]]):
+        self.node = node
+        self.order, self.collapsed, self.given = order, collapsed, given
+        #: per output of the node, the orders of the coefficients returned (first call)
+        self.made: list[list[int]] | None = None
+        self.__name__ = f"jet_of_{node.name}"
+
+    def __call__(self, *args: Any) -> tuple[Variable, ...]:
+        node = self.node
+        n = len(node.positions)
+        leaves = list(args[:n])
+        rest = iter(args[n:])
+        series: list[Any] = []
+        for orders in self.given:
+            s: list[Any] | None = None
+            if orders:
+                s = [None] * self.order
+                for k in orders:
+                    s[k - 1] = next(rest)
+            series.append(s)
+        start = _taylor.clock()
+        outs = node._replay(leaves)
+        primals = [*leaves, *node.inputs[n:]]
+        got = _taylor.push(tuple(outs), start, primals, series, self.order, self.collapsed, True)
+        made = [[k for k, c in enumerate(s, 1) if c is not None] for s in got]
+        if self.made is None:
+            self.made = made
+        elif made != self.made:
+            raise RuntimeError(
+                f"{self.__name__}: recomputed, the jet has non-zero coefficients of orders "
+                f"{made} where its first run had {self.made}: a checkpointed function must "
+                "compute the same way every time"
+            )
+        flat = [_as_variable(c) for s in got for c in s if c is not None]
+        if not flat:  # every coefficient zero: a checkpoint has at least one output
+            o = outs[0]
+            flat = [Variable.from_array(array_module_of(o).zeros((), dtype=o.dtype))]
+        return tuple(flat)
+
+
+def _as_variable(c: Any) -> Variable:
+    """A coefficient as a Variable (an array one is a constant: it depends on nothing)."""
+    return c if isinstance(c, Variable) else Variable.from_array(c)
 
 
 def _segment_plan(outs: Sequence[Variable], wrt: Sequence[Variable], start: int) -> Any:
@@ -889,7 +1018,7 @@ def _trace(
     kept = None
     if values is not None and (vjp is None or traced):
         kept = _Kept.of(leaves, outs, start, xs, *(traced or [[], -1]))
-    del outs, leaves
+    del outs, leaves, o  # o: the last output, which would keep its graph alive
     externals = _alive(reached)
     for v in externals:
         if type(v) is BatchedVariable and not any(v is x for x in xs):

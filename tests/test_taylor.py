@@ -384,8 +384,10 @@ def test_every_primitive_has_a_rule_kind() -> None:
         "custom",
         "composite",
         "constant",
+        "own",
         "generic",
     }
+    assert kinds["Checkpoint"] == "own"  # hd.checkpoint's node brings its own rule
     # the hot ones have their own rules, not the generic one
     for name in ("Affine", "Mul2", "Add2", "Tanh", "Exp", "Sum", "Reshape", "BatchMatmul"):
         assert kinds[name] != "generic", name
