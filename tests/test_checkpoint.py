@@ -708,6 +708,17 @@ def test_the_recorded_taylor_graph_of_a_checkpointed_network_keeps_only_coeffici
     assert size0 >= 2 * coefficients
 
 
+def test_a_constant_made_inside_f_is_not_kept() -> None:
+    # a constant of f (here 1.6 KiB, too large for the kept graph) dies with f's first
+    # graph: it is made again by each recomputation, and the node does not hold it (nor
+    # does a jet's checkpoint hold the constants its rules make)
+    x = leaf(np.ones((50, 4)))
+    y = hd.checkpoint(lambda a: a * np.full((50, 4), 2.0), x)
+    assert len(y.parent.inputs) == 1
+    (g,) = hd.grad(F.sum(y**2), x)
+    same(g.d, np.full((50, 4), 8.0))
+
+
 def test_the_version_check_of_a_laplacian_through_a_checkpoint() -> None:
     ws, bs = _pinn_params()
     x = np.random.default_rng(7).uniform(0, 1, (PN, D_IN))
