@@ -40,6 +40,7 @@ example gradients through a checkpoint are checkpointed too (see :meth:`Checkpoi
 from __future__ import annotations
 
 import contextvars
+import copy
 import math
 import weakref
 from collections.abc import Callable, Sequence
@@ -243,7 +244,7 @@ class Checkpoint(Function, register=False):
         """The Taylor rule (:mod:`hodiff.taylor`): the jet of a checkpoint is the checkpoint
         of the jet (:func:`_jet_rule`).
         """
-        return _jet_rule(self, jp, ins)
+        return _jet_rule(self, jp, ins, outs)
 
     # ------------------------------------------------------------ recomputation
     def _call_f(self, leaves: Sequence[Variable]) -> Any:
@@ -467,7 +468,7 @@ class _Vjp:
 
 
 # ---------------------------------------------------------------------- Taylor mode
-def _jet_rule(node: Checkpoint, jp: _taylor.JetPass, ins: list[Any]) -> list[Any]:
+def _jet_rule(node: Checkpoint, jp: _taylor.JetPass, ins: list[Any], outs: list[Any]) -> list[Any]:
     """The coefficients of ``node``'s outputs, per output ``[y_1, ..., y_K]`` (None: zero),
     from its inputs' (``ins``, per input: the Variable arguments, then the externals).
 
@@ -479,14 +480,17 @@ def _jet_rule(node: Checkpoint, jp: _taylor.JetPass, ins: list[Any]) -> list[Any
       the segment's graph is rebuilt, the jet pushed through it in raw mode, and the graph
       dropped (only its coefficients are returned).
     * While the pass records (``create_graph=True``), the output coefficients are the
-      outputs of a new checkpoint, of ``(primals, input coefficients) -> output
-      coefficients`` (:class:`_Jet`): the segment's Taylor graph is recorded, its outputs
+      outputs of a new checkpoint, of ``(primals, input coefficients) -> (outputs, output
+      coefficients)`` (:class:`_Jet`): the segment's Taylor graph is recorded, its outputs
       kept and the graph dropped; a reverse pass through it (a PINN's step) recomputes one
-      segment's Taylor graph at a time. The recorded Taylor graph of a network of
-      checkpoints keeps, per segment, its primal inputs and its coefficients in and out.
+      segment's Taylor graph at a time. Its outputs' values are read by the later rules in
+      place of the node's (``jp.alias``), so the recorded graph of a network of
+      checkpoints is a chain of these checkpoints only (the values' own checkpoints are
+      not in it, and its reverse pass does not run them), keeping per segment its
+      outputs and their coefficients.
     """
     if jp.record:
-        return _jet_recorded(node, jp, ins)
+        return _jet_recorded(node, jp, ins, outs)
     n = len(node.positions)
     token = _mode.set(0)  # define-by-run and recording, to rebuild the segment's graph
     try:
@@ -505,7 +509,9 @@ def _jet_rule(node: Checkpoint, jp: _taylor.JetPass, ins: list[Any]) -> list[Any
     return got
 
 
-def _jet_recorded(node: Checkpoint, jp: _taylor.JetPass, ins: list[Any]) -> list[Any]:
+def _jet_recorded(
+    node: Checkpoint, jp: _taylor.JetPass, ins: list[Any], outs: list[Any]
+) -> list[Any]:
     """The recorded pass's rule: the output coefficients are a :class:`_Jet` checkpoint's
     outputs (see :func:`_jet_rule`).
     """
@@ -513,12 +519,15 @@ def _jet_recorded(node: Checkpoint, jp: _taylor.JetPass, ins: list[Any]) -> list
     given = [[] if s is None else [k for k, c in enumerate(s, 1) if c is not None] for s in ins]
     coeffs = [c for s in ins if s is not None for c in s if c is not None]
     jet = _Jet(node, jp.kk, jp.collapsed, given)
-    got = checkpoint(jet, *node.inputs[:n], *coeffs)
+    got = checkpoint(jet, *[jp.val(x) for x in node.inputs[:n]], *coeffs)
     ys = got if isinstance(got, tuple) else (got,)
     made = ys[0].parent
     if isinstance(made, Checkpoint):  # not under no_grad
         _check_same_externals(node, made.inputs[len(made.positions) :])
-    flat = iter(ys)
+    for o, y in zip(outs, ys, strict=False):  # the jet's values, read in place of node's
+        if o is not None:
+            jp.alias[o] = y
+    flat = iter(ys[len(outs) :])
     assert jet.made is not None  # set by the first call
     out = []
     for orders in jet.made:
@@ -530,7 +539,8 @@ def _jet_recorded(node: Checkpoint, jp: _taylor.JetPass, ins: list[Any]) -> list
 
 
 class _Jet:
-    """``(args, coefficients) -> output coefficients`` of a :class:`Checkpoint` node.
+    """``(args, coefficients) -> (outputs, output coefficients)`` of a :class:`Checkpoint`
+    node.
 
     What the node's recorded jet computes, as a function that :func:`checkpoint` can
     recompute: ``f`` again on the arguments (replaying the node's random draws), then the
@@ -539,12 +549,17 @@ class _Jet:
     coefficients given (``given``: per input of the node, the orders whose coefficient is
     an argument, in that order; a coefficient may be an array, a constant of the
     segment). Its externals are the node's (an external's coefficients are arguments).
-    It returns the output coefficients that are not zero, in order (:attr:`made`: per
-    output, their orders), or a scalar zero when every one is.
+    It returns ``f``'s outputs (recomputed: the values of the node's), then the output
+    coefficients that are not zero, in order (:attr:`made`: per output, their orders).
     """
 
     def __init__(self, node: Checkpoint, order: int, collapsed: bool, given: list[list[int]]):
-        self.node = node
+        # node without its inputs: it recomputes f, and the jet's arguments replace its
+        # Variable arguments (the values' chain, which the jets' outputs replace: not kept)
+        self.node = copy.copy(node)
+        self.node.inputs = []
+        self.node._kept = None
+        self.externals = list(node.inputs[len(node.positions) :])
         self.order, self.collapsed, self.given = order, collapsed, given
         #: per output of the node, the orders of the coefficients returned (first call)
         self.made: list[list[int]] | None = None
@@ -565,7 +580,7 @@ class _Jet:
             series.append(s)
         start = _taylor.clock()
         outs = node._replay(leaves)
-        primals = [*leaves, *node.inputs[n:]]
+        primals = [*leaves, *self.externals]
         got = _taylor.push(tuple(outs), start, primals, series, self.order, self.collapsed, True)
         made = [[k for k, c in enumerate(s, 1) if c is not None] for s in got]
         if self.made is None:
@@ -576,11 +591,7 @@ class _Jet:
                 f"{made} where its first run had {self.made}: a checkpointed function must "
                 "compute the same way every time"
             )
-        flat = [_as_variable(c) for s in got for c in s if c is not None]
-        if not flat:  # every coefficient zero: a checkpoint has at least one output
-            o = outs[0]
-            flat = [Variable.from_array(array_module_of(o).zeros((), dtype=o.dtype))]
-        return tuple(flat)
+        return (*outs, *[_as_variable(c) for s in got for c in s if c is not None])
 
 
 def _as_variable(c: Any) -> Variable:

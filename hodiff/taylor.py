@@ -30,7 +30,9 @@ A node class may also bring its *own* rule (kind ``"own"``): a method
 ``jet_rule(self, jp, ins, outs)`` (``jp`` the :class:`JetPass`, ``ins`` per input its
 coefficients or None, ``outs`` the output Variables, None where dead) returning per output
 its coefficients 1..K (None where zero), computed in the pass's mode (raw arrays, or
-recorded Variables when ``jp.record``). A node that is a whole sub-computation uses it:
+recorded Variables when ``jp.record``); primal values are read through ``jp.val``, and a
+recorded rule that recomputes its outputs' values may give them to the later rules in
+place of the outputs (``jp.alias``). A node that is a whole sub-computation uses it:
 ``hd.checkpoint``'s node pushes the jet through its recomputed segment
 (:meth:`hodiff.checkpoint.Checkpoint.jet_rule`).
 
@@ -219,10 +221,16 @@ class JetPass:
         self.collapsed = collapsed
         self.record = record
         self.series: dict[Variable, Coeffs] = {}
+        #: recorded passes: per primal, a Variable of the same value that later rules read
+        #: in its place (set by a rule that recomputed it, e.g. a checkpoint's jet, so the
+        #: recorded graph reaches what the primal depends on through that rule's nodes only)
+        self.alias: dict[Variable, Variable] = {}
 
     # -- values of primals as the rules see them
     def val(self, v: Variable) -> Any:
-        return v if self.record else v._data
+        if self.record:
+            return self.alias.get(v, v)
+        return v._data
 
     def run(self, nodes: Sequence[Function], keep: Sequence[Variable] | None = None) -> None:
         """Visits ``nodes`` (inputs before consumers) and fills :attr:`series`.
@@ -257,6 +265,7 @@ class JetPass:
                         uses[x] = left
                         if left == 0:
                             series.pop(x, None)
+                            self.alias.pop(x, None)
         finally:
             if token is not None:
                 _raw.reset(token)
