@@ -510,8 +510,19 @@ def _random(ws: list[hd.Variable], on: bool) -> Callable[[Any], Any]:
     return u
 
 
+def _argument_out(ws: list[hd.Variable], on: bool) -> Callable[[Any], Any]:
+    w1, b1, _, w3 = ws
+
+    def u(x: Any) -> Any:
+        p, q = _ck(lambda a: (F.tanh(F.affine(a, w1, b1)), a), x, on=on)
+        return F.affine(p, w3) + F.sum(q * q * q, axis=1, keepdims=True)
+
+    return u
+
+
 _JET_CASES = {
     "single": _single,
+    "argument out": _argument_out,
     "nested": _nested,
     "several outputs": _several,
     "parameters": _parameters,
@@ -596,6 +607,24 @@ def test_the_gradient_of_a_laplacian_loss_at_orders_one_and_two(case: str) -> No
     assert len(res[0]) == len(res[1])
     for i, (a, b) in enumerate(zip(*res, strict=True)):
         same(a, b, f"{case}: {i}")
+
+
+def test_the_biharmonic_through_checkpoints() -> None:
+    # a Taylor pass over the recorded graph of a Taylor pass: the jets of the jets'
+    # checkpoints (collapsed, and the stochastic one of order 4, not collapsed)
+    ws = _ws(4)
+    for case in ("nested", "argument out"):
+        res = []
+        for on in (True, False):
+            u = _jet_cases(ws)[case](on)
+            got = [hd.biharmonic(u, XJ, batch_axis=0)]
+            got.append(hd.biharmonic(u, XJ, batch_axis=0, method="stochastic", num_samples=2))
+            x = leaf(XJ)
+            bi = hd.biharmonic(u, x, batch_axis=0, create_graph=True)
+            got += [bi.d] + [g.d for g in hd.grad(F.sum(bi**2), [x, ws[0]])]
+            res.append(got)
+        for i, (a, b) in enumerate(zip(*res, strict=True)):
+            same(a, b, f"{case}: {i}")
 
 
 def test_a_static_graph_of_a_laplacian_through_a_checkpoint() -> None:
