@@ -35,6 +35,11 @@ than the first run raises ``RuntimeError``.
 
 Inside ``hd.vmap`` the node's batching rule is the checkpoint of the mapped segment, so per
 example gradients through a checkpoint are checkpointed too (see :meth:`Checkpoint.batch_rule`).
+Likewise its Taylor rule (``hd.jvp``, ``hd.jet``, ``hd.laplacian``) is the checkpoint of the
+jet: the segment is recomputed and the jet pushed through it, and while the jet records
+(``create_graph=True``) its coefficients are the outputs of a checkpoint of their own
+(:class:`_Jet`), so a PINN's recorded Laplacian keeps each segment's outputs and
+coefficients only (see :meth:`Checkpoint.jet_rule`).
 """
 
 from __future__ import annotations
@@ -75,7 +80,9 @@ def checkpoint(f: Callable[..., Any], *args: Any) -> Any:
     and every derivative equal those of ``f(*args)`` (the same rules run on the same
     values); the gradient graph of a checkpointed segment is itself checkpointed, so a
     gradient penalty or a Hessian-vector product through it keeps no more than its
-    arguments, outputs and incoming gradients per segment. Memory: a chain of ``n``
+    arguments, outputs and incoming gradients per segment; so is a jet through it
+    (``hd.jvp``, ``hd.jet``, a Laplacian with ``create_graph=True``: it keeps the segment's
+    outputs and their coefficients). Memory: a chain of ``n``
     segments of ``k`` values each keeps about ``n + k`` values instead of ``n k``, for about
     one more forward of the chain per reverse pass (see docs/checkpointing.md).
 
@@ -243,6 +250,10 @@ class Checkpoint(Function, register=False):
     def jet_rule(self, jp: _taylor.JetPass, ins: list[Any], outs: list[Any]) -> list[Any]:
         """The Taylor rule (:mod:`hodiff.taylor`): the jet of a checkpoint is the checkpoint
         of the jet (:func:`_jet_rule`).
+
+        ``ins``: per input, its coefficients ``[x_1, ..., x_K]`` (each ``(R, *x.shape)``,
+        None where zero) or None; returns per output ``[y_1, ..., y_K]`` with
+        ``y_k = d^k/dt^k f(x(t))`` at ``t = 0`` (factorial-scaled, as every rule).
         """
         return _jet_rule(self, jp, ins, outs)
 
