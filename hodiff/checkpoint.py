@@ -538,6 +538,7 @@ def _jet_recorded(
     for o, y in zip(outs, ys, strict=False):  # the jet's values, read in place of node's
         if o is not None:
             jp.alias[o] = y
+            _share(y, o)
     flat = iter(ys[len(outs) :])
     assert jet.made is not None  # set by the first call
     out = []
@@ -547,6 +548,17 @@ def _jet_recorded(
             s[k - 1] = next(flat)
         out.append(s)
     return out
+
+
+def _share(y: Variable, o: Variable) -> None:
+    """Makes ``y`` hold ``o``'s array when they hold equal ones (a value computed again),
+    so that the two are not in memory together while both are alive.
+    """
+    a, b = y._data, o._data
+    if a is not None and b is not None and a is not b and type(a) is type(b):
+        xp = array_module_of(a)
+        if a.shape == b.shape and a.dtype == b.dtype and bool(xp.array_equal(a, b)):
+            y._data = b
 
 
 class _Jet:
