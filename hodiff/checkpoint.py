@@ -509,11 +509,11 @@ def _jet_rule(node: Checkpoint, jp: _taylor.JetPass, ins: list[Any], outs: list[
             Variable.from_array(x._data, need_grad=x.need_grad, copy=False) for x in node.inputs[:n]
         ]
         start = _taylor.clock()
-        outs = node._replay(leaves)
+        ys = node._replay(leaves)
         primals = [*leaves, *node.inputs[n:]]
-        got = _taylor.push(tuple(outs), start, primals, ins, jp.kk, jp.collapsed)
-        extra = _reached(outs, leaves, start)
-        del outs, leaves, primals
+        got = _taylor.push(tuple(ys), start, primals, ins, jp.kk, jp.collapsed)
+        extra = _reached(ys, leaves, start)
+        del ys, leaves, primals
     finally:
         _mode.reset(token)
     _check_same_externals(node, _alive(extra))

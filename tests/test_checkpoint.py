@@ -669,6 +669,13 @@ def test_a_checkpoint_takes_its_own_jet_rule(monkeypatch: Any) -> None:
     ws = _ws(1)
     for case in JET_CASES:
         _jets(_jet_cases(ws)[case](True))
+    # forward over reverse: a jet through the checkpointed gradient (its node's own rule)
+    u = _jet_cases(ws)["nested"]
+    v = np.cos(np.arange(XJ.size)).reshape(XJ.shape)
+    got = []
+    for on in (True, False):
+        got.append(hd.hvp(lambda z, on=on: F.sum(u(on)(z) ** 2), XJ, v, mode="fwd-rev")[1])
+    same(got[0], got[1])
 
 
 def _pinn(x: Any, ws: list[hd.Variable], bs: list[hd.Variable], ckpt: bool) -> Any:
