@@ -559,6 +559,7 @@ def _recurrence(
                 unit
                 and j == k - 1
                 and tuple(getattr(cz, "shape", ())) == (one[1:] if j == 0 else one)
+                and cz.dtype == cx.dtype  # the product would be cz itself
             ):
                 t = F.reshape(cz, one) if j == 0 else cz  # z_j x_1, x_1 ones
             else:
