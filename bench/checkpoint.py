@@ -1,7 +1,7 @@
 """Checkpointing (issue 23): memory and time with and without it, and against PyTorch's.
 
-The workloads are those of ``bench/workloads/checkpoint.py`` (W8-W11, each with a ``c``
-twin that checkpoints every layer). Run (one thread, one CPU)::
+The workloads are those of ``bench/workloads/checkpoint.py`` (W8-W11 and the PINN steps
+W12e, W12g, each with a ``c`` twin that checkpoints every layer). Run (one thread, one CPU)::
 
     unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
     taskset -c 0 python -m bench.checkpoint [--repeats 7] [--no-torch]
@@ -49,7 +49,14 @@ from bench.workloads import checkpoint as W
 from bench.workloads import to_numpy
 
 ROOT = Path(__file__).resolve().parent.parent
-PAIRS = (("W8", "W8c"), ("W9", "W9c"), ("W10", "W10c"), ("W11", "W11c"))
+PAIRS = (
+    ("W8", "W8c"),
+    ("W9", "W9c"),
+    ("W10", "W10c"),
+    ("W11", "W11c"),
+    ("W12e", "W12ec"),
+    ("W12g", "W12gc"),
+)
 SEGMENTS = (1, 2, 3, 4, 6, 8, 12, 24)
 #: the issue's targets: (numerator, denominator, measure, bound)
 TARGETS = (
@@ -59,6 +66,8 @@ TARGETS = (
     ("hodiff W9c", "hodiff W9", "time", 1.35),
     ("hodiff W10c", "hodiff W10", "memory", 0.4),
     ("hodiff W10c", "hodiff W10", "time", 1.35),
+    ("hodiff W12ec", "hodiff W12e", "memory", 0.4),
+    ("hodiff W12ec", "hodiff W12e", "time", 1.35),
     ("hodiff W8c", "torch W8c", "memory", 1.0),
     ("hodiff W8c", "torch W8c", "time", 1.0),
 )
@@ -209,7 +218,10 @@ def compute_ratios(result: dict[str, Any], fns: dict[str, Any], torch: bool) -> 
         return a / b if a and b else float("nan")
 
     rows = [(n, d, w, b) for n, d, w, b in TARGETS]
-    rows += [("hodiff W11c", "hodiff W11", w, None) for w in ("memory", "time")]
+    untargeted = ("W11", "W12g")  # reported without a bound
+    rows += [
+        (f"hodiff {p}c", f"hodiff {p}", w, None) for p in untargeted for w in ("memory", "time")
+    ]
     rows += [(f"hodiff {c}", f"hodiff {p}", "work", None) for p, c in PAIRS]
     if torch:
         rows += [

@@ -37,11 +37,17 @@ than the first run raises ``RuntimeError``.
 
 Inside ``hd.vmap`` the node's batching rule is the checkpoint of the mapped segment, so per
 example gradients through a checkpoint are checkpointed too (see :meth:`Checkpoint.batch_rule`).
+Likewise its Taylor rule (``hd.jvp``, ``hd.jet``, ``hd.laplacian``) is the checkpoint of the
+jet: the segment is recomputed and the jet pushed through it, and while the jet records
+(``create_graph=True``) its coefficients are the outputs of a checkpoint of their own
+(:class:`_Jet`), so a PINN's recorded Laplacian keeps each segment's outputs and
+coefficients only (see :meth:`Checkpoint.jet_rule`).
 """
 
 from __future__ import annotations
 
 import contextvars
+import copy
 import math
 import weakref
 from collections.abc import Callable, Sequence
@@ -51,6 +57,7 @@ import numpy as np
 
 from hodiff import graph
 from hodiff import random as _random
+from hodiff import taylor as _taylor
 from hodiff import variable as _variable
 from hodiff.context import NO_GRAD, RAW, STATIC, _mode
 from hodiff.function import REGISTRY, Flags, Function, Slots, array_module_of
@@ -75,7 +82,9 @@ def checkpoint(f: Callable[..., Any], *args: Any) -> Any:
     and every derivative equal those of ``f(*args)`` (the same rules run on the same
     values); the gradient graph of a checkpointed segment is itself checkpointed, so a
     gradient penalty or a Hessian-vector product through it keeps no more than its
-    arguments, outputs and incoming gradients per segment. Memory: a chain of ``n``
+    arguments, outputs and incoming gradients per segment; so is a jet through it
+    (``hd.jvp``, ``hd.jet``, a Laplacian with ``create_graph=True``: it keeps the segment's
+    outputs and their coefficients). Memory: a chain of ``n``
     segments of ``k`` values each keeps about ``n + k`` values instead of ``n k``, for about
     one more forward of the chain per reverse pass (see docs/checkpointing.md).
 
@@ -239,6 +248,16 @@ class Checkpoint(Function, register=False):
                 )
         mapped = vmap(self._replaying_call, in_axes=tuple(axes[:n]))
         return checkpoint(mapped, *inputs[:n])
+
+    def jet_rule(self, jp: _taylor.JetPass, ins: list[Any], outs: list[Any]) -> list[Any]:
+        """The Taylor rule (:mod:`hodiff.taylor`): the jet of a checkpoint is the checkpoint
+        of the jet (:func:`_jet_rule`).
+
+        ``ins``: per input, its coefficients ``[x_1, ..., x_K]`` (each ``(R, *x.shape)``,
+        None where zero) or None; returns per output ``[y_1, ..., y_K]`` with
+        ``y_k = d^k/dt^k f(x(t))`` at ``t = 0`` (factorial-scaled, as every rule).
+        """
+        return _jet_rule(self, jp, ins, outs)
 
     # ------------------------------------------------------------ recomputation
     def _call_f(self, leaves: Sequence[Variable]) -> Any:
@@ -471,6 +490,150 @@ class _Vjp:
         outs = node._replay(leaves)
         wrt = [leaves[i] if i < n else node.inputs[i] for i in self.wanted]
         return outs, wrt, list(args[n:])
+
+
+# ---------------------------------------------------------------------- Taylor mode
+def _jet_rule(node: Checkpoint, jp: _taylor.JetPass, ins: list[Any], outs: list[Any]) -> list[Any]:
+    """The coefficients of ``node``'s outputs, per output ``[y_1, ..., y_K]`` (None: zero),
+    from its inputs' (``ins``, per input: the Variable arguments, then the externals).
+
+    The jet of a checkpoint is the checkpoint of the jet: ``f`` is recomputed on the
+    primal values (replaying the node's random draws) and the jet pushed through the
+    recomputed graph, whose nodes take their own rules (a nested checkpoint this one).
+
+    * In a plain pass (``jp.record`` False: ``create_graph=False``, ``hd.jvp``) on arrays:
+      the segment's graph is rebuilt, the jet pushed through it in raw mode, and the graph
+      dropped (only its coefficients are returned).
+    * While the pass records (``create_graph=True``), the output coefficients are the
+      outputs of a new checkpoint, of ``(primals, input coefficients) -> (outputs, output
+      coefficients)`` (:class:`_Jet`): the segment's Taylor graph is recorded, its outputs
+      kept and the graph dropped; a reverse pass through it (a PINN's step) recomputes one
+      segment's Taylor graph at a time. Its outputs' values are read by the later rules in
+      place of the node's (``jp.alias``), so the recorded graph of a network of
+      checkpoints is a chain of these checkpoints only (the values' own checkpoints are
+      not in it, and its reverse pass does not run them), keeping per segment its
+      outputs and their coefficients.
+    """
+    if jp.record:
+        return _jet_recorded(node, jp, ins, outs)
+    n = len(node.positions)
+    token = _mode.set(0)  # define-by-run and recording, to rebuild the segment's graph
+    try:
+        leaves = [
+            Variable.from_array(x._data, need_grad=x.need_grad, copy=False) for x in node.inputs[:n]
+        ]
+        start = _taylor.clock()
+        ys = node._replay(leaves)
+        primals = [*leaves, *node.inputs[n:]]
+        got = _taylor.push(tuple(ys), start, primals, ins, jp.kk, jp.collapsed)
+        extra = _reached(ys, leaves, start)
+        del ys, leaves, primals
+    finally:
+        _mode.reset(token)
+    _check_same_externals(node, _alive(extra))
+    return got
+
+
+def _jet_recorded(
+    node: Checkpoint, jp: _taylor.JetPass, ins: list[Any], outs: list[Any]
+) -> list[Any]:
+    """The recorded pass's rule: the output coefficients are a :class:`_Jet` checkpoint's
+    outputs (see :func:`_jet_rule`).
+    """
+    n = len(node.positions)
+    given = [[] if s is None else [k for k, c in enumerate(s, 1) if c is not None] for s in ins]
+    coeffs = [c for s in ins if s is not None for c in s if c is not None]
+    jet = _Jet(node, jp.kk, jp.collapsed, given)
+    got = checkpoint(jet, *[jp.val(x) for x in node.inputs[:n]], *coeffs)
+    ys = got if isinstance(got, tuple) else (got,)
+    made = ys[0].parent
+    if isinstance(made, Checkpoint):  # not under no_grad
+        _check_same_externals(node, made.inputs[len(made.positions) :])
+    for o, y in zip(outs, ys, strict=False):  # the jet's values, read in place of node's
+        if o is not None:
+            jp.alias[o] = y
+            _share(y, o)
+    flat = iter(ys[len(outs) :])
+    assert jet.made is not None  # set by the first call
+    out = []
+    for orders in jet.made:
+        s: list[Any] = [None] * jp.kk
+        for k in orders:
+            s[k - 1] = next(flat)
+        out.append(s)
+    return out
+
+
+def _share(y: Variable, o: Variable) -> None:
+    """Makes ``y`` hold ``o``'s array when they hold equal ones (a value computed again),
+    so that the two are not in memory together while both are alive.
+    """
+    a, b = y._data, o._data
+    if a is not None and b is not None and a is not b and type(a) is type(b):
+        xp = array_module_of(a)
+        if a.shape == b.shape and a.dtype == b.dtype and bool(xp.array_equal(a, b)):
+            y._data = b
+
+
+class _Jet:
+    """``(args, coefficients) -> (outputs, output coefficients)`` of a :class:`Checkpoint`
+    node.
+
+    What the node's recorded jet computes, as a function that :func:`checkpoint` can
+    recompute: ``f`` again on the arguments (replaying the node's random draws), then the
+    jet of order ``order`` (``collapsed`` or not) pushed through its graph, recorded
+    (``hodiff.taylor.push``). Its arguments are the node's Variable arguments, then the
+    coefficients given (``given``: per input of the node, the orders whose coefficient is
+    an argument, in that order; a coefficient may be an array, a constant of the
+    segment). Its externals are the node's (an external's coefficients are arguments).
+    It returns ``f``'s outputs (recomputed: the values of the node's), then the output
+    coefficients that are not zero, in order (:attr:`made`: per output, their orders).
+    """
+
+    def __init__(self, node: Checkpoint, order: int, collapsed: bool, given: list[list[int]]):
+        # node without its inputs: it recomputes f, and the jet's arguments replace its
+        # Variable arguments (the values' chain, which the jets' outputs replace: not kept)
+        self.node = copy.copy(node)
+        self.node.inputs = []
+        self.node._kept = None
+        self.externals = list(node.inputs[len(node.positions) :])
+        self.order, self.collapsed, self.given = order, collapsed, given
+        #: per output of the node, the orders of the coefficients returned (first call)
+        self.made: list[list[int]] | None = None
+        self.__name__ = f"jet_of_{node.name}"
+
+    def __call__(self, *args: Any) -> tuple[Variable, ...]:
+        node = self.node
+        n = len(node.positions)
+        leaves = list(args[:n])
+        rest = iter(args[n:])
+        series: list[Any] = []
+        for orders in self.given:
+            s: list[Any] | None = None
+            if orders:
+                s = [None] * self.order
+                for k in orders:
+                    s[k - 1] = next(rest)
+            series.append(s)
+        start = _taylor.clock()
+        outs = node._replay(leaves)
+        primals = [*leaves, *self.externals]
+        got = _taylor.push(tuple(outs), start, primals, series, self.order, self.collapsed, True)
+        made = [[k for k, c in enumerate(s, 1) if c is not None] for s in got]
+        if self.made is None:
+            self.made = made
+        elif made != self.made:
+            raise RuntimeError(
+                f"{self.__name__}: recomputed, the jet has non-zero coefficients of orders "
+                f"{made} where its first run had {self.made}: a checkpointed function must "
+                "compute the same way every time"
+            )
+        return (*outs, *[_as_variable(c) for s in got for c in s if c is not None])
+
+
+def _as_variable(c: Any) -> Variable:
+    """A coefficient as a Variable (an array one is a constant: it depends on nothing)."""
+    return c if isinstance(c, Variable) else Variable.from_array(c)
 
 
 def _segment_plan(outs: Sequence[Variable], wrt: Sequence[Variable], start: int) -> Any:
@@ -971,7 +1134,7 @@ def _trace(
     kept = None
     if values is not None and (vjp is None or traced):
         kept = _Kept.of(leaves, outs, start, xs, *(traced or [[], -1]))
-    del outs, leaves
+    del outs, leaves, o  # o: the last output, which would keep its graph alive
     externals = _alive(reached)
     for v in externals:
         if type(v) is BatchedVariable and not any(v is x for x in xs):

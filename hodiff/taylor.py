@@ -26,6 +26,16 @@ other primitive takes :func:`_generic`: nested first derivatives in ``t`` of the
 primitive along its input curves (each a transposed vjp), exact and differentiable, only
 slower; :func:`rule_kinds` says which rule each primitive takes.
 
+A node class may also bring its *own* rule (kind ``"own"``): a method
+``jet_rule(self, jp, ins, outs)`` (``jp`` the :class:`JetPass`, ``ins`` per input its
+coefficients or None, ``outs`` the output Variables, None where dead) returning per output
+its coefficients 1..K (None where zero), computed in the pass's mode (raw arrays, or
+recorded Variables when ``jp.record``); primal values are read through ``jp.val``, and a
+recorded rule that recomputes its outputs' values may give them to the later rules in
+place of the outputs (``jp.alias``). A node that is a whole sub-computation uses it:
+``hd.checkpoint``'s node pushes the jet through its recomputed segment
+(:meth:`hodiff.checkpoint.Checkpoint.jet_rule`).
+
 *Collapsed* Taylor mode (Dangel et al., 2025): when only the sum over directions of the
 top coefficient is wanted (a Laplacian is ``sum_d y_2[d]``), that coefficient is carried
 summed, with a leading axis of 1. Every rule is linear in the top coefficient of its
@@ -154,8 +164,9 @@ _LOCALLY_CONSTANT: tuple[type, ...] = (
 
 def rule_kinds() -> dict[str, str]:
     """Which rule each registered primitive takes, by name: ``"linear"``, ``"multilinear"``,
-    ``"elementwise"``, ``"custom"``, ``"composite"`` (:data:`_EXPAND`), ``"constant"`` or
-    ``"generic"`` (:func:`_generic`).
+    ``"elementwise"``, ``"custom"``, ``"composite"`` (:data:`_EXPAND`), ``"constant"``,
+    ``"own"`` (the node's ``jet_rule`` method, see the module's docstring) or ``"generic"``
+    (:func:`_generic`).
     """
     out = {}
     for cls in _all_primitives(Function):
@@ -177,6 +188,8 @@ def _all_primitives(base: type) -> list[type]:
 def _kind(cls: type) -> str:
     if not getattr(cls, "differentiable", True) or cls in _LOCALLY_CONSTANT:
         return "constant"
+    if callable(getattr(cls, "jet_rule", None)):
+        return "own"
     if issubclass(cls, LINEAR) or cls in LINEAR_IN:
         return "linear"
     if issubclass(cls, MULTILINEAR):
@@ -208,10 +221,16 @@ class JetPass:
         self.collapsed = collapsed
         self.record = record
         self.series: dict[Variable, Coeffs] = {}
+        #: recorded passes: per primal, a Variable of the same value that later rules read
+        #: in its place (set by a rule that recomputed it, e.g. a checkpoint's jet, so the
+        #: recorded graph reaches what the primal depends on through that rule's nodes only)
+        self.alias: dict[Variable, Variable] = {}
 
     # -- values of primals as the rules see them
     def val(self, v: Variable) -> Any:
-        return v if self.record else v._data
+        if self.record:
+            return self.alias.get(v, v)
+        return v._data
 
     def run(self, nodes: Sequence[Function], keep: Sequence[Variable] | None = None) -> None:
         """Visits ``nodes`` (inputs before consumers) and fills :attr:`series`.
@@ -246,6 +265,7 @@ class JetPass:
                         uses[x] = left
                         if left == 0:
                             series.pop(x, None)
+                            self.alias.pop(x, None)
         finally:
             if token is not None:
                 _raw.reset(token)
@@ -295,6 +315,8 @@ def _rule(jp: JetPass, f: Function, ins: list[Coeffs | None], outs: list[Any]) -
         return _linear(jp, f, ins, outs)
     if kind == "multilinear":
         return _multilinear(jp, f, ins, outs)
+    if kind == "own":
+        return f.jet_rule(jp, ins, outs)  # type: ignore[attr-defined,no-any-return]
     if kind == "custom":
         return _CUSTOM[cls](jp, f, ins, outs)
     if kind == "composite":
@@ -475,7 +497,7 @@ def _elementwise(jp: JetPass, f: Function, sx: Coeffs | None, y: Variable) -> Co
         xp = array_module_of(x)
         ones = xp.ones((1, *x.shape), dtype=x.dtype if x.dtype.kind == "f" else np.float64)
         unit = JetPass(kk, collapsed=False, record=jp.record)
-        ds += [None if d is None else d[0] for d in _recurrence(unit, f, [ones], y, z0)[1:]]
+        ds += [None if d is None else d[0] for d in _recurrence(unit, f, [ones], y, z0, True)[1:]]
     ys: Coeffs = []
     one = _ONE
     table: dict[tuple[int, int], Any] = {(0, 0): one}  # B_{n,m}, per direction
@@ -509,15 +531,20 @@ def _elementwise(jp: JetPass, f: Function, sx: Coeffs | None, y: Variable) -> Co
 _ONE = object()  # B_{0,0} = 1
 
 
-def _recurrence(jp: JetPass, f: Function, sx: Coeffs, y: Variable, z0: Any) -> Coeffs:
+def _recurrence(
+    jp: JetPass, f: Function, sx: Coeffs, y: Variable, z0: Any, unit: bool = False
+) -> Coeffs:
     """``y = f(x)`` elementwise: ``y_k = sum_{j<k} C(k-1, j) z_j x_{k-j}`` (from ``y' = z x'``)
     with ``z = f'(x)``, whose coefficients come from a jet of the derivative's own graph.
-    ``sx`` may be shorter than the order (the rest zero).
+    ``sx`` may be shorter than the order (the rest zero). ``unit``: ``sx`` is the unit
+    curve ``x0 + t`` (``x_1`` ones, one direction), and a product ``z_j x_1`` is ``z_j``
+    itself (a recorded graph does not hold the ones, a constant of ``x``'s size).
     """
     x = f.inputs[0]
     sx = list(sx) + [None] * (jp.kk - len(sx))
     ys: Coeffs = []
     zs: Coeffs = []  # z_1.. as they become computable
+    one = (1, *x.shape)
     for k in range(1, jp.kk + 1):
         if k >= 2:
             zs = _derivative_series(jp, f, x, y, sx[: k - 1], ys[: k - 1])
@@ -528,7 +555,17 @@ def _recurrence(jp: JetPass, f: Function, sx: Coeffs, y: Variable, z0: Any) -> C
             cz = z0 if j == 0 else zs[j - 1]
             if cx is None or cz is None:
                 continue
-            t = cz * cx if comb(k - 1, j) == 1 else cz * cx * float(comb(k - 1, j))
+            if (
+                unit
+                and j == k - 1
+                and tuple(getattr(cz, "shape", ())) == (one[1:] if j == 0 else one)
+                and cz.dtype == cx.dtype  # the product would be cz itself
+            ):
+                t = F.reshape(cz, one) if j == 0 else cz  # z_j x_1, x_1 ones
+            else:
+                t = cz * cx
+            if comb(k - 1, j) != 1:
+                t = t * float(comb(k - 1, j))
             (with_top if j == 0 else per_dir).append(t)
         ys.append(jp.combine(k, per_dir, with_top))
     return ys

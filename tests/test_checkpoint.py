@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import itertools
 import json
 import os
 import subprocess
@@ -477,6 +478,354 @@ def test_vmap_refuses_a_closed_over_mapped_variable() -> None:
 
     with pytest.raises(NotImplementedError, match=r"pass it to hd\.checkpoint as an argument"):
         hd.vmap(f)(X0)
+
+
+# ------------------------------------------------------------------ Taylor mode
+D_IN = 3
+
+
+def _ws(seed: int) -> list[hd.Variable]:
+    rng = np.random.default_rng(seed)
+    return [
+        leaf(0.8 * rng.standard_normal((D_IN, 6))),
+        leaf(0.1 * rng.standard_normal(6)),
+        leaf(0.5 * rng.standard_normal((6, 6))),
+        leaf(0.5 * rng.standard_normal((6, 1))),
+    ]
+
+
+def _ck(f: Callable[..., Any], *args: Any, on: bool) -> Any:
+    return hd.checkpoint(f, *args) if on else f(*args)
+
+
+# Functions ``(N, D_IN) -> (N, 1)`` of the weights ``ws``, with (``on``) or without their
+# checkpoints: one, nested, several outputs, parameters made inside f, random draws inside f.
+def _single(ws: list[hd.Variable], on: bool) -> Callable[[Any], Any]:
+    w1, b1, _, w3 = ws
+    return lambda x: F.affine(
+        _ck(lambda a: F.tanh(F.affine(a, w1, b1)) * F.sin(a @ w1), x, on=on), w3
+    )
+
+
+def _nested(ws: list[hd.Variable], on: bool) -> Callable[[Any], Any]:
+    w1, b1, w2, w3 = ws
+
+    def inner(h: Any) -> Any:
+        return F.tanh(F.affine(h, w2)) + h
+
+    def outer(a: Any) -> Any:
+        h = F.tanh(F.affine(a, w1, b1))
+        return _ck(inner, _ck(inner, h, on=on), on=on) * F.exp(-(h**2))
+
+    return lambda x: F.affine(_ck(outer, x, on=on), w3)
+
+
+def _several(ws: list[hd.Variable], on: bool) -> Callable[[Any], Any]:
+    w1, b1, _, w3 = ws
+
+    def pair(a: Any) -> tuple[Any, Any]:
+        z = F.affine(a, w1, b1)
+        return F.tanh(z), z * z
+
+    def u(x: Any) -> Any:
+        p, q = _ck(pair, x, on=on)
+        return F.affine(p * q, w3) + F.sum(F.sigmoid(q), axis=1, keepdims=True)
+
+    return u
+
+
+def _parameters(ws: list[hd.Variable], on: bool) -> Callable[[Any], Any]:
+    w3 = ws[3]
+
+    def block(a: Any, name: str) -> Any:
+        with hd.parameter_scope(name):
+            return F.tanh(PF.affine(a, 6))
+
+    def u(x: Any) -> Any:
+        with hd.parameter_scope("jets"):
+            h = _ck(block, x, "b0", on=on)
+            h = _ck(block, h, "b1", on=on)
+            return _ck(lambda a: F.affine(a, w3), h, on=on)
+
+    return u
+
+
+def _random(ws: list[hd.Variable], on: bool) -> Callable[[Any], Any]:
+    w1, b1, _, w3 = ws
+
+    def noisy(a: Any) -> Any:
+        z = F.affine(a, w1, b1)
+        return F.tanh(z) * F.rand(shape=z.shape) + z * z * F.randn(shape=(1, 6))
+
+    def u(x: Any) -> Any:
+        hd.seed(11)  # both ways draw the same numbers
+        return F.affine(_ck(noisy, x, on=on), w3)
+
+    return u
+
+
+def _argument_out(ws: list[hd.Variable], on: bool) -> Callable[[Any], Any]:
+    w1, b1, _, w3 = ws
+
+    def u(x: Any) -> Any:
+        p, q = _ck(lambda a: (F.tanh(F.affine(a, w1, b1)), a), x, on=on)
+        return F.affine(p, w3) + F.sum(q * q * q, axis=1, keepdims=True)
+
+    return u
+
+
+_JET_CASES = {
+    "single": _single,
+    "argument out": _argument_out,
+    "nested": _nested,
+    "several outputs": _several,
+    "parameters": _parameters,
+    "random": _random,
+}
+
+
+def _jet_cases(ws: list[hd.Variable]) -> dict[str, Callable[[bool], Callable[[Any], Any]]]:
+    return {k: functools.partial(f, ws) for k, f in _JET_CASES.items()}
+
+
+JET_CASES = list(_JET_CASES)
+XJ = np.random.default_rng(4).standard_normal((4, D_IN))
+
+
+def _jets(u: Callable[[Any], Any]) -> dict[str, np.ndarray]:
+    """jvp, jets of orders 1-3 and Laplacians (collapsed: create_graph False and True) of
+    ``u``, and the gradients of the recorded ones with respect to ``x``.
+    """
+    rng = np.random.default_rng(5)
+    v1, v2, v3 = (rng.standard_normal(XJ.shape) for _ in range(3))
+    out: dict[str, np.ndarray] = {"jvp": hd.jvp(u, XJ, v1)[1]}
+    for order in (1, 2, 3):
+        series = ([v1, v2, v3][:order],)
+        y0, ys = hd.jet(u, (XJ,), series)
+        out[f"jet {order} y0"] = y0
+        for k, y in enumerate(ys, 1):
+            out[f"jet {order} y{k}"] = y
+        x = leaf(XJ)
+        y0, ys = hd.jet(u, (x,), series, create_graph=True)
+        for k, y in enumerate(ys, 1):
+            out[f"jet {order} y{k} recorded"] = y.d
+        (g,) = hd.grad(F.sum(ys[-1] ** 2), x)
+        out[f"jet {order} recorded, d/dx"] = g.d
+    out["laplacian"] = hd.laplacian(u, XJ, batch_axis=0)
+    out["laplacian of the sum"] = hd.laplacian(lambda z: F.sum(u(z)), XJ)
+    x = leaf(XJ)
+    lap = hd.laplacian(u, x, batch_axis=0, create_graph=True)
+    out["laplacian recorded"] = lap.d
+    (g,) = hd.grad(F.sum(lap**2), x)
+    out["laplacian recorded, d/dx"] = g.d
+    return out
+
+
+@pytest.mark.parametrize("case", JET_CASES)
+def test_jets_and_laplacians_through_checkpoints_equal_those_without(case: str) -> None:
+    ws = _ws(1)
+    u = _jet_cases(ws)[case]
+    without = _jets(u(False))
+    got = _jets(u(True))
+    assert got.keys() == without.keys()
+    for k in without:
+        same(got[k], without[k], f"{case}: {k}")
+
+
+def _pinn_loss(u: Callable[[Any], Any], x: Any) -> hd.Variable:
+    lap = hd.laplacian(u, x, batch_axis=0, create_graph=True)
+    src = np.sin(np.arange(x.shape[0]))
+    return F.mean((lap + src) ** 2)
+
+
+@pytest.mark.parametrize("case", JET_CASES)
+def test_the_gradient_of_a_laplacian_loss_at_orders_one_and_two(case: str) -> None:
+    # the PINN step (.backward(), hd.grad) and a Hessian-vector product of its loss
+    ws = _ws(2)
+    res = []
+    for on in (True, False):  # the second way reuses the parameters the first made
+        u = _jet_cases(ws)[case](on)
+        loss = _pinn_loss(u, XJ)
+        params = ws + list(hd.get_parameters().values())
+        for p in params:
+            p.zero_grad()
+        loss.backward()
+        got = [p.g.copy() for p in params]
+        loss = _pinn_loss(u, XJ)
+        gs = hd.grad(loss, params, allow_unused=True)
+        got += [g.d for g in gs]
+        vs = [np.cos(np.arange(p.size)).reshape(p.shape) for p in params]
+        dot = F.sum(F.stack(*[F.sum(g * v) for g, v in zip(gs, vs, strict=True)]))
+        got += [h.d for h in hd.grad(dot, params, allow_unused=True)]
+        res.append(got)
+    assert len(res[0]) == len(res[1])
+    for i, (a, b) in enumerate(zip(*res, strict=True)):
+        same(a, b, f"{case}: {i}")
+
+
+def test_the_biharmonic_through_checkpoints() -> None:
+    # a Taylor pass over the recorded graph of a Taylor pass: the jets of the jets'
+    # checkpoints (collapsed, and the stochastic one of order 4, not collapsed)
+    ws = _ws(4)
+    for case in ("nested", "argument out"):
+        res = []
+        for on in (True, False):
+            u = _jet_cases(ws)[case](on)
+            got = [hd.biharmonic(u, XJ, batch_axis=0)]
+            got.append(hd.biharmonic(u, XJ, batch_axis=0, method="stochastic", num_samples=2))
+            x = leaf(XJ)
+            bi = hd.biharmonic(u, x, batch_axis=0, create_graph=True)
+            got += [bi.d] + [g.d for g in hd.grad(F.sum(bi**2), [x, ws[0]])]
+            res.append(got)
+        for i, (a, b) in enumerate(zip(*res, strict=True)):
+            same(a, b, f"{case}: {i}")
+
+
+def test_a_static_graph_of_a_laplacian_through_a_checkpoint() -> None:
+    w1, b1, _, w3 = _ws(3)
+
+    def u(ckpt: bool) -> Callable[[Any], Any]:
+        body = lambda a: F.tanh(F.affine(a, w1, b1)) * F.sin(a @ w1)  # noqa: E731
+        return lambda x: F.affine(hd.checkpoint(body, x) if ckpt else body(x), w3)
+
+    with hd.auto_forward(False):
+        graphs = []
+        for ckpt in (True, False):
+            x = hd.Variable(XJ.shape, need_grad=True)
+            x.d = XJ
+            lap = hd.laplacian(u(ckpt), x, batch_axis=0, create_graph=True)
+            loss = F.sum(lap**2)
+            graphs.append((x, lap, loss))
+    for step in range(3):
+        xs = np.cos(np.arange(XJ.size) + step).reshape(XJ.shape)
+        got = []
+        for x, lap, loss in graphs:
+            x.d = xs
+            loss.forward()
+            w1.zero_grad()
+            loss.backward()
+            got.append([lap.d.copy(), w1.g.copy()])
+        for a, b in zip(*got, strict=True):
+            same(a, b, f"step {step}")
+
+
+def test_a_checkpoint_takes_its_own_jet_rule(monkeypatch: Any) -> None:
+    # its rule pushes the jet through the recomputed segment: the generic rule (nested
+    # vjps of the node) never runs, at any order, recorded or not
+    from hodiff import taylor
+
+    assert taylor.rule_kinds()["Checkpoint"] == "own"
+
+    def refuse(*args: Any) -> Any:
+        raise AssertionError("the generic rule ran")
+
+    monkeypatch.setattr(taylor, "_generic", refuse)
+    ws = _ws(1)
+    for case in JET_CASES:
+        _jets(_jet_cases(ws)[case](True))
+    # forward over reverse: a jet through the checkpointed gradient (its node's own rule)
+    u = _jet_cases(ws)["nested"]
+    v = np.cos(np.arange(XJ.size)).reshape(XJ.shape)
+    got = []
+    for on in (True, False):
+        got.append(hd.hvp(lambda z, on=on: F.sum(u(on)(z) ** 2), XJ, v, mode="fwd-rev")[1])
+    same(got[0], got[1])
+
+
+def _pinn(x: Any, ws: list[hd.Variable], bs: list[hd.Variable], ckpt: bool) -> Any:
+    h = x
+    for k, (w, b) in enumerate(zip(ws, bs, strict=True)):
+        last = k == len(ws) - 1
+
+        def layer(a: Any, w: Any = w, b: Any = b, last: bool = last) -> Any:
+            z = F.affine(a, w, b)
+            return z if last else F.tanh(z)
+
+        h = hd.checkpoint(layer, h) if ckpt else layer(h)
+    return h
+
+
+PN, PW, PL = 256, 16, 6  # batch, width, hidden layers of the PINN below; D_IN inputs
+
+
+def _pinn_params() -> tuple[list[hd.Variable], list[hd.Variable]]:
+    rng = np.random.default_rng(6)
+    dims = [D_IN, *[PW] * PL, 1]
+    ws = [leaf(rng.standard_normal((a, b)) / np.sqrt(a)) for a, b in itertools.pairwise(dims)]
+    bs = [leaf(0.1 * rng.standard_normal(b)) for b in dims[1:]]
+    return ws, bs
+
+
+def test_the_recorded_taylor_graph_of_a_checkpointed_network_keeps_only_coefficients() -> None:
+    # Every layer checkpointed: the recorded Laplacian's graph is one checkpoint per layer
+    # (its jet: (h, h_1, h_2) -> the layer's output and coefficients; the values' own
+    # checkpoints are not in it) and the Laplacian's reshape; it holds per layer the
+    # output h (N W values), its D first-order coefficients and its summed second-order
+    # one: (D + 2) N W values.
+    from hodiff import graph
+
+    ws, bs = _pinn_params()
+    x = np.random.default_rng(7).uniform(0, 1, (PN, D_IN))
+    layers = len(ws)
+
+    def held(ckpt: bool) -> tuple[int, dict[str, int]]:
+        gc.collect()
+        tracemalloc.start()
+        try:
+            base = tracemalloc.get_traced_memory()[0]
+            lap = hd.laplacian(lambda z: _pinn(z, ws, bs, ckpt), x, batch_axis=0, create_graph=True)
+            gc.collect()
+            size = tracemalloc.get_traced_memory()[0] - base
+        finally:
+            tracemalloc.stop()
+        kinds: dict[str, int] = {}
+        for f in graph.topological_order([lap]):
+            kinds[type(f).__name__] = kinds.get(type(f).__name__, 0) + 1
+        return size, kinds
+
+    size, kinds = held(True)
+    assert kinds.get("Checkpoint") == layers
+    assert not {"Affine", "Tanh", "Mul2"} & kinds.keys(), kinds  # no layer's own graph
+    assert sum(kinds.values()) - kinds["Checkpoint"] <= 2  # the Laplacian's reshape
+    a = PN * PW * 8  # one value per datum and unit (float64)
+    coefficients = (layers - 1) * (D_IN + 2) * a  # the hidden layers' (the last: (D + 2) N)
+    # plus the last layer's, the input and its directions (under a), and per checkpoint
+    # its Python objects (the node, its closure, its kept graph without values: < 24 KiB)
+    assert size <= coefficients + 2 * a + kinds["Checkpoint"] * 24 * 2**10
+    size0, kinds0 = held(False)
+    assert kinds0.get("Tanh", 0) == layers - 1
+    # without checkpointing each hidden layer holds at least the values and coefficients
+    # of both its affine's and its tanh's outputs (the test can fail)
+    assert size0 >= 2 * coefficients
+
+
+def test_a_constant_made_inside_f_is_not_kept() -> None:
+    # a constant of f (here 1.6 KiB, too large for the kept graph) dies with f's first
+    # graph: it is made again by each recomputation, and the node does not hold it (nor
+    # does a jet's checkpoint hold the constants its rules make)
+    x = leaf(np.ones((50, 4)))
+    y = hd.checkpoint(lambda a: a * np.full((50, 4), 2.0), x)
+    assert len(y.parent.inputs) == 1
+    (g,) = hd.grad(F.sum(y**2), x)
+    same(g.d, np.full((50, 4), 8.0))
+
+
+def test_the_version_check_of_a_laplacian_through_a_checkpoint() -> None:
+    ws, bs = _pinn_params()
+    x = np.random.default_rng(7).uniform(0, 1, (PN, D_IN))
+    loss = _pinn_loss(lambda z: _pinn(z, ws, bs, True), x)
+    ws[2].d = ws[2].d * 2.0  # the next step's weights, before the reverse pass
+    with pytest.raises(
+        RuntimeError,
+        match=r"checkpoint\(.*\) reads its input \d+ \(a leaf, shape \(16, 16\), dtype float64\)",
+    ):
+        loss.backward()
+    assert not any(w.g.any() for w in ws)  # nothing was touched
+    xv = leaf(x)
+    loss = _pinn_loss(lambda z: _pinn(z, ws, bs, True), xv)
+    xv.d = x + 1.0  # an argument changed through .d
+    with pytest.raises(RuntimeError, match=r"reads its input 0 .*shape \(256, 3\)"):
+        hd.grad(loss, ws)
 
 
 # ------------------------------------------------------------------ errors

@@ -384,8 +384,10 @@ def test_every_primitive_has_a_rule_kind() -> None:
         "custom",
         "composite",
         "constant",
+        "own",
         "generic",
     }
+    assert kinds["Checkpoint"] == "own"  # hd.checkpoint's node brings its own rule
     # the hot ones have their own rules, not the generic one
     for name in ("Affine", "Mul2", "Add2", "Tanh", "Exp", "Sum", "Reshape", "BatchMatmul"):
         assert kinds[name] != "generic", name
@@ -445,3 +447,21 @@ def test_jets_through_a_checkpoint_equal_those_without() -> None:
         hd.laplacian(plain, x, batch_axis=0),
         rtol=1e-12,
     )
+
+
+def test_a_recorded_elementwise_jet_holds_no_ones_of_the_inputs_size() -> None:
+    # the derivatives f^(m) come from a jet along the unit curve x0 + t: its products
+    # z_j x_1 with x_1 = ones are z_j itself, so the recorded graph holds no array of ones
+    from hodiff import graph
+
+    x = hd.Variable.from_array(np.linspace(-1.0, 1.0, 12).reshape(3, 4), need_grad=True)
+    f = lambda z: F.sum(F.tanh(z) * F.exp(z), axis=1)  # noqa: E731
+    lap = hd.laplacian(f, x, batch_axis=0, create_graph=True)
+    ones = [
+        v
+        for g in graph.topological_order([lap])
+        for v in g.inputs
+        if v.parent is None and not v.need_grad and v.size >= x.size and np.all(v.d == 1.0)
+    ]
+    assert not ones
+    np.testing.assert_allclose(lap.d, hd.laplacian(f, x.d, batch_axis=0, method="nested"))

@@ -11,6 +11,12 @@ The network is a residual tanh MLP, ``h <- h + tanh(h W_k + b_k)`` for ``k = 1..
 * W9 / W9c: the gradient of ``mean (D(x) - t)^2`` by a plain reverse pass, ``L = 32``.
 * W10 / W10c: the Hessian-vector product of that loss w.r.t. the weights, ``L = 32``.
 * W11 / W11c: W8 with width 512, batch 256 (weights dominate memory).
+* W12e / W12ec: the PINN step of the Taylor workload (``bench/workloads/taylor.py``, there in
+  float64): ``mean((Laplace u + f)^2)`` by ``hd.laplacian(create_graph=True)`` and its
+  gradient w.r.t. every weight by ``.backward()``, on a 2 -> 64 -> 64 -> 64 -> 1 tanh MLP,
+  batch 512; ``c``: every layer (affine and tanh) one checkpoint. W12g / W12gc: the same on
+  a deeper MLP, 2 -> 64 x 8 -> 1. PyTorch has no counterpart (``torch.func`` does not take
+  ``torch.utils.checkpoint``): hodiff only.
 
 hodiff checkpoints each layer with ``hd.checkpoint(layer, h)`` (the layer closes over its
 weights); PyTorch with ``torch.utils.checkpoint.checkpoint(layer, h, use_reentrant=False)``.
@@ -20,6 +26,7 @@ hodiff against PyTorch) and measures peak memory against the number of segments.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -30,6 +37,11 @@ from bench.workloads.common import Fns, Task, Workload, hodiff_leaves, load_torc
 SIZES = {
     "full": {"a": (128, 1024, 24, 32), "b": (512, 256, 24, 0)},
     "tiny": {"a": (6, 5, 3, 4), "b": (8, 3, 3, 0)},
+}
+#: the PINN steps (W12e, W12g): (layer widths, batch) per configuration
+PINN_SIZES = {
+    "full": {"e": ((2, 64, 64, 64, 1), 512), "g": ((2, *(64,) * 8, 1), 512)},
+    "tiny": {"e": ((2, 6, 6, 1), 8), "g": ((2, 6, 6, 6, 6, 1), 8)},
 }
 LAMBDA = 10.0
 
@@ -64,6 +76,14 @@ def make_inputs(size: str, dtype: str) -> dict[str, Any]:
             cfg["t"] = rng.standard_normal((batch, 1)).astype(dtype)
             cfg["v"] = [rng.standard_normal(p.shape).astype(dtype) for p in cfg["mlp"]]
         out[key] = cfg
+    for key, (dims, batch) in PINN_SIZES[size].items():
+        ws = []
+        for a, b in itertools.pairwise(dims):
+            ws.append((rng.standard_normal((a, b)) / np.sqrt(a)).astype(dtype))
+            ws.append((0.1 * rng.standard_normal(b)).astype(dtype))
+        xy = rng.uniform(0, 1, (batch, 2))
+        src = 2 * np.pi**2 * np.sin(np.pi * xy[:, 0]) * np.sin(np.pi * xy[:, 1])
+        out[f"pinn_{key}"] = {"params": ws, "x": xy.astype(dtype), "f": src.astype(dtype)}
     return out
 
 
@@ -138,8 +158,41 @@ def hodiff_steps(cfg: dict[str, Any], every: int | None) -> dict[str, Any]:
     return out
 
 
+def hodiff_pinn_step(cfg: dict[str, Any], ckpt: bool) -> Any:
+    """The PINN step: ``mean((Laplace u + f)^2)`` and its gradient w.r.t. every weight, ``u``
+    the tanh MLP of ``cfg["params"]``, each layer a checkpoint with ``ckpt``.
+    """
+    import hodiff as hd
+    import hodiff.functions as F
+
+    ps = hodiff_leaves(cfg["params"], need_grad=True)
+    src = hd.Variable.from_array(cfg["f"])
+    n = len(ps) // 2
+
+    def layer(h: Any, k: int) -> Any:
+        z = F.affine(h, ps[2 * k], ps[2 * k + 1])
+        return F.tanh(z) if k < n - 1 else z
+
+    def u(h: Any) -> Any:
+        for k in range(n):
+            h = hd.checkpoint(layer, h, k) if ckpt else layer(h, k)
+        return h
+
+    def step() -> list[Any]:
+        for p in ps:
+            p.zero_grad()
+        lp = hd.laplacian(u, cfg["x"], batch_axis=0, create_graph=True)
+        F.mean((lp + src) ** 2).backward(clear_buffer=True)
+        return [p.g for p in ps]
+
+    return step
+
+
 def hodiff_fns(inp: dict[str, Any]) -> Fns:
     out: Fns = {}
+    for key in ("e", "g"):
+        out[f"W12{key}"] = hodiff_pinn_step(inp[f"pinn_{key}"], False)
+        out[f"W12{key}c"] = hodiff_pinn_step(inp[f"pinn_{key}"], True)
     for every, suffix in ((None, ""), (1, "c")):
         a = hodiff_steps(inp["a"], every)
         b = hodiff_steps(inp["b"], every)
@@ -227,6 +280,10 @@ TASKS = (
     Task("W10c", "W10, every layer checkpointed"),
     Task("W11", "WGAN-GP step, residual tanh MLP 24 x 512, batch 256"),
     Task("W11c", "W11, every layer checkpointed"),
+    Task("W12e", "PINN step: Laplacian (create_graph), loss, weight gradients"),
+    Task("W12ec", "W12e, every layer checkpointed (hodiff only)"),
+    Task("W12g", "PINN step, tanh MLP 2 -> 64 x 8 -> 1, batch 512"),
+    Task("W12gc", "W12g, every layer checkpointed (hodiff only)"),
 )
 
 WORKLOAD = Workload(
