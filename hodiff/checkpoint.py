@@ -321,7 +321,8 @@ class Checkpoint(Function, register=False):
             if isinstance(self.f, _Vjp):
                 gs = self._kept.vjp_grads(self, scope, xs, wanted, gys)
             else:
-                gs = self._kept.grads(xs, known, wanted, gys, handed, self)
+                ys = [s.data for s in outputs]
+                gs = self._kept.grads(xs, known, wanted, gys, handed, self, ys)
             for i, g in zip(wanted, gs, strict=True):
                 if g is not None:
                     inputs[i].store(g, accum[i])
@@ -786,29 +787,61 @@ class _Kept:
         gys: list[Any],
         handed: _Handed | None,
         node: Checkpoint,
+        ys: Sequence[Any] = (),
     ) -> list[Any]:
         """The gradients of ``node``'s wanted inputs (``known``: its inputs) for its
         outputs' gradients ``gys``: the values the pass reads, computed on the arguments'
         values ``xs``, then a plain pass over the graph; its values dropped after. The
-        frontier of a gradient's pass handed to ``node`` joins the roots.
+        frontier of a gradient's pass handed to ``node`` joins the roots. ``ys``: the
+        values of ``node``'s outputs, which the node keeps: ``f``'s outputs take them
+        instead of being computed again (:meth:`bind_outputs`).
         """
         wrt = [self.leaves[i] if i < len(self.leaves) else known[i] for i in wanted]
+        bound = self.bind_outputs(node, ys)
         if handed is not None:
             roots = [*self.outs, *handed.locate(node, self.nodes)]
             seeds = [*gys, *handed.grads]
-            bound = handed.bind(self.nodes)  # what the gradient's pass computed: not again
+            bound |= handed.bind(self.nodes)  # what the gradient's pass computed: not again
             plan, run = self._plan(wrt, roots, bound)
         else:
             roots, seeds = self.outs, gys
-            entry = self.plans.get(tuple(wanted))
+            key = (tuple(wanted), frozenset(bound))
+            entry = self.plans.get(key)
             if entry is None:
-                entry = self.plans[tuple(wanted)] = (*self._plan(wrt, roots), wrt)
+                entry = self.plans[key] = (*self._plan(wrt, roots, bound), wrt)
             plan, run, wrt = entry
         self.compute(xs, run)
         try:
             return graph.grad_values(roots, wrt, seeds, plan)
         finally:
             self.drop()
+
+    def bind_outputs(self, node: Checkpoint, ys: Sequence[Any]) -> set[int]:
+        """Sets ``f``'s outputs in the kept graph to ``ys``, the values of ``node``'s
+        outputs (what the kept graph computed on the same inputs, which the version check
+        guards), where each is still there and was not set through ``.d`` since ``node``
+        computed; returns their ids. A rule that reads an output (``tanh``'s, ``exp``'s)
+        then reads it, and what only computed it is not run again: a layer
+        ``tanh(affine(h))`` checkpointed alone is not recomputed at all by a plain pass.
+        """
+        bound: set[int] = set()
+        if not ys:
+            return bound
+        t = max(node.seq, node._computed)
+        for o, y, r in zip(self.outs, ys, node._outputs, strict=False):
+            v = r()
+            if (
+                y is None
+                or v is None
+                or o.parent is None  # an argument: bound to its input already
+                or getattr(v, "_version", 0) > t
+                or getattr(y, "shape", None) != o._shape
+                or getattr(y, "dtype", None) != o._dtype
+            ):
+                continue
+            o._data = y
+            bound.add(id(o))
+        return bound
 
     def vjp_grads(
         self,

@@ -232,6 +232,58 @@ def test_a_gradient_penalty_recomputes_each_segment_once_when_the_pass_freed_mem
             same(a, b)
 
 
+def test_a_layer_whose_rules_read_only_its_output_is_not_recomputed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # y = tanh(x W + b) per layer, each checkpointed: tanh's rule reads its output (which the
+    # checkpoint keeps) and the affine's reads its inputs (the checkpoint's input and the
+    # weights), so a plain pass recomputes nothing: no affine runs in .backward(). A layer
+    # output set through .d after it computed (one no rule reads: the loss is its sum) is
+    # not taken: that layer is recomputed (one affine), and the gradient is still the one
+    # of f at the inputs.
+    from hodiff.functions.linalg import Affine
+
+    calls = [0]
+    forward = Affine.forward_impl
+
+    def counted(self: Any, inputs: Any, outputs: Any) -> None:
+        calls[0] += 1
+        forward(self, inputs, outputs)
+
+    monkeypatch.setattr(Affine, "forward_impl", counted)
+    rng = np.random.default_rng(9)
+    ws = [0.5 * rng.standard_normal((4, 4)) for _ in range(3)]
+
+    def grads(ckpt: bool, poke: bool) -> tuple[list[np.ndarray], int]:
+        wv = [leaf(w) for w in ws]
+        h = leaf(X0)
+        outs = []
+        for w in wv:
+
+            def block(a: hd.Variable, w: hd.Variable = w) -> hd.Variable:
+                return F.tanh(F.affine(a, w))
+
+            h = hd.checkpoint(block, h) if ckpt else block(h)
+            outs.append(h)
+        loss = F.sum(h)  # its rule reads no value
+        if poke:  # the last layer's output, set to its own value (a new version)
+            outs[-1].d = outs[-1].d.copy()
+        calls[0] = 0
+        loss.backward(clear_buffer=True)
+        return [w.g for w in wv], calls[0]
+
+    ref, n = grads(False, False)
+    assert n == 0
+    got, n = grads(True, False)
+    assert n == 0
+    for a, b in zip(got, ref, strict=True):
+        same(a, b)
+    got, n = grads(True, True)
+    assert n == 1
+    for a, b in zip(got, ref, strict=True):
+        same(a, b)
+
+
 # ------------------------------------------------------------------ structure of f
 def test_nested_checkpoints() -> None:
     def inner(a: hd.Variable) -> hd.Variable:
