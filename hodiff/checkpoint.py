@@ -737,7 +737,8 @@ class _Kept:
         #: clock time between that part and the gradient graph
         self.fouts, self.linked = fouts, linked
         self.nodes = [f for f in graph.topological_order([*outs, *fouts]) if f.seq > start]
-        self.plans: dict[tuple[int, ...], tuple[Any, _Run, list[Variable]]] = {}
+        #: per set of wanted inputs (and of outputs bound), the plan, the run and wrt
+        self.plans: dict[Any, tuple[Any, _Run, list[Variable]]] = {}
 
     @classmethod
     def of(
