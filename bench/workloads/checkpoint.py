@@ -10,6 +10,9 @@ The network is a residual tanh MLP, ``h <- h + tanh(h W_k + b_k)`` for ``k = 1..
   every weight and bias.
 * W9 / W9c: the gradient of ``mean (D(x) - t)^2`` by a plain reverse pass, ``L = 32``.
 * W10 / W10c: the Hessian-vector product of that loss w.r.t. the weights, ``L = 32``.
+  W10b / W10bc (hodiff only): the same product as NNabla writes it, the second pass a
+  ``.backward(clear_buffer=True)`` of ``sum_k <g_k, v_k>`` (it frees the first-order
+  graph's values as it goes; PyTorch's ``autograd.grad`` of W10 frees its graph too).
 * W11 / W11c: W8 with width 512, batch 256 (weights dominate memory).
 * W12e / W12ec: the PINN step of the Taylor workload (``bench/workloads/taylor.py``, there in
   float64): ``mean((Laplace u + f)^2)`` by ``hd.laplacian(create_graph=True)`` and its
@@ -154,7 +157,15 @@ def hodiff_steps(cfg: dict[str, Any], every: int | None) -> dict[str, Any]:
             dot = F.sum(F.stack(*[F.sum(g * v) for g, v in zip(gs, vs, strict=True)]))
             return [h.d for h in hd.grad(dot, qs, create_graph=False)]
 
-        out.update(grad=grad, hvp=hvp)
+        def hvp_backward() -> list[Any]:  # NNabla's idiom: the second pass frees as it goes
+            for q in qs:
+                q.zero_grad()
+            gs = hd.grad(loss_of(), qs)
+            dot = F.sum(F.stack(*[F.sum(g * v) for g, v in zip(gs, vs, strict=True)]))
+            dot.backward(clear_buffer=True)
+            return [q.g for q in qs]
+
+        out.update(grad=grad, hvp=hvp, hvp_backward=hvp_backward)
     return out
 
 
@@ -201,6 +212,7 @@ def hodiff_fns(inp: dict[str, Any]) -> Fns:
                 f"W8{suffix}": a["wgan"],
                 f"W9{suffix}": a["grad"],
                 f"W10{suffix}": a["hvp"],
+                f"W10b{suffix}": a["hvp_backward"],
                 f"W11{suffix}": b["wgan"],
             }
         )
@@ -280,6 +292,8 @@ TASKS = (
     Task("W10c", "W10, every layer checkpointed"),
     Task("W11", "WGAN-GP step, residual tanh MLP 24 x 512, batch 256"),
     Task("W11c", "W11, every layer checkpointed"),
+    Task("W10b", "W10, the second pass a .backward(clear_buffer=True) (hodiff only)"),
+    Task("W10bc", "W10b, every layer checkpointed (hodiff only)"),
     Task("W12e", "PINN step: Laplacian (create_graph), loss, weight gradients"),
     Task("W12ec", "W12e, every layer checkpointed (hodiff only)"),
     Task("W12g", "PINN step, tanh MLP 2 -> 64 x 8 -> 1, batch 512"),
