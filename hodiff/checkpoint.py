@@ -424,8 +424,8 @@ class Checkpoint(Function, register=False):
             if size <= budget:
                 place = _places(fouts, fvars, start, linked)
                 if place is not None:
-                    # the values too, within the memory the pass has freed (so that it
-                    # never holds more for them than when it began), when node computes
+                    # the values too, within the memory the pass has freed (the frontier
+                    # replaces a gradient, so nothing else grows here), when node computes
                     # by its kept graph (which takes them; a run of f computes its own)
                     values = None
                     if node._kept is not None:

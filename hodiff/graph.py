@@ -999,8 +999,9 @@ class PassScope:
     ``freed``: the bytes of the values this pass has freed so far (``clear_buffer``), and
     ``held``: the bytes that entries of ``handoff`` hold (a rule adds what it leaves there,
     the node that takes it subtracts it). A rule that could spare work by keeping more
-    alive may spend ``freed - held``: memory the pass has already given back, so the pass
-    never holds more for it than it held when it began.
+    alive may spend ``freed - held``: memory the pass has already given back, so what it
+    keeps for that never exceeds what the pass freed before (it is up to the rule that
+    nothing else it makes later counts on that memory).
     """
 
     __slots__ = ("_nodes", "_plan", "freed", "handoff", "held")
