@@ -911,11 +911,8 @@ class _Kept:
         bound = bound or set()
         run: list[Function] = []
         for f in reversed(self.nodes):
-            outs = [id(r()) for r in f._outputs]
-            if id(f) in go:
-                wants = [k for k in outs if k != id(None)]
-            else:
-                wants = [k for k in outs if k in needed]
+            outs = [id(o) for r in f._outputs if (o := r()) is not None]
+            wants = outs if id(f) in go else [k for k in outs if k in needed]
             if wants and not all(k in bound for k in wants):
                 run.append(f)
                 needed.update(id(x) for x in f.inputs)

@@ -25,6 +25,9 @@ import pytest
 import hodiff as hd
 import hodiff.functions as F
 import hodiff.parametric as PF
+from hodiff import graph, taylor
+from hodiff.functions.linalg import Affine
+from hodiff.functions.math import Tanh
 
 RTOL = 1e-12
 
@@ -178,6 +181,19 @@ def test_gradient_penalty_through_the_segment() -> None:
         same(a, b)
 
 
+def count_forwards(monkeypatch: pytest.MonkeyPatch, cls: type) -> list[int]:
+    """A counter (``[n]``) of the calls of ``cls.forward_impl`` from now on."""
+    calls = [0]
+    forward = cls.forward_impl  # type: ignore[attr-defined]
+
+    def counted(self: Any, inputs: Any, outputs: Any) -> None:
+        calls[0] += 1
+        forward(self, inputs, outputs)
+
+    monkeypatch.setattr(cls, "forward_impl", counted)
+    return calls
+
+
 def test_a_gradient_penalty_recomputes_each_segment_once_when_the_pass_freed_memory(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -189,16 +205,7 @@ def test_a_gradient_penalty_recomputes_each_segment_once_when_the_pass_freed_mem
     # clear_buffer nothing is freed, so x_hat's chain recomputes too, but for its last
     # layer: only its gradient's segment reads it (D(x_hat) is not in the loss), which then
     # runs the whole rule itself: 3 L - 1. The derivatives are the same each way.
-    from hodiff.functions.math import Tanh
-
-    calls = [0]
-    forward = Tanh.forward_impl
-
-    def counted(self: Any, inputs: Any, outputs: Any) -> None:
-        calls[0] += 1
-        forward(self, inputs, outputs)
-
-    monkeypatch.setattr(Tanh, "forward_impl", counted)
+    calls = count_forwards(monkeypatch, Tanh)
     n_layers = 4
     rng = np.random.default_rng(5)
     ws = [0.5 * rng.standard_normal((4, 4)) for _ in range(n_layers)]
@@ -241,16 +248,7 @@ def test_a_layer_whose_rules_read_only_its_output_is_not_recomputed(
     # output set through .d after it computed (one no rule reads: the loss is its sum) is
     # not taken: that layer is recomputed (one affine), and the gradient is still the one
     # of f at the inputs.
-    from hodiff.functions.linalg import Affine
-
-    calls = [0]
-    forward = Affine.forward_impl
-
-    def counted(self: Any, inputs: Any, outputs: Any) -> None:
-        calls[0] += 1
-        forward(self, inputs, outputs)
-
-    monkeypatch.setattr(Affine, "forward_impl", counted)
+    calls = count_forwards(monkeypatch, Affine)
     rng = np.random.default_rng(9)
     ws = [0.5 * rng.standard_normal((4, 4)) for _ in range(3)]
 
@@ -764,7 +762,6 @@ def test_a_static_graph_of_a_laplacian_through_a_checkpoint() -> None:
 def test_a_checkpoint_takes_its_own_jet_rule(monkeypatch: Any) -> None:
     # its rule pushes the jet through the recomputed segment: the generic rule (nested
     # vjps of the node) never runs, at any order, recorded or not
-    from hodiff import taylor
 
     assert taylor.rule_kinds()["Checkpoint"] == "own"
 
@@ -814,7 +811,6 @@ def test_the_recorded_taylor_graph_of_a_checkpointed_network_keeps_only_coeffici
     # checkpoints are not in it) and the Laplacian's reshape; it holds per layer the
     # output h (N W values), its D first-order coefficients and its summed second-order
     # one: (D + 2) N W values.
-    from hodiff import graph
 
     ws, bs = _pinn_params()
     x = np.random.default_rng(7).uniform(0, 1, (PN, D_IN))
@@ -1220,7 +1216,6 @@ class Counting:
     not the calls that link a gradient graph)."""
 
     def __init__(self, monkeypatch: Any) -> None:
-        from hodiff.functions.linalg import Affine
 
         self.calls = 0
         rule = Affine.backward_impl
@@ -1372,7 +1367,6 @@ def test_a_plain_backward_computes_the_first_graph_again() -> None:
 
 
 def test_current_pass_and_the_handoff() -> None:
-    from hodiff import graph
 
     seen: list[Any] = []
 
