@@ -349,7 +349,7 @@ class Checkpoint(Function, register=False):
                 wrt = [leaves[i] if i < n else known[i] for i in wanted]
                 roots, seeds = outs, gys
                 if handed is not None:  # the frontier of the gradient's pass, with its gradients
-                    nodes = [f for f in graph.topological_order(outs) if f.seq > start]
+                    nodes = graph.nodes_since(outs, start)
                     more = handed.locate(self, nodes)
                     roots, seeds = [*outs, *more], [*gys, *handed.grads]
                 gs = graph.grad_values(roots, wrt, seeds, _segment_plan(roots, wrt, start))
@@ -637,23 +637,24 @@ def _as_variable(c: Any) -> Variable:
     return c if isinstance(c, Variable) else Variable.from_array(c)
 
 
-def _segment_plan(outs: Sequence[Variable], wrt: Sequence[Variable], start: int) -> Any:
+def _segment_plan(
+    outs: Sequence[Variable],
+    wrt: Sequence[Variable],
+    start: int,
+    nodes: list[Function] | None = None,
+) -> Any:
     """The reverse pass from a recomputed segment's ``outs`` to ``wrt`` through the nodes the
-    recomputation made (numbered after ``start``) only.
+    recomputation made (numbered after ``start``; ``nodes``, when the caller has them) only.
 
     So the gradient with respect to an external that is a value of the enclosing graph is
     the segment's partial derivative: when ``f`` uses two such values, one computed from the
     other, the enclosing graph's own pass carries the gradient between them (through the
-    whole graph it would be counted twice).
+    whole graph it would be counted twice). The enclosing graph is not walked: a visit
+    costs what the segment's nodes do, however large the graph around it.
     """
-    plan = graph.plan(list(outs), list(wrt))
-    nodes = plan.nodes  # in creation order: the enclosing graph's nodes first
-    k = 0
-    while k < len(nodes) and nodes[k].seq <= start:
-        k += 1
-    if k:
-        plan.nodes, plan.props, plan.sends = nodes[k:], plan.props[k:], plan.sends[k:]
-    return plan
+    if nodes is None:
+        nodes = graph.nodes_since(outs, start)
+    return graph.plan(list(outs), list(wrt), nodes)
 
 
 def _grad(
@@ -677,7 +678,7 @@ def _run_needed(outs: Sequence[Variable], start: int) -> None:
     ``need_outputs`` of its producer) or a needed node computes from it; the others (the
     gradient's result itself, a sum only added to it) are never computed.
     """
-    nodes = [f for f in graph.topological_order(list(outs)) if f.seq > start]
+    nodes = graph.nodes_since(outs, start)
     needed: set[int] = set()
     run = []
     for f in reversed(nodes):
@@ -736,7 +737,7 @@ class _Kept:
         #: for a recorded gradient's segment: the outputs of ``f``'s part of it, and the
         #: clock time between that part and the gradient graph
         self.fouts, self.linked = fouts, linked
-        self.nodes = [f for f in graph.topological_order([*outs, *fouts]) if f.seq > start]
+        self.nodes = graph.nodes_since([*outs, *fouts], start)
         #: per set of wanted inputs (and of outputs bound), the plan, the run and wrt
         self.plans: dict[Any, tuple[Any, _Run, list[Variable]]] = {}
 
@@ -899,23 +900,26 @@ class _Kept:
             plan = _segment_plan(roots, wrt, self.start)
         else:  # f's graph: its nodes are those its outputs (and frontier) depend on
             plan = graph.plan(roots, wrt, self.nodes)
-        read: set[int] = set()  # the values the pass's rules read
-        go: set[int] = set()
+        read: set[Variable] = set()  # the values the pass's rules read
+        go: set[Function] = set()  # the nodes whose rules read their own outputs
         for f in plan.nodes:
+            n = f.need_inputs
+            if n is True:
+                read.update(f.inputs)
+            elif n is not False:
+                read.update([x for i, x in enumerate(f.inputs) if i in n])
             if f.need_outputs:
-                go.add(id(f))
-            for i, x in enumerate(f.inputs):
-                if f.needs_input(i):
-                    read.add(id(x))
+                go.add(f)
         needed = set(read)
         bound = bound or set()
         run: list[Function] = []
         for f in reversed(self.nodes):
-            outs = [id(o) for r in f._outputs if (o := r()) is not None]
-            wants = outs if id(f) in go else [k for k in outs if k in needed]
-            if wants and not all(k in bound for k in wants):
+            wants = [o for r in f._outputs if (o := r()) is not None]
+            if f not in go:
+                wants = [o for o in wants if o in needed]
+            if wants and not all(id(o) in bound for o in wants):
                 run.append(f)
-                needed.update(id(x) for x in f.inputs)
+                needed.update(f.inputs)
         run.reverse()
         return plan, _with_frees(run, read)
 
@@ -924,21 +928,23 @@ class _Kept:
 _Run = list[tuple[Function, list[Variable]]]
 
 
-def _with_frees(run: list[Function], read: set[int]) -> _Run:
+def _with_frees(run: list[Function], read: set[Variable]) -> _Run:
     """``run``'s nodes, each with the values it is the last of ``run`` to read that no rule
     reads (``read``) and whose node does not keep them (``need_outputs``).
     """
-    last: dict[int, int] = {}
+    last: dict[Variable, int] = {}
     for k, f in enumerate(run):
         for x in f.inputs:
-            last[id(x)] = k
+            last[x] = k
     frees: list[list[Variable]] = [[] for _ in run]
     for f in run:
         if not f.need_outputs:
             for r in f._outputs:
                 o = r()
-                if o is not None and id(o) not in read and id(o) in last:
-                    frees[last[id(o)]].append(o)
+                if o is not None and o not in read:
+                    j = last.get(o)
+                    if j is not None:
+                        frees[j].append(o)
     return list(zip(run, frees, strict=True))
 
 
@@ -1037,7 +1043,7 @@ def _places(
     None if one is not in it, or is neither an output of ``f`` nor read by a node of ``f``
     (then only the gradient graph holds it, and ``f``'s graph without it would not).
     """
-    nodes = [f for f in graph.topological_order(fouts) if start < f.seq <= linked]
+    nodes = [f for f in graph.nodes_since(fouts, start) if f.seq <= linked]
     index = {id(f): k for k, f in enumerate(nodes)}
     held = {id(x) for f in nodes for x in f.inputs} | {id(o) for o in fouts}
     places = []
@@ -1094,12 +1100,11 @@ def _frontier(outs: Sequence[Variable], start: int, linked: int) -> list[Variabl
     that the nodes made after ``linked`` (its gradient graph) read, in first-seen order.
     """
     seen: dict[int, Variable] = {}
-    for f in graph.topological_order(list(outs)):
-        if f.seq > linked:
-            for x in f.inputs:
-                p = x.parent
-                if p is not None and start < p.seq <= linked and id(x) not in seen:
-                    seen[id(x)] = x
+    for f in graph.nodes_since(outs, linked):
+        for x in f.inputs:
+            p = x.parent
+            if p is not None and start < p.seq <= linked and id(x) not in seen:
+                seen[id(x)] = x
     return list(seen.values())
 
 
@@ -1107,7 +1112,7 @@ def _trim(roots: Sequence[Variable], start: int, linked: int) -> None:
     """Frees the values, in the graph of ``roots`` made after ``start`` and up to
     ``linked``, that no rule of that graph reads.
     """
-    nodes = [f for f in graph.topological_order(list(roots)) if start < f.seq <= linked]
+    nodes = [f for f in graph.nodes_since(roots, start) if f.seq <= linked]
     read = {id(x) for f in nodes for i, x in enumerate(f.inputs) if f.needs_input(i)}
     for f in nodes:
         if not f.need_outputs:

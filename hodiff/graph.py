@@ -79,6 +79,34 @@ def topological_order(roots: Sequence[Variable]) -> list[Function]:
     return nodes
 
 
+def nodes_since(roots: Sequence[Variable], start: int) -> list[Function]:
+    """The nodes made after the clock read ``start`` (``Function.seq > start``) that the
+    roots depend on, inputs before consumers: the graph of one call, without walking what
+    it reads from older nodes (a node reads only variables made before it, so what an older
+    node depends on is older still). Its cost is that of the new nodes, however large the
+    older graph.
+    """
+    stack: list[Function] = []
+    seen: set[Function] = set()
+    for v in roots:
+        p = v.parent
+        if p is not None and p.seq > start and p not in seen:
+            seen.add(p)
+            stack.append(p)
+    nodes: list[Function] = []
+    append, push, mark = nodes.append, stack.append, seen.add
+    while stack:
+        f = stack.pop()
+        append(f)
+        for x in f.inputs:
+            p = x.parent
+            if p is not None and p.seq > start and p not in seen:
+                mark(p)
+                push(p)
+    nodes.sort(key=_by_seq)
+    return nodes
+
+
 # Counts the passes that freed values (clear_buffer=True): a cached plan is checked again for
 # freed values only when this changed since its last check, so the hot path pays nothing.
 _frees = [0]

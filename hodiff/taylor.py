@@ -55,6 +55,7 @@ import numpy as np
 
 from hodiff import batching as _batching
 from hodiff import functions as F
+from hodiff import graph
 from hodiff.autograd import grad as _autograd_grad
 from hodiff.context import _raw, _recording, auto_forward
 from hodiff.function import Elementwise, Function, array_module_of
@@ -582,7 +583,7 @@ def _derivative_series(
         z = _derivative(jp, f, xv, yv)
     if not isinstance(z, Variable):  # a constant derivative
         return [None] * len(sx)
-    nodes = _nodes_since(z, start)
+    nodes = graph.nodes_since([z], start)
     sub = JetPass(len(sx), collapsed=False, record=jp.record)
     sub.series[xv] = sx
     sub.series[yv] = sy
@@ -605,27 +606,6 @@ def _leaf(a: Any) -> Variable:
     """A leaf holding ``a`` (not copied); with need_grad when it is float (a graph is wanted)."""
     kind = getattr(getattr(a, "dtype", None), "kind", "f")
     return Variable.from_array(a, need_grad=kind == "f", copy=False)
-
-
-def _nodes_since(root: Variable, start: int) -> list[Function]:
-    """The nodes ``root`` depends on that were created after the clock read ``start``
-    (inputs before consumers): the graph of one call, not what it closes over.
-    """
-    if root.parent is None or root.parent.seq < start:
-        return []
-    stack = [root.parent]
-    seen = {root.parent}
-    nodes = []
-    while stack:
-        g = stack.pop()
-        nodes.append(g)
-        for v in g.inputs:
-            p = v.parent
-            if p is not None and p not in seen and p.seq > start:
-                seen.add(p)
-                stack.append(p)
-    nodes.sort(key=lambda g: g.seq)
-    return nodes
 
 
 # ---------------------------------------------------------------- custom rules
@@ -738,7 +718,7 @@ def _composite(jp: JetPass, f: Function, ins: list[Coeffs | None], outs: list[An
     for x, s in zip(xs, ins, strict=True):
         if s is not None:
             sub.series[x] = s
-    sub.run(_nodes_since(y, start))
+    sub.run(graph.nodes_since([y], start))
     return [sub.series.get(y)]
 
 
@@ -903,11 +883,7 @@ def push(
     for x, s in zip(primals, series, strict=True):
         if s is not None:
             jp.series[x] = list(s)
-    nodes: dict[Function, None] = {}
-    for o in ys:
-        for g in _nodes_since(o, start):
-            nodes[g] = None
-    jp.run(sorted(nodes, key=lambda g: g.seq), keep=ys)
+    jp.run(graph.nodes_since(ys, start), keep=ys)
     return [jp.series.get(o) or [None] * order for o in ys]
 
 

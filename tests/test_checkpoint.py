@@ -1191,6 +1191,62 @@ def test_closed_over_values_of_the_enclosing_graph_one_made_from_the_other() -> 
     np.testing.assert_allclose(res[0][1], 3 * np.sin(b) ** 2 + 6 * b * np.sin(b) * np.cos(b))
 
 
+def test_a_checkpoint_does_not_walk_the_enclosing_graph(monkeypatch: Any) -> None:
+    # the layers' weight is computed by a deep graph (depth nodes) outside the segments: what
+    # a checkpoint walks, when it is made and in every reverse pass (a plain one and the
+    # recorded gradient's, a gradient penalty), is its own segment's nodes (a few), never
+    # that graph (which made each visit cost O(depth): 16 layers were 6x slower than none)
+    depth, layers = 300, 4
+    walked: list[int] = []
+    spy = type(graph)("spy")
+    spy.__dict__.update(graph.__dict__)
+
+    def recorded(fn: Any, size: Callable[[Any], int]) -> Any:
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            out = fn(*args, **kwargs)
+            walked.append(size(out))
+            return out
+
+        return wrapped
+
+    spy.topological_order = recorded(graph.topological_order, len)  # type: ignore[attr-defined]
+    spy.nodes_since = recorded(graph.nodes_since, len)  # type: ignore[attr-defined]
+
+    def plan(outputs: Any, inputs: Any, order: Any = None) -> Any:  # walks order, or all
+        walked.append(len(graph.topological_order(outputs) if order is None else order))
+        return graph.plan(outputs, inputs, order)
+
+    spy.plan = plan  # type: ignore[attr-defined]
+    monkeypatch.setattr(sys.modules["hodiff.checkpoint"], "graph", spy)
+    monkeypatch.setattr(taylor, "graph", spy)
+
+    res = []
+    for ckpt in (True, False):
+        v, b = leaf(WS[0]), leaf(BS[0])
+        w = v
+        for _ in range(depth):
+            w = w * 1.0
+        x = leaf(X0)
+
+        def u(h: hd.Variable, ckpt: bool = ckpt, w: Any = w, b: Any = b) -> hd.Variable:
+            body = lambda a: tanh_layer(a, w, b)  # noqa: E731  (w: an external of f)
+            for _ in range(layers):
+                h = hd.checkpoint(body, h) if ckpt else body(h)
+            return h
+
+        (g,) = hd.grad(F.sum(u(x)), x)  # a gradient penalty's first pass, recorded
+        F.sum(g * g).backward()  # its plain pass
+        lap = hd.laplacian(lambda a: F.sum(u(a), axis=1), X0, batch_axis=0, create_graph=True)
+        (t,) = hd.grad(F.sum(lap**2), v)  # a PINN's loss: the jets through the segments
+        res.append([v.g.copy(), b.g.copy(), g.d, t.d])
+    for p, q in zip(*res, strict=True):
+        same(p, q)
+    assert walked, "the spy saw no walk"
+    # a segment's graphs (its Taylor graph is the largest) are far smaller than the graph
+    # around it: a walk of that graph counts depth nodes at least
+    assert max(walked) < depth, max(walked)
+
+
 # ------------------------------------------------------------------ shared passes
 # A recorded gradient's plain pass leaves the part through f's rules to the forward checkpoint
 # of the same segment, which runs f's rules once on the sum (as without checkpointing); a
