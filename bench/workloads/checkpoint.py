@@ -294,7 +294,9 @@ TASKS = (
     Task("W11c", "W11, every layer checkpointed"),
     Task("W10b", "W10, the second pass a .backward(clear_buffer=True) (hodiff only)"),
     Task("W10bc", "W10b, every layer checkpointed (hodiff only)"),
-    Task("W12e", "PINN step: Laplacian (create_graph), loss, weight gradients"),
+    Task(
+        "W12e", "PINN step (the Taylor group's W12e, here in float32): Laplacian, loss, gradients"
+    ),
     Task("W12ec", "W12e, every layer checkpointed (hodiff only)"),
     Task("W12g", "PINN step, tanh MLP 2 -> 64 x 8 -> 1, batch 512"),
     Task("W12gc", "W12g, every layer checkpointed (hodiff only)"),
