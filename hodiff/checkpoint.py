@@ -51,6 +51,7 @@ import copy
 import math
 import weakref
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -732,12 +733,13 @@ class _Kept:
         start: int,
         fouts: list[Variable],
         linked: int,
+        nodes: list[Function] | None = None,
     ) -> None:
         self.leaves, self.outs, self.start = leaves, outs, start
         #: for a recorded gradient's segment: the outputs of ``f``'s part of it, and the
         #: clock time between that part and the gradient graph
         self.fouts, self.linked = fouts, linked
-        self.nodes = graph.nodes_since([*outs, *fouts], start)
+        self.nodes = graph.nodes_since([*outs, *fouts], start) if nodes is None else nodes
         #: per set of wanted inputs (and of outputs bound), the plan, the run and wrt
         self.plans: dict[Any, tuple[Any, _Run, list[Variable]]] = {}
 
@@ -750,11 +752,14 @@ class _Kept:
         xs: list[Variable],
         fouts: list[Variable],
         linked: int,
+        nodes: list[Function] | None = None,
     ) -> _Kept | None:
-        """The kept graph of one run of ``f``, or None when it may not be kept (see above)."""
+        """The kept graph of one run of ``f`` (``nodes``: its nodes in creation order, when
+        the caller has them), or None when it may not be kept (see above).
+        """
         if any(type(x) is not Variable for x in xs):
             return None
-        kept = cls(leaves, outs, start, fouts, linked)
+        kept = cls(leaves, outs, start, fouts, linked, nodes)
         own = {id(v) for v in leaves}
         for f in kept.nodes:
             if type(f) not in REGISTRY or getattr(f, "rng", None) is not None:
@@ -1166,11 +1171,15 @@ def _trace(
             )
         specs.append((o.shape, o.dtype))
     values = None if any(o._data is None for o in outs) else [o._data for o in outs]
-    reached = _reached(outs, leaves, start)
+    made: list[Function] = []  # f's graph: the nodes the walk goes through
+    reached = _reached(outs, leaves, start, made)
     kept = None
     if values is not None and (vjp is None or traced):
-        kept = _Kept.of(leaves, outs, start, xs, *(traced or [[], -1]))
-    del outs, leaves, o  # o: the last output, which would keep its graph alive
+        made.sort(key=attrgetter("seq"))
+        fouts, linked = traced or ([], -1)
+        kept = _Kept.of(leaves, outs, start, xs, fouts, linked, None if vjp else made)
+        del fouts
+    del outs, leaves, o, made, traced  # they would keep f's graph alive (o: the last output)
     externals = _alive(reached)
     for v in externals:
         if type(v) is BatchedVariable and not any(v is x for x in xs):
@@ -1199,14 +1208,19 @@ def _as_outputs(name: str, out: Any) -> tuple[type | None, list[Variable]]:
     )
 
 
-def _reached(outs: Sequence[Variable], leaves: Sequence[Variable], start: int) -> list[Any]:
+def _reached(
+    outs: Sequence[Variable],
+    leaves: Sequence[Variable],
+    start: int,
+    made: list[Function] | None = None,
+) -> list[Any]:
     """What the graph of ``outs`` reaches that it did not make from ``leaves``.
 
     The walk stops at the ``leaves`` (skipped), at other leaves and at variables made by
     nodes older than ``start`` (the enclosing graph). Returns the variables made by old
     nodes (alive: the enclosing graph holds them) and weak references to the leaves (a
     leaf only the segment's graph held dies with it; see :func:`_alive`), in first-seen
-    order.
+    order; appends to ``made`` the nodes it went through (those made since ``start``).
     """
     fresh = {id(v) for v in leaves}
     found: dict[int, Any] = {}
@@ -1224,6 +1238,8 @@ def _reached(outs: Sequence[Variable], leaves: Sequence[Variable], start: int) -
             found[k] = v
         elif id(p) not in seen:
             seen.add(id(p))
+            if made is not None:
+                made.append(p)
             stack.extend(reversed(p.inputs))
     return list(found.values())
 
