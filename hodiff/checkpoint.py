@@ -374,8 +374,11 @@ class Checkpoint(Function, register=False):
         gys: list[Any],
         start: int,
         linked: int,
+        gnodes: list[Function] | None = None,
     ) -> list[Any]:
-        """The plain pass over a recorded gradient's rebuilt segment, in two parts.
+        """The plain pass over a recorded gradient's rebuilt segment, in two parts
+        (``gnodes``: the nodes of its gradient part, in creation order, when the caller has
+        them).
 
         The segment is ``f``'s graph F (its nodes made after ``start``, outputs ``fouts``)
         and the gradient graph G linked on it (after ``linked``, outputs ``outs``). G's
@@ -403,12 +406,15 @@ class Checkpoint(Function, register=False):
         ids = {id(x) for x in node.inputs}
         # the wanted inputs F's part sends to: node's arguments and its externals
         fw = [k for k, i in enumerate(wanted) if i < n_c or (i >= n_v and id(known[i]) in ids)]
-        frontier = _frontier(outs, start, linked) if fw else []
+        if gnodes is None:
+            gnodes = graph.nodes_since(outs, linked)
+        frontier = _frontier(gnodes, start, linked) if fw else []
         if not frontier:
             return graph.grad_values(outs, wrt, gys, _segment_plan(outs, wrt, start))
         k = len(wrt)
         both = wrt + frontier
-        got = graph.grad_values(outs, both, gys, _segment_plan(outs, both, linked))
+        got = graph.grad_values(outs, both, gys, _segment_plan(outs, both, linked, gnodes))
+        del gnodes
         gs = got[:k]
         pairs = [(v, g) for v, g in zip(frontier, got[k:], strict=True) if g is not None]
         del outs[:], got, both, frontier  # G's graph and values are not needed any more
@@ -869,8 +875,17 @@ class _Kept:
         _, run, wrt = entry
         self.compute(xs, run)
         try:
+            gnodes = [f for f in self.nodes if f.seq > self.linked]
             return node._vjp_values(
-                scope, list(self.outs), self.fouts, wrt, wanted, gys, self.start, self.linked
+                scope,
+                list(self.outs),
+                self.fouts,
+                wrt,
+                wanted,
+                gys,
+                self.start,
+                self.linked,
+                gnodes,
             )
         finally:
             self.drop()
@@ -901,10 +916,7 @@ class _Kept:
         ran (computed by an earlier one only to compute a later one's). A node whose
         needed outputs are all ``bound`` (their values set already) does not run.
         """
-        if self.fouts:  # a gradient's graph: its nodes that the roots depend on
-            plan = _segment_plan(roots, wrt, self.start)
-        else:  # f's graph: its nodes are those its outputs (and frontier) depend on
-            plan = graph.plan(roots, wrt, self.nodes)
+        plan = graph.plan(roots, wrt, self.nodes)
         read: set[Variable] = set()  # the values the pass's rules read
         go: set[Function] = set()  # the nodes whose rules read their own outputs
         for f in plan.nodes:
@@ -1100,12 +1112,12 @@ def _read_values(nodes: list[Function], limit: int) -> list[tuple[int, int, Any]
     return out
 
 
-def _frontier(outs: Sequence[Variable], start: int, linked: int) -> list[Variable]:
+def _frontier(gnodes: Sequence[Function], start: int, linked: int) -> list[Variable]:
     """The variables made after ``start`` and up to ``linked`` (``f``'s recomputed graph)
-    that the nodes made after ``linked`` (its gradient graph) read, in first-seen order.
+    that ``gnodes`` (its gradient graph, in creation order) read, in first-seen order.
     """
     seen: dict[int, Variable] = {}
-    for f in graph.nodes_since(outs, linked):
+    for f in gnodes:
         for x in f.inputs:
             p = x.parent
             if p is not None and start < p.seq <= linked and id(x) not in seen:
