@@ -915,6 +915,11 @@ class _Kept:
         (or that compute those), in creation order, each with the values to free once it
         ran (computed by an earlier one only to compute a later one's). A node whose
         needed outputs are all ``bound`` (their values set already) does not run.
+
+        It plans over the kept nodes (no walk). For a gradient's graph these include the
+        nodes of ``f`` that the gradient does not pass through (a residual block's final
+        sum): their rules read nothing the gradient's rules do not (a rule that reads a
+        value links gradient nodes that read it), so the values computed are the same.
         """
         plan = graph.plan(roots, wrt, self.nodes)
         read: set[Variable] = set()  # the values the pass's rules read
