@@ -1133,7 +1133,10 @@ def test_peak_resident_set_of_a_plain_backward() -> None:
     )
     res = json.loads(out.stdout.strip().splitlines()[-1])
     without, with_ = res["False"], res["True"]
-    assert without >= 3 * LAYERS * A
+    # the kernel may page out a few cold pages meanwhile (a reclaim daemon such as DAMON's,
+    # which these machines run): the high-water mark can fall short of the arrays by as
+    # much, never exceed them; 1 MiB is 4% of the uncheckpointed peak
+    assert without >= 3 * LAYERS * A - 2**20
     assert with_ <= (LAYERS + 12) * A + 2 * 2**20
 
 
