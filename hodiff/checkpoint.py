@@ -413,11 +413,13 @@ class Checkpoint(Function, register=False):
             return graph.grad_values(outs, wrt, gys, _segment_plan(outs, wrt, start))
         k = len(wrt)
         both = wrt + frontier
-        got = graph.grad_values(outs, both, gys, _segment_plan(outs, both, linked, gnodes))
-        del gnodes
+        # G's values are freed as its pass goes: nothing reads them after it
+        plan = _segment_plan(outs, both, linked, gnodes)
+        got = graph.grad_values(outs, both, gys, plan, clear_buffer=True)
+        del gnodes, plan
         gs = got[:k]
         pairs = [(v, g) for v, g in zip(frontier, got[k:], strict=True) if g is not None]
-        del outs[:], got, both, frontier  # G's graph and values are not needed any more
+        del outs[:], got, both, frontier  # nor G's graph
         if not pairs:
             return gs
         fvars, fgrads = [v for v, _ in pairs], [g for _, g in pairs]
@@ -444,10 +446,19 @@ class Checkpoint(Function, register=False):
         _trim([*fvars], start, linked)  # before F's part: the values F's rules do not read
         del fouts
         fwrt = [wrt[j] for j in fw]
-        more = graph.grad_values(fvars, fwrt, fgrads, _segment_plan(fvars, fwrt, start))
+        plan = _segment_plan(fvars, fwrt, start)
+        more = graph.grad_values(fvars, fwrt, fgrads, plan, clear_buffer=True)  # nor F's
+        del plan
         for j, g in zip(fw, more, strict=True):
-            if g is not None:
-                gs[j] = g if gs[j] is None else gs[j] + g
+            if g is None:
+                continue
+            h = gs[j]
+            if h is None:
+                gs[j] = g
+            elif h.shape == g.shape and h.dtype == g.dtype:
+                h += g  # h is this pass's own (grad_values shares it with nothing)
+            else:
+                gs[j] = h + g
         return gs
 
 

@@ -1380,18 +1380,24 @@ def grad_graph(
 
 
 def grad_values(
-    outputs: Sequence[Variable], inputs: Sequence[Variable], seeds: Sequence[Any], plan: _Plan
+    outputs: Sequence[Variable],
+    inputs: Sequence[Variable],
+    seeds: Sequence[Any],
+    plan: _Plan,
+    clear_buffer: bool = False,
 ) -> list[Any]:
     """Plain (array) reverse pass: what :func:`grad_graph` computes, as arrays, recording
     nothing (None for an input no output depends on). A result shares memory with no seed,
-    no other result and no array it is a view of.
+    no other result and no array it is a view of. With ``clear_buffer`` the values of the
+    plan's nodes are freed as the pass goes (as ``.backward(clear_buffer=True)``), for a
+    graph that nothing reads after it.
     """
     grads: dict[Variable, Any] = {}
     for o, s in zip(outputs, seeds, strict=True):
         grads[o] = grads[o] + s if o in grads else s
     _pause_collector()
     try:
-        for _ in _plain_pass(plan, grads, set(inputs), {}):
+        for _ in _plain_pass(plan, grads, set(inputs), {}, clear_buffer=clear_buffer):
             pass  # a plan towards inputs has no leaves to commit: nothing is yielded
     finally:
         _resume_collector()
@@ -1452,14 +1458,26 @@ class Pullback:
         self.plan = _Plan(self.roots, self.wrt)
         # the values of _frees and _last_write when the plan's values were last checked
         self._checked = self._written = -1
+        self._spent = False  # a pass freed the graph's values (clear_buffer)
 
-    def __call__(self, seeds: Sequence[Any]) -> list[Any]:
-        """One reverse pass; a seed of None means ones."""
+    def __call__(self, seeds: Sequence[Any], clear_buffer: bool = False) -> list[Any]:
+        """One reverse pass; a seed of None means ones.
+
+        ``clear_buffer``: the last pass, which frees the values of the nodes it visits as it
+        goes (as ``.backward(clear_buffer=True)``): for a graph that only this pullback reads
+        (the transforms' own, made from fresh leaves); a later call raises RuntimeError.
+        """
+        if self._spent:
+            raise RuntimeError(
+                "pullback: called again after a pass with clear_buffer=True freed the graph's "
+                "values; make a new graph (or pass clear_buffer=False to every pass but the last)"
+            )
         if self._checked != _frees[0] or self._written != _variable._last_write[0]:
             check_values(self.plan, "pullback")
             self._checked, self._written = _frees[0], _variable._last_write[0]
         seeds = [_check_seed(r, s, "pullback") for r, s in zip(self.roots, seeds, strict=True)]
-        out = grad_values(self.roots, self.wrt, seeds, self.plan)
+        self._spent = clear_buffer
+        out = grad_values(self.roots, self.wrt, seeds, self.plan, clear_buffer)
         for i, (x, g) in enumerate(zip(self.wrt, out, strict=True)):
             if g is None:
                 xp = array_module(x._data) if x._data is not None else get_default_context().xp

@@ -441,7 +441,10 @@ def hvp(f: Callable[..., Variable], inputs: Any, v: Any, mode: str = "rev-rev") 
             ``k`` directions (one more leading axis, ``(k, *x.shape)``), computed in one
             batched reverse pass (``hd.vmap``).
         mode: ``"rev-rev"`` (default: reverse-over-reverse, a plain reverse pass
-            over the recorded gradient graph) or ``"fwd-rev"`` (forward-over-reverse:
+            over the recorded gradient graph, which frees the values of the graphs this
+            call made as it goes, as ``backward(clear_buffer=True)``: an intermediate
+            ``f`` stores elsewhere has no value afterwards) or ``"fwd-rev"``
+            (forward-over-reverse:
             the jvp of the gradient in forward mode, a jet pass over the recorded gradient
             graph; inside ``hd.vmap`` by the transpose trick).
 
@@ -498,10 +501,17 @@ def hvp(f: Callable[..., Variable], inputs: Any, v: Any, mode: str = "rev-rev") 
         if k is None:
             pullback = _Pullback(roots, wrt)
             _evaluate([y, *pullback.roots])
-            hv = pullback(vs)
-        else:  # a batch of directions: one batched reverse pass
-            _evaluate([y, *roots])
-            hv = _batched_pass(roots, wrt, k, lambda a, b: [d[a:b] for d in vs], None, False)
+            value = _value(y, xs)
+            # the graphs are this call's own when every node the pass visits was made in it
+            # (from the inputs' fresh leaves): then they are freed as the pass goes, as by
+            # NNabla's backward(clear_buffer=True), so the first-order graph's values do not
+            # all stay alive to its end
+            nodes = pullback.plan.nodes
+            hv = pullback(vs, clear_buffer=bool(nodes) and nodes[0].seq > start)
+            return value, _pack(hv, multi)
+        # a batch of directions: one batched reverse pass
+        _evaluate([y, *roots])
+        hv = _batched_pass(roots, wrt, k, lambda a, b: [d[a:b] for d in vs], None, False)
     return _value(y, xs), _pack(hv, multi)
 
 
