@@ -54,6 +54,7 @@ PAIRS = (
     ("W9", "W9c"),
     ("W10", "W10c"),
     ("W10b", "W10bc"),
+    ("W10h", "W10hc"),
     ("W11", "W11c"),
     ("W12e", "W12ec"),
     ("W12g", "W12gc"),
@@ -219,7 +220,7 @@ def compute_ratios(result: dict[str, Any], fns: dict[str, Any], torch: bool) -> 
         return a / b if a and b else float("nan")
 
     rows = [(n, d, w, b) for n, d, w, b in TARGETS]
-    untargeted = ("W10b", "W11", "W12g")  # reported without a bound
+    untargeted = ("W10b", "W10h", "W11", "W12g")  # reported without a bound
     rows += [
         (f"hodiff {p}c", f"hodiff {p}", w, None) for p in untargeted for w in ("memory", "time")
     ]

@@ -13,6 +13,8 @@ The network is a residual tanh MLP, ``h <- h + tanh(h W_k + b_k)`` for ``k = 1..
   W10b / W10bc (hodiff only): the same product as NNabla writes it, the second pass a
   ``.backward(clear_buffer=True)`` of ``sum_k <g_k, v_k>`` (it frees the first-order
   graph's values as it goes; PyTorch's ``autograd.grad`` of W10 frees its graph too).
+  W10h / W10hc (hodiff only): the same product by ``hd.hvp(loss, weights, v)``, whose
+  second pass frees the graphs it made as it goes.
 * W11 / W11c: W8 with width 512, batch 256 (weights dominate memory).
 * W12e / W12ec: the PINN step of the Taylor workload (``bench/workloads/taylor.py``, there in
   float64): ``mean((Laplace u + f)^2)`` by ``hd.laplacian(create_graph=True)`` and its
@@ -165,7 +167,13 @@ def hodiff_steps(cfg: dict[str, Any], every: int | None) -> dict[str, Any]:
             dot.backward(clear_buffer=True)
             return [q.g for q in qs]
 
-        out.update(grad=grad, hvp=hvp, hvp_backward=hvp_backward)
+        def hvp_transform() -> list[Any]:  # hd.hvp, which owns (and frees) its graphs
+            def loss(*ws: Any) -> Any:
+                return F.mean((net(list(ws), x, layer, head, every, hd.checkpoint) - t) ** 2)
+
+            return list(hd.hvp(loss, tuple(cfg["mlp"]), tuple(cfg["v"]))[1])
+
+        out.update(grad=grad, hvp=hvp, hvp_backward=hvp_backward, hvp_transform=hvp_transform)
     return out
 
 
@@ -213,6 +221,7 @@ def hodiff_fns(inp: dict[str, Any]) -> Fns:
                 f"W9{suffix}": a["grad"],
                 f"W10{suffix}": a["hvp"],
                 f"W10b{suffix}": a["hvp_backward"],
+                f"W10h{suffix}": a["hvp_transform"],
                 f"W11{suffix}": b["wgan"],
             }
         )
@@ -294,6 +303,8 @@ TASKS = (
     Task("W11c", "W11, every layer checkpointed"),
     Task("W10b", "W10, the second pass a .backward(clear_buffer=True) (hodiff only)"),
     Task("W10bc", "W10b, every layer checkpointed (hodiff only)"),
+    Task("W10h", "W10 by hd.hvp(loss, weights, v), which frees its graphs (hodiff only)"),
+    Task("W10hc", "W10h, every layer checkpointed (hodiff only)"),
     Task(
         "W12e", "PINN step (the Taylor group's W12e, here in float32): Laplacian, loss, gradients"
     ),
