@@ -202,3 +202,16 @@ def test_a_pullback_that_freed_its_graph_refuses_a_second_pass() -> None:
     np.testing.assert_array_equal(first, last)
     with pytest.raises(RuntimeError, match="pullback: called again after a pass with clear"):
         pb([np.ones(2)])
+
+
+def test_hvp_frees_only_its_own_graph() -> None:
+    # f closes over u = 2 tanh(p), a value of the caller's graph: hd.hvp's freeing pass
+    # leaves it (and its graph) alone; H = diag(6 u x) for f = sum(u x^3)
+    p = hd.Variable.from_array(np.array([1.0, 2.0]), need_grad=True)
+    u = F.tanh(p) * 2.0
+    x0, v0 = np.array([0.3, 0.5]), np.array([1.0, -2.0])
+    _, hv = hd.hvp(lambda x: F.sum(u * x**3), x0, v0)
+    np.testing.assert_allclose(hv, 12 * np.tanh(p.d) * x0 * v0, rtol=1e-13)
+    np.testing.assert_array_equal(u.d, 2 * np.tanh(p.d))
+    F.sum(u).backward()
+    np.testing.assert_allclose(p.g, 2 * (1 - np.tanh(p.d) ** 2), rtol=1e-13)
