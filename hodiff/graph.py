@@ -1395,6 +1395,8 @@ def grad_values(
     grads: dict[Variable, Any] = {}
     for o, s in zip(outputs, seeds, strict=True):
         grads[o] = grads[o] + s if o in grads else s
+    if clear_buffer:
+        _freed()  # a later pass over these nodes checks their values again
     _pause_collector()
     try:
         for _ in _plain_pass(plan, grads, set(inputs), {}, clear_buffer=clear_buffer):
