@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
 import hodiff as hd
+import hodiff.functions as F
 from hodiff.testing import all_specs
 from tests.harness import is_float, outputs_of
 
@@ -172,3 +175,58 @@ def test_taylor_mode_on_cupy_matches_numpy() -> None:
         )
     for a, b in zip(*results, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+# ---------------------------------------------------------------- checkpointing (issue 23)
+def _checkpoint_paths(to: Any, ckpt: bool) -> dict[str, list[Any]]:
+    """A plain backward, a gradient penalty (the gradient's hand-over), ``hd.hvp`` (its
+    freeing pass) and a Laplacian loss through three residual tanh layers, each layer
+    checkpointed or not; ``to`` makes the arrays (numpy's or cupy's)."""
+    rng = np.random.default_rng(5)
+    x0 = rng.standard_normal((6, 4))
+    ws0 = [0.5 * rng.standard_normal((4, 4)) for _ in range(3)]
+    bs0 = [0.1 * rng.standard_normal(4) for _ in range(3)]
+    vs0 = [rng.standard_normal(a.shape) for a in (*ws0, *bs0)]
+
+    def layer(h: Any, w: Any, b: Any) -> Any:
+        return h + F.tanh(F.affine(h, w, b))
+
+    def net(h: Any, ws: list[Any], bs: list[Any]) -> Any:
+        for w, b in zip(ws, bs, strict=True):
+            h = hd.checkpoint(layer, h, w, b) if ckpt else layer(h, w, b)
+        return h
+
+    x = hd.Variable.from_array(to(x0), need_grad=True)
+    ws = [hd.Variable.from_array(to(w), need_grad=True) for w in ws0]
+    bs = [hd.Variable.from_array(to(b), need_grad=True) for b in bs0]
+    leaves = [x, *ws, *bs]
+    out: dict[str, list[Any]] = {}
+    F.sum(net(x, ws, bs) ** 2).backward(clear_buffer=True)
+    out["plain"] = [v.g.copy() for v in leaves]
+    for v in leaves:
+        v.zero_grad()
+    (g,) = hd.grad(F.sum(net(x, ws, bs)), x)
+    pen = F.mean((F.sqrt(F.sum(g * g, axis=1)) - 1.0) ** 2)
+    (F.mean(net(x, ws, bs)) + 10.0 * pen).backward(clear_buffer=True)
+    out["penalty"] = [v.g.copy() for v in leaves]
+
+    def loss(*p: Any) -> Any:
+        return F.sum(net(hd.Variable.from_array(to(x0)), list(p[:3]), list(p[3:])) ** 2)
+
+    _, hv = hd.hvp(loss, tuple(to(a) for a in (*ws0, *bs0)), tuple(to(a) for a in vs0))
+    out["hvp"] = list(hv)
+    lap = hd.laplacian(
+        lambda a: F.sum(net(a, ws, bs), axis=1), to(x0), batch_axis=0, create_graph=True
+    )
+    out["laplacian"] = [lap.d, *[gw.d for gw in hd.grad(F.mean(lap**2), ws)]]
+    return out
+
+
+def test_checkpoint_paths_on_cupy_match_numpy_without_checkpoints() -> None:
+    want = _checkpoint_paths(np.asarray, False)
+    with hd.context_scope(hd.Context(backend="cupy", dtype="float64")):
+        got = _checkpoint_paths(cp.asarray, True)
+    for key, arrays in want.items():
+        for a, b in zip(arrays, got[key], strict=True):
+            assert isinstance(b, cp.ndarray), key
+            np.testing.assert_allclose(cp.asnumpy(b), a, rtol=1e-10, atol=1e-12, err_msg=key)
