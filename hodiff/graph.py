@@ -84,7 +84,9 @@ def nodes_since(roots: Sequence[Variable], start: int) -> list[Function]:
     roots depend on, inputs before consumers: the graph of one call, without walking what
     it reads from older nodes (a node reads only variables made before it, so what an older
     node depends on is older still). Its cost is that of the new nodes, however large the
-    older graph.
+    older graph. (``topological_order`` is this walk without the bound: ``nodes_since(r, 0)``
+    gives the same nodes, but the bound's test on every edge would cost the plan of every
+    reverse pass about 10% of its walk.)
     """
     stack: list[Function] = []
     seen: set[Function] = set()
