@@ -17,6 +17,9 @@ It reports, from one run:
   growth of the resident set at its peak in a child process per callable in which glibc
   maps every array of 64 KiB or more on its own (counts every allocator: hodiff against
   PyTorch);
+* paired time: per time ratio, ``--paired`` ratios of one call against the mean of the
+  calls of its denominator just before and after it, and their quartiles (the median is
+  steadier than the ratio of two bests when the machine's speed drifts during the run);
 * work: the matrix products one call of each hodiff callable makes (every product of
   hodiff's linear algebra passes both operands through ``linalg._blas_ready``), which
   unlike time does not depend on the machine's load;
@@ -42,6 +45,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from bench import timing
 from bench.run import rel_err
@@ -162,6 +167,35 @@ def best_times(fns: dict[Any, Any], repeats: int) -> dict[Any, float]:
     return best
 
 
+def paired_ratios(fns: dict[str, Any], pairs: list[tuple[str, str]], rounds: int) -> dict:
+    """Per pair ``(num, den)``: ``rounds`` ratios of CPU time, each of one call of ``num``
+    against the mean of the calls of ``den`` just before and after it (each call after a
+    collection and an untimed call), and their quartiles. A slow drift of the machine's
+    speed, which can put the best samples of two callables in different minutes, cancels in
+    each ratio; the median is the pair's ratio, the quartiles its spread.
+    """
+
+    def timed(f: Any) -> float:
+        gc.collect()
+        f()
+        t0 = time.process_time()
+        f()
+        return time.process_time() - t0
+
+    out = {}
+    for num, den in pairs:
+        before = timed(fns[den])
+        ratios = []
+        for _ in range(rounds):
+            t = timed(fns[num])
+            after = timed(fns[den])
+            ratios.append(2 * t / (before + after))
+            before = after
+        q = np.percentile(ratios, [25, 50, 75])
+        out[f"{num} / {den}"] = {"ratios": ratios, "quartiles": [float(v) for v in q]}
+    return out
+
+
 def sweep(size: str, repeats: int) -> list[dict[str, Any]]:
     """The WGAN-GP step of W8 with ``k`` checkpointed segments: peak memory and time."""
     cfg = W.make_inputs(size, "float32")["a"]
@@ -245,6 +279,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-torch", dest="torch", action="store_false")
     p.add_argument("--no-rss", dest="rss", action="store_false")
     p.add_argument("--no-sweep", dest="sweep", action="store_false")
+    p.add_argument(
+        "--paired", type=int, default=9, help="rounds of the paired time ratios (0: none)"
+    )
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "checkpoint.json"))
     p.add_argument("--plot", default=str(ROOT / "docs" / "img" / "checkpoint_memory.png"))
     p.add_argument("--rss-child", default=None, help=argparse.SUPPRESS)
@@ -281,6 +318,13 @@ def main(argv: list[str] | None = None) -> int:
         tgt = "" if r["bound"] is None else f"  [<= {r['bound']}]"
         ok = "" if r["bound"] is None else ("  ok" if r["ratio"] <= r["bound"] else "  MISSED")
         print(f"  {r['measure']:6s} {r['num']:12s} / {r['den']:12s} {r['ratio']:6.3f}{tgt}{ok}")
+    if args.paired:
+        pairs = sorted({(r["num"], r["den"]) for r in ratios if r["measure"] == "time"})
+        result["paired"] = paired_ratios(fns, pairs, args.paired)
+        print(f"\ntime ratios paired ({args.paired} rounds: 25%, median, 75%):")
+        for key, v in result["paired"].items():
+            lo, mid, hi = v["quartiles"]
+            print(f"  {key:28s} {lo:6.3f} {mid:6.3f} {hi:6.3f}")
     if args.sweep:
         rows = sweep(args.size, args.repeats)
         result["sweep"] = rows

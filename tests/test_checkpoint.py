@@ -1164,7 +1164,7 @@ def test_bench_checkpoint_runs_at_a_tiny_size(tmp_path: Any) -> None:
     from bench import checkpoint as bench_checkpoint
 
     out, png = tmp_path / "c.json", tmp_path / "c.png"
-    args = ["--size", "tiny", "--repeats", "1", "--no-rss", "--no-torch"]
+    args = ["--size", "tiny", "--repeats", "1", "--no-rss", "--no-torch", "--paired", "2"]
     assert bench_checkpoint.main([*args, "--out", str(out), "--plot", str(png)]) == 0
     result = json.loads(out.read_text())
     assert max(result["errors"].values()) <= 1e-5  # float32: checkpointed == plain
@@ -1174,6 +1174,8 @@ def test_bench_checkpoint_runs_at_a_tiny_size(tmp_path: Any) -> None:
         for c in "c "
     }
     assert {k.strip() for k in every} <= set(result["errors"]), set(result["errors"])
+    paired = result["paired"]["hodiff W8c / hodiff W8"]
+    assert len(paired["ratios"]) == 2 and 0 < paired["quartiles"][1] < 100
     assert {r["segments"] for r in result["sweep"]} == {None, 1, 2, 3}
     assert png.stat().st_size > 0
 
