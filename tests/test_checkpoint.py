@@ -1207,7 +1207,7 @@ def test_a_checkpoint_does_not_walk_the_enclosing_graph(monkeypatch: Any) -> Non
     # the layers' weight is computed by a deep graph (depth nodes) outside the segments: what
     # a checkpoint walks, when it is made and in every reverse pass (a plain one and the
     # recorded gradient's, a gradient penalty), is its own segment's nodes (a few), never
-    # that graph (which made each visit cost O(depth): 16 layers were 6x slower than none)
+    # that graph (which made each visit cost O(depth): 16 layers were 5x slower than none)
     depth, layers = 300, 4
     walked: list[int] = []
     spy = type(graph)("spy")
