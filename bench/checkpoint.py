@@ -63,6 +63,7 @@ PAIRS = (
     ("W11", "W11c"),
     ("W12e", "W12ec"),
     ("W12g", "W12gc"),
+    ("W13", "W13c"),
 )
 SEGMENTS = (1, 2, 3, 4, 6, 8, 12, 24)
 #: the issue's targets: (numerator, denominator, measure, bound)
@@ -256,7 +257,7 @@ def compute_ratios(result: dict[str, Any], fns: dict[str, Any], torch: bool) -> 
         return a / b if a and b else float("nan")
 
     rows = [(n, d, w, b) for n, d, w, b in TARGETS]
-    untargeted = ("W10b", "W11", "W12g")  # reported without a bound
+    untargeted = ("W10b", "W11", "W12g", "W13")  # reported without a bound
     rows += [
         (f"hodiff {p}c", f"hodiff {p}", w, None) for p in untargeted for w in ("memory", "time")
     ]

@@ -1170,7 +1170,7 @@ def test_bench_checkpoint_runs_at_a_tiny_size(tmp_path: Any) -> None:
     assert max(result["errors"].values()) <= 1e-5  # float32: checkpointed == plain
     every = {
         f"hodiff {t}{c}"
-        for t in ("W8", "W9", "W10", "W10b", "W10h", "W11", "W12e", "W12g")
+        for t in ("W8", "W9", "W10", "W10b", "W10h", "W11", "W12e", "W12g", "W13")
         for c in "c "
     }
     assert {k.strip() for k in every} <= set(result["errors"]), set(result["errors"])

@@ -16,6 +16,10 @@ The network is a residual tanh MLP, ``h <- h + tanh(h W_k + b_k)`` for ``k = 1..
   W10h / W10hc (hodiff only): the same product by ``hd.hvp(loss, weights, v)``, whose
   second pass frees the graphs it made as it goes.
 * W11 / W11c: W8 with width 512, batch 256 (weights dominate memory).
+* W13 / W13c (hodiff only): 16 residual tanh layers of 6 units, batch 5, closing over a
+  weight that a chain of 4,000 nodes made outside them, in a gradient penalty's two
+  passes: the layers are small, so the ratio is what the graph around a checkpointed
+  segment costs each of its visits (it walked that graph before ``graph.nodes_since``).
 * W12e / W12ec: the PINN step of the Taylor workload (``bench/workloads/taylor.py``, there in
   float64): ``mean((Laplace u + f)^2)`` by ``hd.laplacian(create_graph=True)`` and its
   gradient w.r.t. every weight by ``.backward()``, on a 2 -> 64 -> 64 -> 64 -> 1 tanh MLP,
@@ -48,6 +52,8 @@ PINN_SIZES = {
     "full": {"e": ((2, 64, 64, 64, 1), 512), "g": ((2, *(64,) * 8, 1), 512)},
     "tiny": {"e": ((2, 6, 6, 1), 8), "g": ((2, 6, 6, 6, 6, 1), 8)},
 }
+#: W13: (nodes of the graph that makes the weight, checkpointed layers) per configuration
+ENCLOSED_SIZES = {"full": (4000, 16), "tiny": (50, 3)}
 LAMBDA = 10.0
 
 
@@ -89,6 +95,13 @@ def make_inputs(size: str, dtype: str) -> dict[str, Any]:
         xy = rng.uniform(0, 1, (batch, 2))
         src = 2 * np.pi**2 * np.sin(np.pi * xy[:, 0]) * np.sin(np.pi * xy[:, 1])
         out[f"pinn_{key}"] = {"params": ws, "x": xy.astype(dtype), "f": src.astype(dtype)}
+    depth, layers = ENCLOSED_SIZES[size]
+    out["enclosed"] = {
+        "depth": depth,
+        "layers": layers,
+        "w": (0.3 * rng.standard_normal((6, 6))).astype(dtype),
+        "x": rng.standard_normal((5, 6)).astype(dtype),
+    }
     return out
 
 
@@ -207,8 +220,37 @@ def hodiff_pinn_step(cfg: dict[str, Any], ckpt: bool) -> Any:
     return step
 
 
+def hodiff_enclosed_step(cfg: dict[str, Any], ckpt: bool) -> Any:
+    """W13: ``cfg["layers"]`` residual tanh layers (each checkpointed with ``ckpt``) that
+    close over a weight made by a chain of ``cfg["depth"]`` nodes outside them (as an
+    encoder's output that every decoder layer reads), in a gradient penalty's two passes.
+    """
+    import hodiff as hd
+    import hodiff.functions as F
+
+    v = hd.Variable.from_array(cfg["w"], need_grad=True)
+    x = hd.Variable.from_array(cfg["x"], need_grad=True)
+
+    def step() -> Any:
+        v.zero_grad()
+        w = v
+        for _ in range(cfg["depth"]):
+            w = w * 1.0
+        h = x
+        body = lambda a: a + F.tanh(F.affine(a, w))  # noqa: E731
+        for _ in range(cfg["layers"]):
+            h = hd.checkpoint(body, h) if ckpt else body(h)
+        (g,) = hd.grad(F.sum(h), x)
+        F.sum(g * g).backward(clear_buffer=True)
+        return v.g
+
+    return step
+
+
 def hodiff_fns(inp: dict[str, Any]) -> Fns:
     out: Fns = {}
+    out["W13"] = hodiff_enclosed_step(inp["enclosed"], False)
+    out["W13c"] = hodiff_enclosed_step(inp["enclosed"], True)
     for key in ("e", "g"):
         out[f"W12{key}"] = hodiff_pinn_step(inp[f"pinn_{key}"], False)
         out[f"W12{key}c"] = hodiff_pinn_step(inp[f"pinn_{key}"], True)
@@ -311,6 +353,8 @@ TASKS = (
     Task("W12ec", "W12e, every layer checkpointed (hodiff only)"),
     Task("W12g", "PINN step, tanh MLP 2 -> 64 x 8 -> 1, batch 512"),
     Task("W12gc", "W12g, every layer checkpointed (hodiff only)"),
+    Task("W13", "16 small residual tanh layers reading a weight a 4,000-node graph made"),
+    Task("W13c", "W13, every layer checkpointed: what the graph around a segment costs it"),
 )
 
 WORKLOAD = Workload(
