@@ -1,7 +1,8 @@
 """Checkpointing (issue 23): memory and time with and without it, and against PyTorch's.
 
-The workloads are those of ``bench/workloads/checkpoint.py`` (W8-W11 and the PINN steps
-W12e, W12g, each with a ``c`` twin that checkpoints every layer). Run (one thread, one CPU)::
+The workloads are those of ``bench/workloads/checkpoint.py`` (W8-W11, the PINN steps
+W12e, W12g and W13, each with a ``c`` twin that checkpoints every layer). Run (one
+thread, one CPU)::
 
     unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
     taskset -c 0 python -m bench.checkpoint [--repeats 7] [--no-torch]

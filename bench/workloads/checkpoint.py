@@ -1,4 +1,4 @@
-"""W8-W11: checkpointing (issue 23), each task with and without it (``c`` = every layer
+"""W8-W13: checkpointing (issue 23), each task with and without it (``c`` = every layer
 checkpointed).
 
 The network is a residual tanh MLP, ``h <- h + tanh(h W_k + b_k)`` for ``k = 1..L``, then
