@@ -6,9 +6,9 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from hodiff import graph
-from hodiff.context import RAW, STATIC, _mode, get_auto_forward, is_recording
-from hodiff.function import GradientShapeError, array_module_of, record_trace
-from hodiff.variable import Variable, _seq, is_scalar
+from hodiff.context import get_auto_forward, is_recording
+from hodiff.function import GradientShapeError, array_module_of, traced
+from hodiff.variable import Variable, is_scalar
 
 __all__ = ["grad", "iter_grads"]
 
@@ -113,15 +113,10 @@ def grad(
     >>> float(g.d), float(h.d), h.parent is None
     (27.0, 18.0, True)
     """
-    if not create_graph or _mode.get() & (STATIC | RAW) != STATIC:
-        return _grad(outputs, inputs, grad_outputs, allow_unused, create_graph)
+    if not create_graph:
+        return _grad(outputs, inputs, grad_outputs, allow_unused, False)
     # a static graph's gradient graph keeps the call: reset_shape makes it again
-    t0 = next(_seq)
-    out = _grad(outputs, inputs, grad_outputs, allow_unused, True)
-    record_trace(
-        out, _grad, (outputs, inputs, grad_outputs, allow_unused, True), {}, t0, next(_seq)
-    )
-    return out
+    return _traced_grad(outputs, inputs, grad_outputs, allow_unused, True)
 
 
 def _grad(
@@ -140,9 +135,9 @@ def _grad(
         gos = list(grad_outputs) if isinstance(grad_outputs, list | tuple) else [grad_outputs]
         if len(gos) != len(outs):
             raise ValueError(f"grad: {len(gos)} grad_outputs for {len(outs)} outputs")
-    graph.shapes_current(outs)  # after a reset_shape: the graph's shapes first
+    order = graph.shapes_current(outs)  # after a reset_shape: the graph's shapes first
     seeds = [_seed(i, y, g) for i, (y, g) in enumerate(zip(outs, gos, strict=True))]
-    plan = graph.plan(outs, ins)
+    plan = graph.plan(outs, ins, order)
     unused = graph.unused_inputs(outs, ins, plan)
     if unused and not allow_unused:
         i = unused[0]
@@ -179,6 +174,9 @@ def _in_dtype(g: Variable | None, x: Variable) -> Variable | None:
     if g is None or g._dtype == x._grad_dtype():
         return g
     return g.astype(x._grad_dtype())
+
+
+_traced_grad = traced(_grad)  # a static graph's hd.grad keeps its Trace (reset_shape)
 
 
 def _grad_values(

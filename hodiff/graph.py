@@ -256,12 +256,16 @@ def _shapes_followed(root: Variable | None, nodes: Sequence[Function]) -> bool:
     return remade
 
 
-def shapes_current(roots: Sequence[Variable]) -> None:
+def shapes_current(roots: Sequence[Variable]) -> list[Function] | None:
     """Lets the graph of ``roots`` follow its leaves' new shapes (``reset_shape``) now,
-    before its shapes are read (``hd.grad`` records a gradient graph from them).
+    before its shapes are read (``hd.grad`` records a gradient graph from them). Returns
+    the nodes of that graph in order (for :func:`plan`'s ``order``) when it walked them and
+    made nothing again, else None.
     """
-    if _variable._reshapes[0]:
-        _shapes_followed(None, topological_order(roots))
+    if not _variable._reshapes[0]:
+        return None
+    nodes = topological_order(roots)
+    return None if _shapes_followed(None, nodes) else nodes
 
 
 def _shape_at(x: Variable, t: float) -> tuple[int, ...]:
@@ -294,8 +298,6 @@ def follow_shapes(nodes: Sequence[Function]) -> bool:
     except BaseException:
         run.undo()
         raise
-    for f, now in run.followed:
-        f._in_shapes = now  # type: ignore[attr-defined]
     return bool(run.remade)
 
 
@@ -325,7 +327,7 @@ class _Following:
                 continue  # a node of a composition made again: dropped
             ins = f.inputs
             now = [x._shape for x in ins]
-            seen = f.__dict__.get("_in_shapes")
+            seen = getattr(f, "_in_shapes", None)  # not f.__dict__: that would make one per node
             if seen is None:
                 seen = [_shape_at(x, f.seq) for x in ins]
             stale = any(x.parent in self.dropped for x in ins)
@@ -358,6 +360,9 @@ class _Following:
                 self.take(v, tuple(spec[0]))
         if len(outs) > 1:
             f._out_meta = [(tuple(sp[0]), np.dtype(sp[1])) for sp in specs]
+        # at once (undo restores it with the rest of f's state): a composition made again
+        # during this run (hd.grad) follows shapes itself, and must see f followed
+        f._in_shapes = now  # type: ignore[attr-defined]
         self.followed.append((f, now))
 
     def take(self, v: Variable, shape: tuple[int, ...]) -> None:
@@ -581,7 +586,8 @@ def _run_schedule(root: Variable) -> None:
     if cached is None:
         cached = _SCHEDULES[root] = _schedule(root)
     entries, leaves = cached
-    if _variable._reshapes[0] and _shapes_followed(root, [e[4] for e in entries]):
+    epoch = _variable._reshapes[0]
+    if epoch and _FOLLOWED.get(root) != epoch and _shapes_followed(root, [e[4] for e in entries]):
         entries, leaves = _SCHEDULES[root] = _schedule(root)
     for v in leaves:
         if v._data is None:
@@ -1026,12 +1032,13 @@ class PassScope:
     pass ends (also when it stops early) is dropped with the pass, so no entry outlives
     it.
 
-    ``freed``: the bytes of the values this pass has freed so far (``clear_buffer``), and
-    ``held``: the bytes that entries of ``handoff`` hold (a rule adds what it leaves there,
-    the node that takes it subtracts it). A rule that could spare work by keeping more
-    alive may spend ``freed - held``: memory the pass has already given back, so what it
-    keeps for that never exceeds what the pass freed before (it is up to the rule that
-    nothing else it makes later counts on that memory).
+    ``freed``: the bytes of the values this pass has freed so far (``clear_buffer``: the
+    arrays whose references its nodes' outputs dropped; an array the caller still holds,
+    e.g. through ``.d``, counts though it stays), and ``held``: the bytes that entries of
+    ``handoff`` hold (a rule adds what it leaves there, the node that takes it subtracts
+    it). A rule that could spare work by keeping more alive may spend ``freed - held``:
+    what it keeps for that is then at most what the pass dropped before (it is up to the
+    rule that nothing else it makes later counts on that memory).
     """
 
     __slots__ = ("_nodes", "_plan", "freed", "handoff", "held")
@@ -1211,7 +1218,10 @@ def _skipped(
     user's code sees outside raw mode and outside the pass's scope.
     """
     if clear_buffer:
-        _free_values(f, root)
+        scope = _pass.get()
+        n = _free_values(f, root)
+        if scope is not None:
+            scope.freed += n
     if leaves:
         done = _final_leaves(leaves, leaf_uses, grads, handed)
         if done:
