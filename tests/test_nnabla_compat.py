@@ -163,6 +163,22 @@ def test_broadcast_to_refuses_mismatched_axes() -> None:
         F.broadcast_to(np.zeros(3), np.zeros((1, 3)))
 
 
+def test_broadcast_to_gives_the_shape_source_no_gradient_from_y() -> None:
+    # x only gives the shape: its gradient is d/dx of the rest of the loss (sum(x): ones),
+    # even where y's own gradient is infinite (sqrt at 0), to every order
+    b = hd.Variable.from_array(np.array([0.0, 1.0]), need_grad=True)
+    x = hd.Variable.from_array(np.ones((2, 2)), need_grad=True)
+    with np.errstate(divide="ignore"):
+        loss = F.sum(F.sqrt(F.broadcast_to(x, b))) + F.sum(x)
+        loss.backward()
+        (g,) = hd.grad(loss, x)
+        (gg,) = hd.grad(F.sum(g * g), x, allow_unused=True)
+    np.testing.assert_array_equal(x.g, np.ones((2, 2)))
+    np.testing.assert_array_equal(g.d, np.ones((2, 2)))
+    np.testing.assert_array_equal(gg.d, np.zeros((2, 2)))
+    np.testing.assert_array_equal(b.g, [np.inf, 1.0])  # 2 rows of d sqrt(b) = 1 / (2 sqrt b)
+
+
 def test_max_with_index_under_ties_gives_the_first_and_min_matches_numpy() -> None:
     x = np.array([[1.0, 3.0, 3.0], [2.0, -1.0, -1.0]])
     y, i = F.max(x, axis=1, with_index=True)

@@ -218,11 +218,14 @@ class BroadcastLike(Function):
         outputs[0] = array_module(inputs[0]).broadcast_to(inputs[0], inputs[1].shape)
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
-        # x: the gradient summed over the broadcast axes (Slot.store); like: zero
+        # x: the gradient summed over the broadcast axes (Slot.store); like: zero, a constant
+        # that depends on nothing (not gy * 0, which an infinite gy makes nan)
+        gy = outputs[0].grad
         if prop_down[0]:
-            inputs[0].store(outputs[0].grad, accum[0])
-        if prop_down[1]:
-            inputs[1].store(outputs[0].grad * 0.0, accum[1])
+            inputs[0].store(gy, accum[0])
+        if prop_down[1] and not accum[1]:  # added to a gradient, zero changes nothing
+            zero = array_module_of(gy).zeros(inputs[1].shape, dtype=gy.dtype)
+            inputs[1].store(Variable.from_array(zero) if isinstance(gy, Variable) else zero, False)
 
     def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
         x, like = inputs

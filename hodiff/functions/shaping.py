@@ -394,7 +394,7 @@ def astype(x: Any, dtype: Any) -> Variable:
 def broadcast_to(x: Any, y: Any, axis: int = -1) -> Variable:
     """``y`` broadcast to the shape of ``x`` from axis ``axis`` on (NNabla's ``broadcast_to``).
 
-    Only ``x``'s shape is used; it gets no gradient.
+    Only ``x``'s shape is used; the gradient it gets from this node is zero (a constant).
 
     ``y``'s axes are matched to ``x``'s axes ``axis, ..., axis + y.ndim - 1``; with
     ``axis < 0`` (the default), or when they end at ``x``'s last axis, to the trailing
