@@ -473,11 +473,14 @@ class Variable:
         The next ``.forward()`` of any graph built on this leaf infers every node's
         output shapes again from the new input shapes (setup runs again, with its
         checks), then computes; a new batch size on one static graph is the usual
-        use. A node that cannot follow raises :class:`ShapeResetError` (a ValueError)
-        before any value is computed, naming it: one that holds a number computed from
-        the old shapes (a gradient graph recorded by ``hd.grad``, a shape given as an
-        argument such as ``F.reshape``'s or ``F.broadcast``'s) or whose inputs change
-        rank. Build that part again, or call ``hd.grad`` again, for the new shape.
+        use. A composition that computes from shapes (a public function of
+        ``hodiff.functions`` that does, or ``hd.grad`` in a static graph) is made again
+        on the new shapes. A node that cannot follow raises :class:`ShapeResetError` (a
+        ValueError) before any value is computed, naming it: one that holds a number
+        computed from the old shapes (a shape given as an argument that does not carry
+        over, such as ``F.broadcast``'s; ``F.reshape`` follows a new leading size, a
+        ``-1`` or merged axes), or whose inputs change rank when it does not follow a
+        rank (elementwise functions do). Build that part again for the new shape.
 
         The value is kept (reshaped) when the number of elements is the same and
         dropped (reads as zeros) otherwise; the gradient is dropped.
