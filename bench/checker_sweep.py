@@ -122,10 +122,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.summarize:
         print(json.dumps(summarize(args.summarize), indent=1))
         return 0
-    done: set[int] = set()
+    # a point is done when the file has it for the same rows (all, or this --rows set)
+    done: set[tuple[int, tuple[str, ...] | None]] = set()
     if args.out and os.path.exists(args.out):
         with open(args.out) as fh:
-            done = {json.loads(line)["seed"] for line in fh if line.strip()}
+            for line in fh:
+                if line.strip():
+                    rec = json.loads(line)
+                    rows = rec.get("rows")
+                    done.add((rec["seed"], None if rows is None else tuple(sorted(rows))))
+    mine = None if args.rows is None else tuple(sorted(set(args.rows)))
     specs = [(s, n) for s, n in zip(all_specs(), spec_ids(all_specs()), strict=True) if s.order]
     if args.rows:
         unknown = set(args.rows) - {n for _, n in specs}
@@ -135,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     totals = {"elements": 0, "fail": 0, "nd": 0, "rows": 0, "crash": 0}
     start = time.perf_counter()
     for seed in range(args.start, args.start + args.points):
-        if seed in done:
+        if (seed, mine) in done:
             continue
         per: dict = {"seed": seed, "fail": {}, "nd": {}, "crash": {}}
         if args.rows:
