@@ -100,6 +100,11 @@ SHAPE_BOUND = frozenset(
         "ScatterByLabel", "ScatterNdAdd", "Split", "SumTo", "WriteBack",
     }
 )  # fmt: skip
+if SHAPE_BOUND - {_c.__name__ for _c in _function.REGISTRY}:  # a misspelt name would follow
+    raise ImportError(  # a shape it cannot (a wrong number): refuse to load instead
+        "hodiff.functions: SHAPE_BOUND names no registered primitive "
+        f"{sorted(SHAPE_BOUND - {_c.__name__ for _c in _function.REGISTRY})}"
+    )
 # Elementwise primitives (broadcasting carries a batch axis: their batch rule says so) and
 # the dropout mask follow inputs of another rank too.
 for _cls in _function.REGISTRY:
