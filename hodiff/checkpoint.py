@@ -528,7 +528,8 @@ def _jet_rule(node: Checkpoint, jp: _taylor.JetPass, ins: list[Any], outs: list[
       coefficients)`` (:class:`_Jet`): the segment's Taylor graph is recorded, its outputs
       kept and the graph dropped; a reverse pass through it (a PINN's step) recomputes one
       segment's Taylor graph at a time. Its outputs' values are read by the later rules in
-      place of the node's (``jp.alias``), so the recorded graph of a network of
+      place of the node's (``jp.alias``), and so are those of the nodes after it (each
+      linked again to the aliases by the pass), so the recorded graph of a network of
       checkpoints is a chain of these checkpoints only (the values' own checkpoints are
       not in it, and its reverse pass does not run them), keeping per segment its
       outputs and their coefficients.

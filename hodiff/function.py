@@ -583,6 +583,29 @@ class Function:
             ) from None
 
     # ------------------------------------------------------------ engine helpers
+    def relinked(self, inputs: Sequence[Variable]) -> tuple[Variable, ...] | None:
+        """A copy of this node linked again to ``inputs``, its outputs holding this node's output
+        arrays: no forward runs (so no draw and no side effect runs again).
+
+        For ``inputs`` that hold the very arrays of this node's inputs (a value computed
+        again elsewhere, e.g. by a checkpoint's jet, and shared with the first): the copy
+        computes what this node computed, and a graph built on its outputs reaches what the
+        values depend on through ``inputs`` instead of this node's inputs. None when an
+        output is freed or dead, or an input does not hold the same array.
+        """
+        if len(inputs) != len(self.inputs):
+            return None
+        for x, y in zip(inputs, self.inputs, strict=True):
+            if x._data is None or x._data is not y._data:
+                return None
+        ys = [r() for r in self._outputs]
+        if any(v is None or v._data is None for v in ys):
+            return None
+        mode = _mode.get()
+        if self.n_outputs == 1:
+            return (self._link1(list(inputs), ys[0]._data, mode),)  # type: ignore[union-attr]
+        return self._link(list(inputs), [v._data for v in ys], mode)  # type: ignore[union-attr]
+
     def output_variable(self, i: int) -> Variable:
         """Output ``i`` as a Variable: the live one, or a new one re-linked to this node."""
         v = self._outputs[i]()

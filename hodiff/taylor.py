@@ -32,7 +32,9 @@ coefficients or None, ``outs`` the output Variables, None where dead) returning 
 its coefficients 1..K (None where zero), computed in the pass's mode (raw arrays, or
 recorded Variables when ``jp.record``); primal values are read through ``jp.val``, and a
 recorded rule that recomputes its outputs' values may give them to the later rules in
-place of the outputs (``jp.alias``). A node that is a whole sub-computation uses it:
+place of the outputs (``jp.alias``); the pass then links every later node that reads an
+alias again to it (:meth:`Function.relinked`, without running it), so that the rules after
+it read its values too. A node that is a whole sub-computation uses it:
 ``hd.checkpoint``'s node pushes the jet through its recomputed segment
 (:meth:`hodiff.checkpoint.Checkpoint.jet_rule`).
 
@@ -251,7 +253,10 @@ class JetPass:
         series = self.series
         token = None if self.record else _raw.set(True)
         try:
+            alias = self.alias
             for f in nodes:
+                if alias and self.record:
+                    self._follow_alias(f)
                 ins = [series.get(x) for x in f.inputs]
                 if all(s is None for s in ins):
                     continue
@@ -270,6 +275,26 @@ class JetPass:
         finally:
             if token is not None:
                 _raw.reset(token)
+
+    def _follow_alias(self, f: Function) -> None:
+        """Gives ``f``'s outputs aliases when one of its inputs has one: ``f`` linked again to
+        the aliases (:meth:`Function.relinked`: its own output arrays, no forward), so that
+        the values every later rule reads, downstream of a recomputed value too (the loss
+        after a network of checkpoints), reach what they depend on through the alias (the
+        jet's checkpoints) and not through the first graph (the values' checkpoints, which
+        the reverse pass would otherwise run again). A node with its own rule sets its own.
+        """
+        alias = self.alias
+        got = [alias.get(x) for x in f.inputs]
+        if all(a is None for a in got) or _kind(type(f)) == "own":
+            return
+        made = f.relinked([x if a is None else a for x, a in zip(f.inputs, got, strict=True)])
+        if made is None:
+            return
+        for r, y in zip(f._outputs, made, strict=True):
+            o = r()
+            if o is not None:
+                alias[o] = y
 
     # -- helpers for rules
     def top(self, k: int) -> bool:
@@ -498,6 +523,7 @@ def _elementwise(jp: JetPass, f: Function, sx: Coeffs | None, y: Variable) -> Co
         xp = array_module_of(x)
         ones = xp.ones((1, *x.shape), dtype=x.dtype if x.dtype.kind == "f" else np.float64)
         unit = JetPass(kk, collapsed=False, record=jp.record)
+        unit.alias = jp.alias  # it reads the primal values as jp does
         ds += [None if d is None else d[0] for d in _recurrence(unit, f, [ones], y, z0, True)[1:]]
     ys: Coeffs = []
     one = _ONE
@@ -577,8 +603,8 @@ def _derivative_series(
 ) -> Coeffs:
     """The coefficients 1..len(sx) of ``z(t) = f'(x(t))`` (all per direction)."""
     with _RecordingOn():
-        xv = x if jp.record else _leaf(x._data)
-        yv = y if jp.record else _leaf(y._data)
+        xv = jp.val(x) if jp.record else _leaf(x._data)
+        yv = jp.val(y) if jp.record else _leaf(y._data)
         start = next(_clock)
         z = _derivative(jp, f, xv, yv)
     if not isinstance(z, Variable):  # a constant derivative
@@ -711,7 +737,7 @@ _EXPAND: dict[type, Callable[..., Any]] = {
 
 def _composite(jp: JetPass, f: Function, ins: list[Coeffs | None], outs: list[Any]) -> list[Any]:
     with _RecordingOn():
-        xs = [x if jp.record else _leaf(x._data) for x in f.inputs]
+        xs = [jp.val(x) if jp.record else _leaf(x._data) for x in f.inputs]
         start = next(_clock)
         y = _EXPAND[type(f)](f, *xs)
     sub = JetPass(jp.kk, collapsed=jp.collapsed, record=jp.record)

@@ -26,6 +26,7 @@ import hodiff as hd
 import hodiff.functions as F
 import hodiff.parametric as PF
 from hodiff import graph, taylor
+from hodiff.checkpoint import Checkpoint
 from hodiff.functions.linalg import Affine
 from hodiff.functions.math import Tanh
 
@@ -845,6 +846,52 @@ def test_the_recorded_taylor_graph_of_a_checkpointed_network_keeps_only_coeffici
     # without checkpointing each hidden layer holds at least the values and coefficients
     # of both its affine's and its tanh's outputs (the test can fail)
     assert size0 >= 2 * coefficients
+
+
+def test_rules_after_the_checkpoints_read_the_jets_values_not_the_first_graph(
+    monkeypatch: Any,
+) -> None:
+    # u(x) = x_0 (1 - x_0) tanh(h w + b), h the checkpointed layers' output, a PINN's hard
+    # boundary condition: the head is not checkpointed, and its tanh's jet rule reads the
+    # value of its input and output, made from h. That value is read as made by the
+    # jets' checkpoints (which computed h again), so the recorded
+    # Laplacian's graph reaches no values' checkpoint and its reverse pass does not run
+    # them (each would recompute its layer's values and back-propagate them again); the
+    # derivatives are those without checkpointing.
+    ws, bs = _pinn_params()
+    x = np.random.default_rng(8).uniform(0, 1, (PN, D_IN))
+    bound = x[:, :1] * (1 - x[:, :1])
+
+    def layer(h: Any, w: Any, b: Any) -> Any:
+        return F.tanh(F.affine(h, w, b))
+
+    def u(z: Any, ckpt: bool) -> Any:
+        h = z
+        for w, b in zip(ws[:-1], bs[:-1], strict=True):
+            h = hd.checkpoint(layer, h, w, b) if ckpt else layer(h, w, b)
+        return bound * F.tanh(F.affine(h, ws[-1], bs[-1]))  # the head: not checkpointed
+
+    def loss(ckpt: bool) -> hd.Variable:
+        lap = hd.laplacian(lambda z: u(z, ckpt), x, batch_axis=0, create_graph=True)
+        return F.mean((lap + 1.0) ** 2)
+
+    lap_loss = loss(True)
+    names = [f.name for f in graph.topological_order([lap_loss]) if type(f) is Checkpoint]
+    assert len(names) == len(ws) - 1
+    assert all(n.startswith("checkpoint(jet_of_") for n in names), names
+    ran: list[str] = []
+    backward = Checkpoint.backward_impl
+
+    def spy(self: Checkpoint, *args: Any) -> None:
+        ran.append(self.name)
+        backward(self, *args)
+
+    monkeypatch.setattr(Checkpoint, "backward_impl", spy)
+    gs = hd.grad(lap_loss, ws + bs, allow_unused=True)
+    assert sorted(ran) == sorted(names)  # each layer's jet once, no values' checkpoint
+    gs0 = hd.grad(loss(False), ws + bs, allow_unused=True)
+    for g, g0 in zip(gs, gs0, strict=True):
+        same(g.d, g0.d)
 
 
 def test_a_constant_made_inside_f_is_not_kept() -> None:

@@ -893,3 +893,18 @@ def test_the_raw_fast_path_gives_what_forward_impl_gives() -> None:
     for a, b in zip(fast, slow, strict=True):
         np.testing.assert_array_equal(a, b)
         assert type(a) is type(b)
+
+
+def test_relinked_links_a_copy_that_holds_the_same_arrays() -> None:
+    # Function.relinked: the node again on inputs holding the very same arrays (a value
+    # computed again and shared), its outputs the node's own arrays; nothing runs again
+    x = hd.Variable.from_array(np.array([0.5, -2.0]), need_grad=True)
+    y = F.tanh(x)
+    x2 = hd.Variable.from_array(x.d, need_grad=True, copy=False)
+    made = y.parent.relinked([x2])
+    assert made is not None
+    (z,) = made
+    assert z.d is y.d and z.parent is not y.parent and z.parent.inputs[0] is x2
+    (g,) = hd.grad(F.sum(z), x2)  # the gradient reaches x2, not x
+    np.testing.assert_allclose(g.d, 1 - np.tanh(x.d) ** 2, rtol=1e-15)
+    assert y.parent.relinked([hd.Variable.from_array(x.d.copy())]) is None  # another array
