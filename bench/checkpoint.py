@@ -23,7 +23,12 @@ It reports, from one run:
   steadier than the ratio of two bests when the machine's speed drifts during the run);
 * work: the matrix products one call of each hodiff callable makes (every product of
   hodiff's linear algebra passes both operands through ``linalg._blas_ready``), which
-  unlike time does not depend on the machine's load;
+  unlike time does not depend on the machine's load, and the ``tanh`` values it computes;
+* floors (W8-W11): the time ratio that the checkpointed step's extra products and
+  ``tanh`` values alone would give at their cost on this machine (one layer's product
+  and ``tanh`` timed alone): what the recomputation costs before any bookkeeping. It
+  depends on the machine: where numpy's float32 ``tanh`` is vectorised with AVX-512 it
+  is a tenth of a layer's product, elsewhere (AVX2) nearly as much;
 * the sweep: the WGAN-GP step of W8 cut into 1, 2, 3, 4, 6, 8, 12 and 24 checkpointed
   segments, peak memory (tracemalloc) and time against the segment count, drawn in
   ``docs/img/checkpoint_memory.png`` (``--plot``) and written with the rest as JSON
@@ -125,30 +130,87 @@ def rss(key: str, size: str) -> int | None:
     return json.loads(out.stdout.strip().splitlines()[-1])["rss"]
 
 
-def count_products(fns: dict[str, Any]) -> dict[str, int]:
-    """The matrix products one call of each hodiff callable makes (after a warm-up call)."""
+def count_work(fns: dict[str, Any]) -> tuple[dict[str, int], dict[str, int]]:
+    """The matrix products and the ``tanh`` values one call of each hodiff callable
+    computes (after a warm-up call): every product of hodiff's linear algebra passes both
+    operands through ``linalg._blas_ready``, every ``tanh`` forward calls ``Tanh``'s ufunc.
+    """
     from hodiff.functions import linalg
+    from hodiff.functions.math import Tanh
 
-    counts = {}
-    ready = linalg._blas_ready
-    seen = [0]
+    products, tanhs = {}, {}
+    ready, ufunc = linalg._blas_ready, Tanh._np_ufunc
+    seen = [0, 0]
 
     def counted(a: Any) -> Any:
         seen[0] += 1
         return ready(a)
+
+    def tanh(x: Any, *args: Any, **kw: Any) -> Any:
+        seen[1] += 1
+        return ufunc(x, *args, **kw)
 
     for k, f in fns.items():
         if not k.startswith("hodiff"):
             continue
         f()
         linalg._blas_ready = counted  # type: ignore[assignment]
+        Tanh._np_ufunc = Tanh._fast_forward = staticmethod(tanh)  # type: ignore[assignment]
         try:
-            seen[0] = 0
+            seen[:] = [0, 0]
             f()
         finally:
             linalg._blas_ready = ready  # type: ignore[assignment]
-        counts[k] = seen[0] // 2  # both operands of each product
-    return counts
+            Tanh._np_ufunc = Tanh._fast_forward = ufunc
+        products[k] = seen[0] // 2  # both operands of each product
+        tanhs[k] = seen[1]
+    return products, tanhs
+
+
+def op_times(size: str, repeats: int) -> dict[str, dict[str, float]]:
+    """Per configuration of W8-W11 (``a``, ``b``), the best CPU time of one layer's matrix
+    product (``(batch, width) @ (width, width)``) and of its ``tanh``, in float32."""
+    rng = np.random.default_rng(0)
+    out = {}
+    for key, (width, batch, _, _) in W.SIZES[size].items():
+        x = rng.standard_normal((batch, width)).astype(np.float32)
+        w = rng.standard_normal((width, width)).astype(np.float32)
+        best = {}
+        for name, fn in (("product", lambda x=x, w=w: x @ w), ("tanh", lambda x=x: np.tanh(x))):
+            samples = []
+            for _ in range(max(repeats, 3)):
+                t0 = time.process_time()
+                for _ in range(20):
+                    fn()
+                samples.append((time.process_time() - t0) / 20)
+            best[name] = min(samples)
+        out[key] = best
+    return out
+
+
+#: the configuration (of :data:`W.SIZES`) of each task whose floor is estimated
+FLOOR_CONFIG = {"W8": "a", "W9": "a", "W10": "a", "W10b": "a", "W10h": "a", "W11": "b"}
+
+
+def floors(result: dict[str, Any]) -> dict[str, float]:
+    """Per pair of W8-W11, the time ratio that the checkpointed step's extra work alone
+    would give on this machine: ``(T + dP t_product + dT t_tanh) / T``, with ``T`` the
+    uncheckpointed step's time and ``dP``, ``dT`` the products and ``tanh`` values it
+    computes more (the recomputations and the rules run again), at their measured cost.
+    """
+    out = {}
+    for p, c in PAIRS:
+        if p not in FLOOR_CONFIG:
+            continue
+        a, b = f"hodiff {p}", f"hodiff {c}"
+        if a not in result["time_s"] or b not in result["time_s"]:
+            continue
+        ops = result["op_times"][FLOOR_CONFIG[p]]
+        d_p = result["products"][b] - result["products"][a]
+        d_t = result["tanhs"][b] - result["tanhs"][a]
+        extra = d_p * ops["product"] + d_t * ops["tanh"]
+        out[f"{b} / {a}"] = (result["time_s"][a] + extra) / result["time_s"][a]
+    return out
 
 
 def best_times(fns: dict[Any, Any], repeats: int) -> dict[Any, float]:
@@ -299,7 +361,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {k:12s} {e:.1e}")
     result: dict[str, Any] = {"errors": errors, "time_s": best_times(fns, args.repeats)}
     result["peak_traced"] = {k: timing.peak_traced(f) for k, f in fns.items() if "hodiff" in k}
-    result["products"] = count_products(fns)
+    result["products"], result["tanhs"] = count_work(fns)
+    result["op_times"] = op_times(args.size, args.repeats)
     if args.rss:
         result["peak_rss"] = {k: rss(k, args.size) for k in fns}
     print(f"\n{'callable':12s} {'best time':>10s} {'traced MiB':>11s} {'RSS MiB':>9s} products")
@@ -315,11 +378,15 @@ def main(argv: list[str] | None = None) -> int:
         )
     ratios = compute_ratios(result, fns, args.torch)
     result["ratios"] = ratios
+    result["floors"] = floors(result)
     print("\nratios (target in brackets):")
     for r in ratios:
         tgt = "" if r["bound"] is None else f"  [<= {r['bound']}]"
         ok = "" if r["bound"] is None else ("  ok" if r["ratio"] <= r["bound"] else "  MISSED")
         print(f"  {r['measure']:6s} {r['num']:12s} / {r['den']:12s} {r['ratio']:6.3f}{tgt}{ok}")
+    print("\nfloors (the time ratio of the extra products and tanh values alone, at their cost):")
+    for key, v in result["floors"].items():
+        print(f"  floor  {key:28s} {v:6.3f}")
     if args.paired:
         pairs = sorted({(r["num"], r["den"]) for r in ratios if r["measure"] == "time"})
         result["paired"] = paired_ratios(fns, pairs, args.paired)

@@ -1225,6 +1225,13 @@ def test_bench_checkpoint_runs_at_a_tiny_size(tmp_path: Any) -> None:
     assert len(paired["ratios"]) == 2
     assert 0 < paired["quartiles"][1] < 100
     assert {r["segments"] for r in result["sweep"]} == {None, 1, 2, 3}
+    # the floors: W9 recomputes each layer once (one product and one tanh more per layer)
+    assert result["products"]["hodiff W9c"] - result["products"]["hodiff W9"] == 4
+    assert result["tanhs"]["hodiff W9c"] - result["tanhs"]["hodiff W9"] == 4
+    assert set(result["floors"]) == {
+        f"hodiff {t}c / hodiff {t}" for t in ("W8", "W9", "W10", "W10b", "W10h", "W11")
+    }
+    assert all(1 < v < 10 for v in result["floors"].values()), result["floors"]
     assert png.stat().st_size > 0
 
 

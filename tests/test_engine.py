@@ -904,7 +904,9 @@ def test_relinked_links_a_copy_that_holds_the_same_arrays() -> None:
     made = y.parent.relinked([x2])
     assert made is not None
     (z,) = made
-    assert z.d is y.d and z.parent is not y.parent and z.parent.inputs[0] is x2
+    assert z.d is y.d
+    assert z.parent is not y.parent
+    assert z.parent.inputs[0] is x2
     (g,) = hd.grad(F.sum(z), x2)  # the gradient reaches x2, not x
     np.testing.assert_allclose(g.d, 1 - np.tanh(x.d) ** 2, rtol=1e-15)
     assert y.parent.relinked([hd.Variable.from_array(x.d.copy())]) is None  # another array
