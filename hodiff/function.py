@@ -696,7 +696,9 @@ class Elementwise(Function, register=False):
     ufunc: ClassVar[str] = ""
     _np_ufunc: ClassVar[Any] = None  # numpy's function named by ufunc (set per subclass)
     batch_rule = _batching.elementwise  # hd.vmap: broadcasting carries the batch axis
-    shape_generic = True  # reset_shape: an elementwise rule fits inputs of any shape and rank
+    # reset_shape: an elementwise rule fits inputs of any shape and rank (the default of a
+    # subclass made later, a user's; hodiff.functions sets its own from SHAPE_BOUND)
+    shape_generic = True
     follows_rank = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

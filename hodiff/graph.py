@@ -168,8 +168,10 @@ def _check_not_reset(f: Function, t: int, where: str) -> None:
     for i, x in enumerate(f.inputs):
         hist = getattr(x, "_shape_history", None)
         if hist and hist[-1][0] > t:
+            before = hist[-1][1]
+            shape = "an earlier shape" if before is None else f"shape {before}"
             raise RuntimeError(
-                f"{where}: {f.name} computed with its input {i} of shape {hist[-1][1]}, "
+                f"{where}: {f.name} computed with its input {i} of {shape}, "
                 f"which was reset to {x._shape} since (reset_shape); call .forward() on "
                 "the output first"
             )
@@ -268,8 +270,10 @@ def shapes_current(roots: Sequence[Variable]) -> list[Function] | None:
     return None if _shapes_followed(None, nodes) else nodes
 
 
-def _shape_at(x: Variable, t: float) -> tuple[int, ...]:
-    """The shape ``x`` had at clock time ``t`` (before its first shape change after ``t``)."""
+def _shape_at(x: Variable, t: float) -> tuple[int, ...] | None:
+    """The shape ``x`` had at clock time ``t`` (before its first shape change after ``t``);
+    None if that change is older than those ``x`` remembers (``variable.SHAPE_HISTORY``).
+    """
     for when, before in getattr(x, "_shape_history", ()):
         if when > t:
             return before
@@ -330,6 +334,19 @@ class _Following:
             seen = getattr(f, "_in_shapes", None)  # not f.__dict__: that would make one per node
             if seen is None:
                 seen = [_shape_at(x, f.seq) for x in ins]
+                if None in seen:
+                    i = seen.index(None)
+                    raise ShapeResetError(
+                        f"reset_shape: the node {f.name} was made before the last "
+                        f"{_variable.SHAPE_HISTORY} shape changes of its input {i} (now of "
+                        f"shape {ins[i]._shape}) and has not run since, so the shapes it was "
+                        "made for are no longer known: build this graph again (or run it "
+                        "after fewer resets)"
+                    )
+                if any(getattr(x, "_shape_history", None) for x in ins):
+                    # a fact (what f was made for) kept on f, undone or not: the record of
+                    # its inputs' shape changes is bounded, and f may never need to follow
+                    f._in_shapes = seen  # type: ignore[attr-defined]
             stale = any(x.parent in self.dropped for x in ins)
             if seen == now and not stale and not any(id(x) in self.moved for x in ins):
                 continue
@@ -374,10 +391,7 @@ class _Following:
             v._shape, v._data = shape, None
 
     def _history(self, v: Variable) -> None:
-        hist = getattr(v, "_shape_history", None)
-        if hist is None:
-            hist = v._shape_history = []
-        hist.append((self.t, v._shape))
+        _variable.record_shape_change(v, self.t, v._shape)
 
     def remake(self, trace: _function.Trace) -> None:
         """Makes the composition of ``trace`` again (static mode) and gives its outputs the

@@ -36,6 +36,27 @@ class ShapeResetError(ValueError):
     """A node of a graph cannot follow a leaf's new shape (:meth:`Variable.reset_shape`)."""
 
 
+#: the shape changes a variable remembers (:attr:`Variable._shape_history`): a node made
+#: before them that has not run since cannot follow (it raises ShapeResetError)
+SHAPE_HISTORY = 32
+
+
+def record_shape_change(v: Variable, t: int, before: tuple[int, ...]) -> None:
+    """Notes that ``v`` changed shape at clock time ``t``, from ``before``; keeps the last
+    :data:`SHAPE_HISTORY` changes and, in place of the older ones, ``(t', None)`` with
+    ``t'`` the time of the last one dropped (a loop that resets shapes forever keeps a
+    bounded record). A node that follows writes the shapes it follows for, and reads the
+    record no more.
+    """
+    history = getattr(v, "_shape_history", None)
+    if history is None:
+        history = v._shape_history = []
+    history.append((t, before))
+    if len(history) > SHAPE_HISTORY + 1:
+        drop = len(history) - SHAPE_HISTORY
+        history[:drop] = [(history[drop - 1][0], None)]
+
+
 class _Freed:
     """The ``_grad`` of an intermediate variable whose gradient a reverse pass used and freed."""
 
@@ -104,9 +125,11 @@ class Variable:
     #: nothing more. Engine writes (a forward pass) do not set it.
     _version: int
     #: ``[(clock time, shape before), ...]``, one entry per shape change of this variable
-    #: (:meth:`reset_shape`, or a forward pass that followed it); unset for never. A node
-    #: linked at time ``s`` saw the shape before the first change after ``s``.
-    _shape_history: list[tuple[int, tuple[int, ...]]]
+    #: (:meth:`reset_shape`, or a forward pass that followed it), the last
+    #: :data:`SHAPE_HISTORY` of them (:func:`record_shape_change`); unset for never. A node
+    #: linked at time ``s`` saw the shape before the first change after ``s``; a first entry
+    #: ``(t, None)`` stands for the changes dropped, up to ``t`` (unknown before it).
+    _shape_history: list[tuple[int, tuple[int, ...] | None]]
     #: the call that made this output in a static graph (``function.Trace``); unset for none
     _trace: Any
 
@@ -512,10 +535,7 @@ class Variable:
         if new == old:
             return
         t = next(_seq)
-        history = getattr(self, "_shape_history", None)
-        if history is None:
-            history = self._shape_history = []
-        history.append((t, old))
+        record_shape_change(self, t, old)
         self._data = self._data.reshape(new) if same_size and self._data is not None else None
         self._shape = new
         self._grad = None

@@ -215,7 +215,9 @@ def test_beta_binomial_gamma_moments_and_errors() -> None:
         (lambda: F.rand_beta(0.0, 1.0), "rand_beta: alpha must be > 0"),
         (lambda: F.rand_gamma(1.0, -1.0), "rand_gamma: theta must be > 0"),
         (lambda: F.rand_binomial(2, 1.5), r"rand_binomial: p must be in \[0, 1\]"),
-        (lambda: F.rand_binomial(1.5, 0.5), "rand_binomial: n must be an int"),
+        (lambda: F.rand_binomial(-1, 0.5), "rand_binomial: n must be >= 0, got -1"),
     ):
         with pytest.raises(ValueError, match=match):
             call()
+    with pytest.raises(TypeError, match="rand_binomial: n must be an int, got float"):
+        F.rand_binomial(1.5, 0.5)  # a wrong type is a TypeError, as the other arguments

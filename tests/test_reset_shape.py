@@ -190,6 +190,77 @@ def test_a_static_network_trains_with_new_batch_sizes(fresh_scope):
         np.testing.assert_allclose(static[k], dynamic[k], rtol=1e-12, atol=1e-14, err_msg=k)
 
 
+def test_the_record_of_shape_changes_is_bounded_in_a_long_loop():
+    # a static graph run for 300 batch sizes in turn: the leaf and every value that
+    # followed remember the last SHAPE_HISTORY changes only, and every run is right
+    from hodiff.variable import SHAPE_HISTORY
+
+    with hd.auto_forward(False):
+        x = Variable((2, 3), need_grad=True, dtype=np.float64)
+        h = F.tanh(x * 2.0)
+        y = F.sum(h * h)
+    for k in range(300):
+        n = 1 + k % 7
+        x.reset_shape((n, 3), force=True)
+        x.d = np.linspace(-1.0, 1.0, 3 * n).reshape(n, 3) * (1 + k / 300)
+        y.forward()
+        x.zero_grad()
+        y.backward()
+        t = np.tanh(2 * x.d)
+        assert y.d == pytest.approx(np.sum(t * t), rel=1e-13)
+        np.testing.assert_allclose(x.g, 4 * t * (1 - t * t), rtol=1e-12)
+    for v in (x, h):
+        assert SHAPE_HISTORY <= len(v._shape_history) <= SHAPE_HISTORY + 1
+        assert v._shape_history[0][1] is None  # the older changes: dropped
+
+
+def test_a_graph_run_between_changes_back_and_forth_keeps_following():
+    # x alternates between two batch sizes, each with its own static graph; g2 was made
+    # for x's first shape, which x has again whenever g2 runs (g2 never sets up again).
+    # Run many more times than x remembers shape changes, both stay right.
+    from hodiff.variable import SHAPE_HISTORY
+
+    with hd.auto_forward(False):
+        x = Variable((4, 3), need_grad=True, dtype=np.float64)
+        g1 = F.sum(F.exp(x))
+        g2 = F.sum(x * x)
+    for k in range(2 * SHAPE_HISTORY + 3):
+        x.reset_shape((7, 3), force=True)
+        x.d = np.full((7, 3), 0.5)
+        g1.forward()
+        assert g1.d == pytest.approx(21 * np.exp(0.5))
+        x.reset_shape((4, 3), force=True)
+        x.d = np.full((4, 3), k / 10)
+        g2.forward()
+        assert g2.d == pytest.approx(12 * (k / 10) ** 2)
+
+
+def test_a_graph_made_before_the_remembered_shape_changes_refuses():
+    # a graph made on x, never run while x changed shape SHAPE_HISTORY + 5 times (in a
+    # graph that followed): the shapes it was made for are no longer known, and it
+    # raises naming its node and the reset, before anything is touched; one made after
+    # the last change runs
+    from hodiff.variable import SHAPE_HISTORY
+
+    with hd.auto_forward(False):
+        x = Variable((2, 3), need_grad=True, dtype=np.float64)
+        old = F.sum(F.exp(x))
+        y = F.sum(x * x)
+    for k in range(SHAPE_HISTORY + 5):
+        x.reset_shape((2 + k % 2, 3), force=True)
+        x.d = np.ones((2 + k % 2, 3))
+        y.forward()
+    with pytest.raises(ShapeResetError, match=r"exp was made before the last 32 shape"):
+        old.forward()
+    assert y.d == pytest.approx(x.d.size)  # untouched
+    with hd.auto_forward(False):
+        new = F.sum(F.exp(x))
+    x.reset_shape((5, 3), force=True)
+    x.d = np.zeros((5, 3))
+    new.forward()
+    assert new.d == pytest.approx(15.0)
+
+
 def test_a_dynamic_graph_forward_follows_too():
     x = Variable.from_array(np.arange(6.0).reshape(2, 3), need_grad=True)
     y = F.sum(F.mean(x * x, axis=0))

@@ -142,20 +142,19 @@ class Reshape(Function):
         #   output axis takes the group's new size (``self.shape`` is updated, and
         #   restored by the engine if another node refuses). A group split into several
         #   axes (``C`` into ``(G, C / G)``) is ambiguous, as is an axis of size 1.
+        # (the engine asks only for inputs of the same rank: Reshape does not follow ranks)
         old, new = seen[0], now[0]
         changed = [i for i, (a, b) in enumerate(zip(old, new, strict=True)) if a != b]
         if not changed:
             return True
         if -1 in self.shape:
-            if len(old) != len(new):
-                return False
             j = self.shape.index(-1)
             before, after = math.prod(self.shape[:j]), math.prod(self.shape[j + 1 :])
             return (
                 math.prod(old[: changed[0]]) == before
                 and math.prod(old[changed[-1] + 1 :]) == after
             )
-        if len(old) != len(new) or math.prod(new) == math.prod(old):
+        if math.prod(new) == math.prod(old):
             return False
         target = _merged_target(old, new, self.shape, changed)
         if target is None:

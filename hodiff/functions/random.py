@@ -289,8 +289,10 @@ def rand_binomial(n: int = 1, p: float = 0.5, shape: Any = (), seed: int = -1) -
     >>> round(float(y.mean()), 1), float(y.min()) >= 0, float(y.max()) <= 5
     (2.5, True, True)
     """
-    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
-        raise ValueError(f"rand_binomial: n must be an int >= 0, got {n!r}")
+    if isinstance(n, bool) or not isinstance(n, int | np.integer):
+        raise TypeError(f"rand_binomial: n must be an int, got {type(n).__name__}")
+    if n < 0:
+        raise ValueError(f"rand_binomial: n must be >= 0, got {n}")
     q = check_scalar("rand_binomial", "p", p)
     if not 0.0 <= q <= 1.0:
         raise ValueError(f"rand_binomial: p must be in [0, 1], got {p}")
