@@ -118,14 +118,24 @@ def restore(tapes: Any) -> None:
     _tapes.set(tapes)
 
 
-@contextmanager
-def recording(tape: Tape) -> Iterator[Tape]:
-    """Within it, the seed of every new random node (``seed=-1``) is appended to ``tape``."""
-    token = _tapes.set((*_tapes.get(), tape))
-    try:
-        yield tape
-    finally:
-        _tapes.reset(token)
+class recording:  # noqa: N801 (a context manager used as a function)
+    """Within it, the seed of every new random node (``seed=-1``) is appended to ``tape``.
+
+    A class rather than a generator (``contextlib.contextmanager``): every checkpoint call
+    enters one, and a generator's frames cost more than the rest of it.
+    """
+
+    __slots__ = ("tape", "token")
+
+    def __init__(self, tape: Tape) -> None:
+        self.tape = tape
+
+    def __enter__(self) -> Tape:
+        self.token = _tapes.set((*_tapes.get(), self.tape))
+        return self.tape
+
+    def __exit__(self, *exc: object) -> None:
+        _tapes.reset(self.token)
 
 
 @contextmanager
