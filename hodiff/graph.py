@@ -1487,6 +1487,7 @@ class Pullback:
         # the values of _frees and _last_write when the plan's values were last checked
         self._checked = self._written = -1
         self._spent = False  # a pass freed the graph's values (clear_buffer)
+        self._reshapes = _variable._reshapes[0]  # the count of shape resets when made
 
     def __call__(self, seeds: Sequence[Any], clear_buffer: bool = False) -> list[Any]:
         """One reverse pass; a seed of None means ones.
@@ -1501,7 +1502,16 @@ class Pullback:
                 "values; make a new graph (or pass clear_buffer=False to every pass but the last)"
             )
         if self._checked != _frees[0] or self._written != _variable._last_write[0]:
-            check_values(self.plan, "pullback")
+            try:
+                check_values(self.plan, "pullback")
+            except RuntimeError as e:
+                if self._reshapes == _variable._reshapes[0]:
+                    raise
+                raise RuntimeError(
+                    "pullback: a variable of its graph was given a new shape (reset_shape) "
+                    "after this pullback was made, and a pullback keeps the graph it was made "
+                    f"on: make it again on the graph run for the new shapes ({e})"
+                ) from None
             self._checked, self._written = _frees[0], _variable._last_write[0]
         seeds = [_check_seed(r, s, "pullback") for r, s in zip(self.roots, seeds, strict=True)]
         self._spent = clear_buffer

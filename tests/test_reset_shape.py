@@ -488,3 +488,27 @@ def test_a_vmap_result_refuses_and_names_vmap():
     with pytest.raises(ShapeResetError, match=r"hd\.vmap"):
         y.forward()
     assert y.shape == (3, 5)
+
+
+def test_a_pullback_made_before_a_reset_raises_and_says_to_make_it_again():
+    # a pullback (the plan of hd.jacobian, a Hessian operator) keeps the nodes it was made
+    # on; after reset_shape the static graph's hd.grad is made again for the new shape,
+    # and the old pullback refuses, naming the reset, before computing anything
+    from hodiff.graph import Pullback
+
+    with hd.auto_forward(False):
+        x = Variable((2, 3), need_grad=True, dtype=np.float64)
+        (g,) = hd.grad(F.sum(F.tanh(x) ** 2), x)
+    x.d = np.full((2, 3), 0.3)
+    g.forward()
+    pb = Pullback([g], [x])
+    t = np.tanh(0.3)
+    hv = 2 * (1 - t**2) ** 2 - 4 * t**2 * (1 - t**2)  # d/dx of 2 t (1 - t^2)
+    np.testing.assert_allclose(pb([np.ones((2, 3))])[0], np.full((2, 3), hv), rtol=1e-12)
+    x.reset_shape((4, 3), force=True)
+    x.d = np.full((4, 3), 0.3)
+    g.forward()
+    with pytest.raises(RuntimeError, match=r"pullback: a variable of its graph was given a new"):
+        pb([np.ones((4, 3))])
+    pb2 = Pullback([g], [x])  # made again: right
+    np.testing.assert_allclose(pb2([np.ones((4, 3))])[0], np.full((4, 3), hv), rtol=1e-12)
