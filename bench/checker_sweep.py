@@ -64,23 +64,29 @@ def sweep_one(spec, seed: int, top: int) -> tuple[int, int, int, str]:
 
 
 def summarize(paths: list[str]) -> dict:
-    """The counts of ``--out`` files: every seed once (the last line of a seed wins)."""
-    per: dict[int, dict] = {}
+    """The counts of ``--out`` files: every seed once (the last full line of a seed wins),
+    then the lines of ``--rows`` runs replace those rows' results, in the order written,
+    wherever they stand (before or after their seed's full line, in any file).
+    """
+    lines = []
     for path in paths:
         with open(path) as fh:
-            for line in fh:
-                if not line.strip():
-                    continue
-                d = json.loads(line)
-                rows = d.get("rows")
-                if rows is None or d["seed"] not in per:
-                    per[d["seed"]] = {key: dict(d[key]) for key in ("fail", "nd", "crash")}
-                    continue
-                old = per[d["seed"]]
-                for key in ("fail", "nd", "crash"):
-                    for name in rows:
-                        old[key].pop(name, None)
-                    old[key].update(d[key])
+            lines += [json.loads(line) for line in fh if line.strip()]
+    per: dict[int, dict] = {}
+    for d in lines:
+        if d.get("rows") is None:
+            per[d["seed"]] = {key: dict(d[key]) for key in ("fail", "nd", "crash")}
+    for d in lines:
+        rows = d.get("rows")
+        if rows is None:
+            continue
+        if d["seed"] not in per:  # a seed run for some rows only
+            per[d["seed"]] = {key: {} for key in ("fail", "nd", "crash")}
+        old = per[d["seed"]]
+        for key in ("fail", "nd", "crash"):
+            for name in rows:
+                old[key].pop(name, None)
+            old[key].update(d[key])
     fail: dict[str, list[int]] = {}
     nd: dict[str, int] = {}
     crash: dict[str, list[int]] = {}

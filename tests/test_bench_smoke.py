@@ -175,3 +175,21 @@ def test_graph_size_benchmark_runs_and_its_steps_agree(capsys):
     assert set(results) == {f"{s}|{c}" for s in graph_size.STEPS for c in ("on", "off")}
     assert all(t > 0 for d in results.values() for t in d.values())
     assert "8/4" in capsys.readouterr().out
+
+
+def test_checker_sweep_summarize_applies_rows_lines_wherever_they_stand(tmp_path) -> None:
+    # a --rows run replaces those rows' results of its seed, whether its line comes
+    # before or after the seed's full line (or in another file)
+    from bench.checker_sweep import summarize
+
+    full = {"seed": 1, "fail": {"sin": 2, "cos": 1}, "nd": {"abs": 1}, "crash": {}}
+    rows = {"seed": 1, "rows": ["sin", "abs"], "fail": {}, "nd": {}, "crash": {}}
+    other = {"seed": 2, "fail": {}, "nd": {}, "crash": {}}
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text(json.dumps(rows) + "\n" + json.dumps(other) + "\n")
+    b.write_text(json.dumps(full) + "\n")
+    for paths in ([a, b], [b, a]):
+        got = summarize([str(p) for p in paths])
+        assert got["points"] == 2
+        assert got["fail"] == {"cos": [1]}  # sin was run again and passed
+        assert got["not_differentiable"] == {}  # so was abs
