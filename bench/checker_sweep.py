@@ -24,10 +24,10 @@ import warnings
 
 import numpy as np
 
-from hodiff.check import NOT_DIFFERENTIABLE, gradcheck
+from hodiff.engine.variable import Variable
 from hodiff.testing import all_specs, spec_ids
 from hodiff.testing.harness import outputs_of, scalarized
-from hodiff.variable import Variable
+from hodiff.tools.check import NOT_DIFFERENTIABLE, gradcheck
 
 
 def sweep_one(spec, seed: int, top: int) -> tuple[int, int, int, str]:

@@ -8,11 +8,10 @@
 array([ 3., 12.])
 """
 
-from hodiff import _malloc, curvature, distributed, functions, transforms
-from hodiff.autograd import grad, iter_grads
-from hodiff.check import GradcheckError, GradcheckReport, gradcheck, gradgradcheck
-from hodiff.checkpoint import checkpoint
-from hodiff.context import (
+from hodiff import curvature, distributed, functions, transforms
+from hodiff.engine import malloc as _malloc
+from hodiff.engine.autograd import grad, iter_grads
+from hodiff.engine.context import (
     Context,
     auto_forward,
     context_scope,
@@ -22,13 +21,15 @@ from hodiff.context import (
     set_auto_forward,
     set_default_context,
 )
-from hodiff.function import Function
-from hodiff.graphio import load_graph, save_graph, to_dot
-from hodiff.operators import biharmonic, laplacian
-from hodiff.taylor import jet
-from hodiff.transforms import *  # noqa: F403
-from hodiff.variable import ShapeResetError, Variable
-from hodiff.vmap import vmap
+from hodiff.engine.function import Function
+from hodiff.engine.variable import ShapeResetError, Variable
+from hodiff.tools.check import GradcheckError, GradcheckReport, gradcheck, gradgradcheck
+from hodiff.tools.graphio import load_graph, save_graph, to_dot
+from hodiff.transforms.checkpointing import checkpoint
+from hodiff.transforms.derivatives import *  # noqa: F403
+from hodiff.transforms.operators import biharmonic, laplacian
+from hodiff.transforms.taylor import jet
+from hodiff.transforms.vectorize import vmap
 
 __version__ = "0.1.0"
 
@@ -64,7 +65,8 @@ __all__ = [
 ]
 
 from hodiff import initializers, parametric, solvers
-from hodiff.parameter import (
+from hodiff.engine.random import seed
+from hodiff.training.parameter import (
     clear_parameters,
     get_parameter_or_create,
     get_parameters,
@@ -72,7 +74,6 @@ from hodiff.parameter import (
     parameter_scope,
     save_parameters,
 )
-from hodiff.random import seed
 
 __all__ += [
     "clear_parameters",

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from hodiff.cli_check import add_parser, list_functions, run_check, run_mutate
-from hodiff.demo import run_demo
-from hodiff.docgen import PATH, write_function_reference
+from hodiff.tools.cli_check import add_parser, list_functions, run_check, run_mutate
+from hodiff.tools.demo import run_demo
+from hodiff.tools.docgen import PATH, write_function_reference
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,7 +11,7 @@ import pytest
 
 import hodiff as hd
 import hodiff.functions as F
-from hodiff.context import _raw
+from hodiff.engine.context import _raw
 from hodiff.functions import math as hmath
 from hodiff.grad_functions.math import sigmoid_backward, softplus_backward, tanh_backward
 

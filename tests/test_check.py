@@ -10,7 +10,7 @@ import pytest
 
 import hodiff as hd
 import hodiff.functions as F
-from hodiff.function import Slot
+from hodiff.engine.function import Slot
 
 
 class WrongSin(hd.Function):

@@ -16,14 +16,14 @@ import pytest
 import hodiff as hd
 import hodiff.functions as F
 from hodiff.__main__ import main
-from hodiff.check import NOT_DIFFERENTIABLE
-from hodiff.cli_check import run_mutate
-from hodiff.function import Slot
+from hodiff.engine.function import Slot
 from hodiff.functions.math import Sin, Tanh
 from hodiff.testing import all_specs, dot_product_test, spec_ids
 from hodiff.testing.harness import outputs_of, scalarized
 from hodiff.testing.mutate import mutated
 from hodiff.testing.spec import avoid_kinks
+from hodiff.tools.check import NOT_DIFFERENTIABLE
+from hodiff.tools.cli_check import run_mutate
 
 X = np.array([[0.3, -1.1, 2.0], [0.7, -0.4, 1.3]])
 

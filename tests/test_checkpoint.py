@@ -25,10 +25,11 @@ import pytest
 import hodiff as hd
 import hodiff.functions as F
 import hodiff.parametric as PF
-from hodiff import graph, taylor
-from hodiff.checkpoint import Checkpoint
+from hodiff.engine import graph
 from hodiff.functions.linalg import Affine
 from hodiff.functions.math import Tanh
+from hodiff.transforms import taylor
+from hodiff.transforms.checkpointing.node import Checkpoint
 
 RTOL = 1e-12
 
@@ -1283,7 +1284,7 @@ def test_a_checkpoint_does_not_walk_the_enclosing_graph(monkeypatch: Any) -> Non
         return graph.plan(outputs, inputs, order)
 
     spy.plan = plan  # type: ignore[attr-defined]
-    monkeypatch.setattr(sys.modules["hodiff.checkpoint"], "graph", spy)
+    monkeypatch.setattr(sys.modules["hodiff.transforms.checkpointing.node"], "graph", spy)
     monkeypatch.setattr(taylor, "graph", spy)
 
     res = []

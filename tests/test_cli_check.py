@@ -8,10 +8,10 @@ import sys
 import numpy as np
 import pytest
 
-import hodiff.cli_check as cli
 import hodiff.functions as F
+import hodiff.tools.cli_check as cli
 from hodiff.__main__ import main
-from hodiff.function import Function
+from hodiff.engine.function import Function
 from hodiff.testing import Spec
 
 

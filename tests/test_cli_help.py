@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import hodiff as hd
-import hodiff.cli_check as cli
 import hodiff.functions as F
+import hodiff.tools.cli_check as cli
 from hodiff.__main__ import main
 from hodiff.testing import all_specs
 

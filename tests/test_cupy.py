@@ -100,7 +100,7 @@ def test_fused_gpu_kernels_match_numpy(dtype) -> None:
     """tanh_backward, sigmoid_backward, softplus_backward and mul_n run one fused kernel on cupy
     arrays of one float dtype (broadcasting too); mixed dtypes take the numpy-style path. Both
     match numpy."""
-    from hodiff import _cuda
+    from hodiff.engine import cuda as _cuda
     from hodiff.grad_functions.arithmetic import mul_n
     from hodiff.grad_functions.math import sigmoid_backward, softplus_backward, tanh_backward
 

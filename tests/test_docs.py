@@ -45,7 +45,7 @@ def test_function_reference_lists_every_function_with_its_checked_order() -> Non
 
 
 def test_function_reference_is_generated_from_specs_and_docstrings() -> None:
-    from hodiff.docgen import function_reference
+    from hodiff.tools.docgen import function_reference
 
     text = (ROOT / "docs" / "functions.md").read_text()
     assert text == function_reference(), "docs/functions.md is stale: run python -m hodiff docs"

@@ -1,7 +1,7 @@
 """Parameter and solver-state files: nothing lost, nothing half-written, damage reported.
 
 ``hd.save_parameters``/``hd.load_parameters`` and ``Solver.save_states``/``load_states``
-(both through :mod:`hodiff.archive`): any name round-trips, a load that raises changes
+(both through :mod:`hodiff.training.archive`): any name round-trips, a load that raises changes
 nothing, a truncated or corrupted file raises ValueError naming the function and the file,
 and a state file is checked as the setters check what they set.
 """

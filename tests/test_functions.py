@@ -14,7 +14,7 @@ import pytest
 
 import hodiff as hd
 import hodiff.functions as F
-from hodiff.function import REGISTRY
+from hodiff.engine.function import REGISTRY
 from hodiff.testing import all_specs, spec_ids
 from hodiff.testing.spec import Spec
 from tests.harness import call, is_float, outputs_of, run_backward_impl, scalarized, weights

@@ -23,13 +23,13 @@ import pytest
 
 import hodiff as hd
 import hodiff.functions as F
-from hodiff import graphio
-from hodiff.function import REGISTRY, Function
-from hodiff.graphio import walk
-from hodiff.graphio.files import read_file, write_file
-from hodiff.graphio.walk import graph_nodes
+from hodiff.engine.function import REGISTRY, Function
 from hodiff.testing import all_specs, spec_ids
 from hodiff.testing.spec import Spec
+from hodiff.tools import graphio
+from hodiff.tools.graphio import walk
+from hodiff.tools.graphio.files import read_file, write_file
+from hodiff.tools.graphio.walk import graph_nodes
 from tests.harness import call, gpu, outputs_of, weights
 
 SPECS = all_specs()
@@ -626,7 +626,7 @@ def test_render_with_graphviz(tmp_path: Path) -> None:
 
 
 def test_demo_prints_the_graph_line(capsys: pytest.CaptureFixture[str]) -> None:
-    from hodiff.demo import run_demo
+    from hodiff.tools.demo import run_demo
 
     assert run_demo() == 0
     line = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("7. graphs as data")]

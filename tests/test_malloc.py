@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from hodiff import _malloc
+from hodiff.engine import malloc as _malloc
 
 pytestmark = pytest.mark.skipif(not _malloc.glibc(), reason="glibc's malloc thresholds")
 

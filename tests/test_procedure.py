@@ -19,8 +19,8 @@ import pytest
 
 import hodiff as hd
 import hodiff.functions as F
-from hodiff.context import array_module
-from hodiff.function import Elementwise
+from hodiff.engine.context import array_module
+from hodiff.engine.function import Elementwise
 from hodiff.testing.spec import Spec
 
 
@@ -49,7 +49,7 @@ SPEC = Spec(softsign, ((2, 3),), lambda x: x / (1 + np.abs(x)), kinks=(0.0,))
 
 # ---- what the two files give ---------------------------------------------------------
 def test_the_new_primitive_passes_the_generic_checks_to_order_3() -> None:
-    from hodiff.cli_check import check_spec
+    from hodiff.tools.cli_check import check_spec
 
     rows = check_spec(SPEC, order=3)
     assert [r.order for r in rows] == [1, 2, 3]
@@ -67,7 +67,7 @@ def test_the_new_primitive_has_a_plain_backward_and_a_batching_rule() -> None:
 
 
 def test_the_new_primitive_gets_its_generated_docs_row(monkeypatch: pytest.MonkeyPatch) -> None:
-    import hodiff.docgen as docgen
+    import hodiff.tools.docgen as docgen
     from hodiff.testing import all_specs
 
     family = types.ModuleType("hodiff.functions.demo", "Demo: one new primitive.")

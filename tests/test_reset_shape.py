@@ -16,10 +16,10 @@ import hodiff as hd
 import hodiff.functions as F
 import hodiff.parametric as PF
 import hodiff.solvers as S
-from hodiff.graph import topological_order
+from hodiff.engine.graph import topological_order
+from hodiff.engine.variable import ShapeResetError, Variable
 from hodiff.testing import all_specs, spec_ids
 from hodiff.testing.harness import is_float, outputs_of
-from hodiff.variable import ShapeResetError, Variable
 
 SPECS = all_specs()
 IDS = spec_ids(SPECS)
@@ -193,7 +193,7 @@ def test_a_static_network_trains_with_new_batch_sizes(fresh_scope):
 def test_the_record_of_shape_changes_is_bounded_in_a_long_loop():
     # a static graph run for 300 batch sizes in turn: the leaf and every value that
     # followed remember the last SHAPE_HISTORY changes only, and every run is right
-    from hodiff.variable import SHAPE_HISTORY
+    from hodiff.engine.variable import SHAPE_HISTORY
 
     with hd.auto_forward(False):
         x = Variable((2, 3), need_grad=True, dtype=np.float64)
@@ -218,7 +218,7 @@ def test_a_graph_run_between_changes_back_and_forth_keeps_following():
     # x alternates between two batch sizes, each with its own static graph; g2 was made
     # for x's first shape, which x has again whenever g2 runs (g2 never sets up again).
     # Run many more times than x remembers shape changes, both stay right.
-    from hodiff.variable import SHAPE_HISTORY
+    from hodiff.engine.variable import SHAPE_HISTORY
 
     with hd.auto_forward(False):
         x = Variable((4, 3), need_grad=True, dtype=np.float64)
@@ -240,7 +240,7 @@ def test_a_graph_made_before_the_remembered_shape_changes_refuses():
     # graph that followed): the shapes it was made for are no longer known, and it
     # raises naming its node and the reset, before anything is touched; one made after
     # the last change runs
-    from hodiff.variable import SHAPE_HISTORY
+    from hodiff.engine.variable import SHAPE_HISTORY
 
     with hd.auto_forward(False):
         x = Variable((2, 3), need_grad=True, dtype=np.float64)
@@ -494,7 +494,7 @@ def test_a_pullback_made_before_a_reset_raises_and_says_to_make_it_again():
     # a pullback (the plan of hd.jacobian, a Hessian operator) keeps the nodes it was made
     # on; after reset_shape the static graph's hd.grad is made again for the new shape,
     # and the old pullback refuses, naming the reset, before computing anything
-    from hodiff.graph import Pullback
+    from hodiff.engine.graph import Pullback
 
     with hd.auto_forward(False):
         x = Variable((2, 3), need_grad=True, dtype=np.float64)

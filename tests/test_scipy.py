@@ -189,6 +189,7 @@ def test_missing_scipy_says_which_extra_to_install(monkeypatch):
     for name in ("scipy", "scipy.optimize", "scipy.sparse", "scipy.sparse.linalg"):
         monkeypatch.setitem(sys.modules, name, None)
     monkeypatch.delitem(sys.modules, "hodiff.scipy")
+    monkeypatch.delitem(sys.modules, "hodiff.transforms.scipy")
     with pytest.raises(ImportError, match=r"pip install 'hodiff\[scipy\]'"):
         importlib.import_module("hodiff.scipy")
 

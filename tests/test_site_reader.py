@@ -22,7 +22,7 @@ import sys
 import pytest
 
 import hodiff.functions as F
-from hodiff import docgen
+from hodiff.tools import docgen
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

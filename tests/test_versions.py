@@ -16,7 +16,7 @@ import pytest
 
 import hodiff as hd
 import hodiff.functions as F
-from hodiff import graph
+from hodiff.engine import graph
 
 RNG = np.random.default_rng(11)
 B1 = RNG.standard_normal(5)

@@ -13,11 +13,11 @@ import pytest
 
 import hodiff as hd
 import hodiff.functions as F
-from hodiff import batching
-from hodiff.function import REGISTRY
+from hodiff.engine import batching
+from hodiff.engine.function import REGISTRY
 from hodiff.testing import all_specs, spec_ids
 from hodiff.testing.spec import Spec
-from hodiff.vmap import fallback_primitives
+from hodiff.transforms.vectorize import fallback_primitives
 from tests.harness import is_float, outputs_of
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -432,7 +432,7 @@ def test_nested_vmap_matches_double_loop(spec: Spec) -> None:
 
 
 def test_default_chunks_bound_the_memory(monkeypatch) -> None:
-    from hodiff import transforms
+    from hodiff.transforms import derivatives as transforms
 
     monkeypatch.setattr(transforms, "CHUNK_BYTES", 8 * 40)  # a few rows per pass
     sizes = []

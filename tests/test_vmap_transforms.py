@@ -13,7 +13,7 @@ import pytest
 
 import hodiff as hd
 import hodiff.functions as F
-from hodiff import transforms
+from hodiff.transforms import derivatives as transforms
 from tests.harness import gpu
 
 RNG = np.random.default_rng(7)

@@ -8,9 +8,9 @@ broadcast gradient back to its input's shape, and the batching helpers' function
 
 import types as _types
 
-from hodiff import batching as _batching
-from hodiff import function as _function
-from hodiff import variable as _variable
+from hodiff.engine import batching as _batching
+from hodiff.engine import function as _function
+from hodiff.engine import variable as _variable
 from hodiff.functions import (
     activation,
     arithmetic,

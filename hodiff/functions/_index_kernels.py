@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from hodiff.variable import Variable
+from hodiff.engine.variable import Variable
 
 _ALL = builtins.slice(None)
 

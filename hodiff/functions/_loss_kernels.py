@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from hodiff.variable import Variable
+from hodiff.engine.variable import Variable
 
 
 def resolve_axis(name: str, axis: Any, ndim: int) -> int:

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from hodiff.function import Function
+from hodiff.engine.function import Function
 
 Ints = tuple[int, ...]
 

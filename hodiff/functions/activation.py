@@ -18,16 +18,16 @@ from typing import Any
 
 import numpy as np
 
-from hodiff import _cuda
-from hodiff import batching as _batching
-from hodiff.context import array_module
-from hodiff.function import Elementwise, Flags, Function, Slots
+from hodiff.engine import batching as _batching
+from hodiff.engine import cuda as _cuda
+from hodiff.engine.context import array_module
+from hodiff.engine.function import Elementwise, Flags, Function, Slots
+from hodiff.engine.variable import Variable, as_variable
 from hodiff.functions import arithmetic as _arithmetic
 from hodiff.functions import array as _array
 from hodiff.functions import math as _math
 from hodiff.functions._index_kernels import normalize_base_axis
 from hodiff.grad_functions import math as _gm
-from hodiff.variable import Variable, as_variable
 
 __all__ = [
     "celu",

@@ -14,19 +14,19 @@ from typing import Any
 
 import numpy as np
 
-from hodiff import batching as _batching
-from hodiff.context import array_module
-from hodiff.function import (
+from hodiff.engine import batching as _batching
+from hodiff.engine.context import array_module
+from hodiff.engine.function import (
     Function,
     Slot,
     elementwise_setup,
     float_dtype,
     records_arguments,
 )
+from hodiff.engine.variable import Variable, is_scalar
 from hodiff.functions import array as _array
 from hodiff.functions import math as _math
 from hodiff.grad_functions import arithmetic as _garith
-from hodiff.variable import Variable, is_scalar
 
 __all__ = [
     "abs",

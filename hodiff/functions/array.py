@@ -17,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from hodiff import batching as _batching
-from hodiff.context import array_module, get_default_context
-from hodiff.function import Flags, Function, Slots, array_module_of
+from hodiff.engine import batching as _batching
+from hodiff.engine.context import array_module, get_default_context
+from hodiff.engine.function import Flags, Function, Slots, array_module_of
+from hodiff.engine.variable import Variable, is_scalar
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions._index_kernels import EmptyShapeError
 from hodiff.functions.indexing import (
@@ -33,7 +34,6 @@ from hodiff.functions.indexing import (
     slice,
     transpose,
 )
-from hodiff.variable import Variable, is_scalar
 
 __all__ = [
     "broadcast",

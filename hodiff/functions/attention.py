@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from hodiff import batching as _batching
-from hodiff.function import Flags, Function, Slots, shape_bound
+from hodiff.engine import batching as _batching
+from hodiff.engine.function import Flags, Function, Slots, shape_bound
+from hodiff.engine.variable import Variable
 from hodiff.functions import activation as _act
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions import array as _array
@@ -27,7 +28,6 @@ from hodiff.functions import nn as _nn
 from hodiff.functions import reduction as _reduction
 from hodiff.functions.indexing import normalize_axis, shape_of
 from hodiff.functions.linalg import affine, batch_matmul
-from hodiff.variable import Variable
 
 __all__ = [
     "mish",

@@ -22,9 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from hodiff import batching as _batching
-from hodiff.context import array_module
-from hodiff.function import Flags, Function, Slots, float_dtype
+from hodiff.engine import batching as _batching
+from hodiff.engine.context import array_module
+from hodiff.engine.function import Flags, Function, Slots, float_dtype
+from hodiff.engine.variable import Variable
 from hodiff.functions import array as _array
 from hodiff.functions import reduction as _reduction
 from hodiff.functions._conv_kernels import (
@@ -41,7 +42,6 @@ from hodiff.functions._conv_kernels import (
     weight_channels_first,
 )
 from hodiff.grad_functions import conv as _gconv
-from hodiff.variable import Variable
 
 __all__ = ["convolution", "deconvolution", "depthwise_convolution", "depthwise_deconvolution"]
 

@@ -21,15 +21,15 @@ from typing import Any
 
 import numpy as np
 
-from hodiff import batching as _batching
-from hodiff.context import array_module
-from hodiff.function import Flags, Function, Slots, float_dtype
+from hodiff.engine import batching as _batching
+from hodiff.engine.context import array_module
+from hodiff.engine.function import Flags, Function, Slots, float_dtype
+from hodiff.engine.variable import Variable
 from hodiff.functions import array as _array
 from hodiff.functions import reduction as _red
 from hodiff.functions.indexing import as_ints, shape_of
 from hodiff.functions.linalg import batch_matmul, einsum
 from hodiff.functions.shaping import astype, matrix_diag, matrix_diag_part, trilu
-from hodiff.variable import Variable
 
 __all__ = [
     "cholesky",

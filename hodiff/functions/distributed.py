@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hodiff.context import array_module
-from hodiff.distributed import Communicator
-from hodiff.function import Function, Slot, float_dtype
-from hodiff.variable import Variable
+from hodiff.engine.context import array_module
+from hodiff.engine.function import Function, Slot, float_dtype
+from hodiff.engine.variable import Variable
+from hodiff.training.distributed import Communicator
 
 __all__ = ["all_reduce"]
 

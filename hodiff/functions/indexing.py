@@ -19,9 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from hodiff import batching as _batching
-from hodiff.context import array_module, get_default_context
-from hodiff.function import Flags, Function, Slots
+from hodiff.engine import batching as _batching
+from hodiff.engine.context import array_module, get_default_context
+from hodiff.engine.function import Flags, Function, Slots
+from hodiff.engine.variable import Variable
 from hodiff.functions._index_kernels import (  # noqa: F401 (re-exported: the array family uses them)
     IndexOutOfRangeError,
     as_ints,
@@ -33,7 +34,6 @@ from hodiff.functions._index_kernels import (  # noqa: F401 (re-exported: the ar
     shape_of,
 )
 from hodiff.grad_functions import array as _garray
-from hodiff.variable import Variable
 
 __all__ = ["gather", "getitem", "one_hot", "slice", "transpose"]
 

@@ -18,13 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from hodiff import batching as _batching
-from hodiff.context import RAW, _mode, array_module
-from hodiff.function import Flags, Function, Slots, float_dtype
+from hodiff.engine import batching as _batching
+from hodiff.engine.context import RAW, _mode, array_module
+from hodiff.engine.function import Flags, Function, Slots, float_dtype
+from hodiff.engine.variable import Variable
 from hodiff.functions import array as _array
 from hodiff.functions import reduction as _reduction
 from hodiff.grad_functions import linalg as _grad
-from hodiff.variable import Variable
 
 __all__ = [
     "affine",

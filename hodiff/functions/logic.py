@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from hodiff.engine.variable import Variable
 from hodiff.functions import array as _array
-from hodiff.variable import Variable
 
 __all__ = [
     "equal_scalar",

@@ -14,9 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from hodiff import batching as _batching
-from hodiff.context import array_module
-from hodiff.function import Flags, Function, Slots, as_variables, float_dtype
+from hodiff.engine import batching as _batching
+from hodiff.engine.context import array_module
+from hodiff.engine.function import Flags, Function, Slots, as_variables, float_dtype
+from hodiff.engine.variable import Variable
 from hodiff.functions import activation as _act
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions import array as _array
@@ -32,7 +33,6 @@ from hodiff.functions._loss_kernels import (
     softmax_array,
 )
 from hodiff.grad_functions import loss as _gloss
-from hodiff.variable import Variable
 
 __all__ = [
     "absolute_error",

@@ -17,12 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from hodiff import batching as _batching
-from hodiff.context import array_module
-from hodiff.function import Elementwise, Flags, Function, Slots, float_dtype
+from hodiff.engine import batching as _batching
+from hodiff.engine.context import array_module
+from hodiff.engine.function import Elementwise, Flags, Function, Slots, float_dtype
+from hodiff.engine.variable import Variable
 from hodiff.functions import arithmetic as _arithmetic
 from hodiff.grad_functions import math as _gm
-from hodiff.variable import Variable
 
 __all__ = [
     "acos",

@@ -14,14 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from hodiff import batching as _batching
-from hodiff.context import array_module
-from hodiff.function import Function, Slot, float_dtype
+from hodiff.engine import batching as _batching
+from hodiff.engine.context import array_module
+from hodiff.engine.function import Function, Slot, float_dtype
+from hodiff.engine.random import node_generator
+from hodiff.engine.variable import Variable
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions import indexing as _indexing
 from hodiff.grad_functions import nn as _gnn
-from hodiff.random import node_generator
-from hodiff.variable import Variable
 
 __all__ = ["dropout", "embed"]
 

@@ -16,13 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from hodiff import batching as _batching
-from hodiff.context import array_module, get_default_context
-from hodiff.function import Function, Slot
+from hodiff.engine import batching as _batching
+from hodiff.engine.context import array_module, get_default_context
+from hodiff.engine.function import Function, Slot
+from hodiff.engine.variable import Variable, as_variable
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions import array as _array
 from hodiff.functions import reduction as _red
-from hodiff.variable import Variable, as_variable
 
 __all__ = [
     "batch_normalization",

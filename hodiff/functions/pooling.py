@@ -28,9 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from hodiff import batching as _batching
-from hodiff.context import array_module
-from hodiff.function import Flags, Function, Slots, float_dtype, shape_bound
+from hodiff.engine import batching as _batching
+from hodiff.engine.context import array_module
+from hodiff.engine.function import Flags, Function, Slots, float_dtype, shape_bound
+from hodiff.engine.variable import Variable
 from hodiff.functions import array as _array
 from hodiff.functions import indexing as _indexing
 from hodiff.functions import reduction as _reduction
@@ -41,7 +42,6 @@ from hodiff.functions._pool_kernels import (
     spatial_axes,
 )
 from hodiff.grad_functions import pooling as _gpool
-from hodiff.variable import Variable
 
 __all__ = [
     "average_pooling",

@@ -24,12 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from hodiff import batching as _batching
-from hodiff.context import get_default_context
-from hodiff.function import Function
+from hodiff.engine import batching as _batching
+from hodiff.engine.context import get_default_context
+from hodiff.engine.function import Function
+from hodiff.engine.random import node_generator
+from hodiff.engine.variable import Variable
 from hodiff.functions.arithmetic import check_scalar
-from hodiff.random import node_generator
-from hodiff.variable import Variable
 
 __all__ = ["rand", "rand_beta", "rand_binomial", "rand_gamma", "randint", "randn"]
 

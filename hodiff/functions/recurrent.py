@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
+from hodiff.engine.variable import Variable, as_variable
 from hodiff.functions.activation import relu, sigmoid
 from hodiff.functions.array import concatenate, reshape, split, stack, transpose
 from hodiff.functions.linalg import affine
 from hodiff.functions.math import tanh
 from hodiff.functions.nn import dropout as _dropout
-from hodiff.variable import Variable, as_variable
 
 __all__ = ["gru", "lstm", "rnn"]
 

@@ -17,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from hodiff import batching as _batching
-from hodiff.context import array_module
-from hodiff.function import Function, Slot, float_dtype
+from hodiff.engine import batching as _batching
+from hodiff.engine.context import array_module
+from hodiff.engine.function import Function, Slot, float_dtype
+from hodiff.engine.variable import Variable
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions import array as _array
 from hodiff.functions import logic as _logic
@@ -27,7 +28,6 @@ from hodiff.functions import math as _math
 from hodiff.functions import statistics as _stats
 from hodiff.functions.indexing import shape_of
 from hodiff.grad_functions import reduction as _greduction
-from hodiff.variable import Variable
 
 __all__ = ["cumprod", "cumsum", "logsumexp", "max", "mean", "min", "norm", "prod", "sum"]
 

@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from hodiff import batching as _batching
-from hodiff.context import array_module
-from hodiff.function import Elementwise, Flags, Function, Slots, array_module_of, float_dtype
+from hodiff.engine import batching as _batching
+from hodiff.engine.context import array_module
+from hodiff.engine.function import Elementwise, Flags, Function, Slots, array_module_of, float_dtype
+from hodiff.engine.variable import Variable
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions import array as _array
-from hodiff.variable import Variable
 
 __all__ = ["ceil", "floor", "fmod", "mod", "nan_to_num", "remainder", "round"]
 

@@ -19,16 +19,16 @@ from typing import Any
 
 import numpy as np
 
-from hodiff import batching as _batching
-from hodiff.context import array_module, get_default_context
-from hodiff.function import Function, shape_bound
+from hodiff.engine import batching as _batching
+from hodiff.engine.context import array_module, get_default_context
+from hodiff.engine.function import Function, shape_bound
+from hodiff.engine.variable import Variable
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions import array as _array
 from hodiff.functions import reduction as _reduction
 from hodiff.functions import rounding as _round
 from hodiff.functions.indexing import shape_of
 from hodiff.functions.linalg import batch_matmul
-from hodiff.variable import Variable
 
 __all__ = ["affine_grid", "warp_by_grid"]
 

@@ -17,14 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from hodiff import batching as _batching
-from hodiff.context import get_default_context
-from hodiff.function import Flags, Function, Slots, array_module_of
+from hodiff.engine import batching as _batching
+from hodiff.engine.context import get_default_context
+from hodiff.engine.function import Flags, Function, Slots, array_module_of
+from hodiff.engine.variable import Variable
 from hodiff.functions import array as _array
 from hodiff.functions.indexing import as_ints, normalize_axis, shape_of
 from hodiff.grad_functions.selection import gather_nd as _gather_nd
 from hodiff.grad_functions.selection import scatter_along_axis
-from hodiff.variable import Variable
 
 __all__ = [
     "arange",

@@ -21,13 +21,13 @@ from typing import Any
 
 import numpy as np
 
-from hodiff.context import array_module
-from hodiff.function import Elementwise, float_dtype
+from hodiff.engine.context import array_module
+from hodiff.engine.function import Elementwise, float_dtype
+from hodiff.engine.variable import Variable, as_variable
 from hodiff.functions import activation as _act
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions import array as _array
 from hodiff.functions import math as _math
-from hodiff.variable import Variable, as_variable
 
 __all__ = [
     "digamma",

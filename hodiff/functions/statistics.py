@@ -19,15 +19,15 @@ from typing import Any
 
 import numpy as np
 
-from hodiff import batching as _batching
-from hodiff.context import array_module
-from hodiff.function import Function, shape_bound
+from hodiff.engine import batching as _batching
+from hodiff.engine.context import array_module
+from hodiff.engine.function import Function, shape_bound
+from hodiff.engine.variable import Variable
 from hodiff.functions import array as _array
 from hodiff.functions import reduction as _red
 from hodiff.functions._index_kernels import normalize_base_axis
 from hodiff.functions.indexing import normalize_axis, shape_of
 from hodiff.grad_functions.selection import scatter_along_axis, take_along_axis
-from hodiff.variable import Variable
 
 __all__ = ["argmax", "argmin", "diff", "searchsorted", "sort", "std", "top_k_data", "var"]
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from hodiff import _cuda
-from hodiff import batching as _batching
-from hodiff.context import RAW, _mode
-from hodiff.function import (
+from hodiff.engine import batching as _batching
+from hodiff.engine import cuda as _cuda
+from hodiff.engine.context import RAW, _mode
+from hodiff.engine.function import (
     Flags,
     Function,
     Slot,
@@ -19,9 +19,9 @@ from hodiff.function import (
     float_dtype,
     records_arguments,
 )
+from hodiff.engine.variable import Variable
 from hodiff.functions import array as _array
 from hodiff.functions import reduction as _reduction
-from hodiff.variable import Variable
 
 __all__ = ["mul_n", "sum_to"]
 

@@ -7,13 +7,13 @@ from typing import Any
 
 import numpy as np
 
-from hodiff import batching as _batching
-from hodiff.context import array_module
-from hodiff.function import Function, Slot, float_dtype
+from hodiff.engine import batching as _batching
+from hodiff.engine.context import array_module
+from hodiff.engine.function import Function, Slot, float_dtype
+from hodiff.engine.variable import Variable
 from hodiff.functions import _conv_kernels as _kernels
 from hodiff.functions import array as _array
 from hodiff.functions import conv as _conv
-from hodiff.variable import Variable
 
 __all__ = ["convolution_filter_grad"]
 

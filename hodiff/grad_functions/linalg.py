@@ -6,10 +6,10 @@ import string
 from collections.abc import Sequence
 from typing import Any
 
-from hodiff.context import array_module
-from hodiff.function import Function, Slot
+from hodiff.engine.context import array_module
+from hodiff.engine.function import Function, Slot
+from hodiff.engine.variable import Variable
 from hodiff.functions import linalg as _linalg
-from hodiff.variable import Variable
 
 __all__ = ["einsum_expand"]
 

@@ -15,13 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from hodiff import batching as _batching
-from hodiff.context import array_module
-from hodiff.function import Flags, Function, Slots, float_dtype
+from hodiff.engine import batching as _batching
+from hodiff.engine.context import array_module
+from hodiff.engine.function import Flags, Function, Slots, float_dtype
+from hodiff.engine.variable import Variable
 from hodiff.functions import _loss_kernels as _kernels
 from hodiff.functions import loss as _loss
 from hodiff.functions import reduction as _reduction
-from hodiff.variable import Variable
 
 __all__ = ["scatter_by_label", "select_by_label", "softmax_cross_entropy_grad"]
 

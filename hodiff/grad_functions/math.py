@@ -16,13 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from hodiff import _cuda
-from hodiff import batching as _batching
-from hodiff.context import RAW, _mode, array_module
-from hodiff.function import Flags, Function, Slots, float_dtype
+from hodiff.engine import batching as _batching
+from hodiff.engine import cuda as _cuda
+from hodiff.engine.context import RAW, _mode, array_module
+from hodiff.engine.function import Flags, Function, Slots, float_dtype
+from hodiff.engine.variable import Variable
 from hodiff.functions import activation as _activation
 from hodiff.grad_functions import arithmetic as _garith
-from hodiff.variable import Variable
 
 __all__ = ["sigmoid_backward", "softplus_backward", "tanh_backward"]
 

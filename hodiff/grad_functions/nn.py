@@ -6,12 +6,12 @@ import importlib
 from collections.abc import Sequence
 from typing import Any
 
-from hodiff import batching as _batching
-from hodiff.context import array_module
-from hodiff.function import Function, Slot
+from hodiff.engine import batching as _batching
+from hodiff.engine.context import array_module
+from hodiff.engine.function import Function, Slot
+from hodiff.engine.variable import Variable
 from hodiff.functions import nn as _nn
 from hodiff.grad_functions import array as _garray
-from hodiff.variable import Variable
 
 __all__ = ["embed_weight_grad"]
 

@@ -11,14 +11,14 @@ from typing import Any
 
 import numpy as np
 
-from hodiff import batching as _batching
-from hodiff.context import array_module
-from hodiff.function import Flags, Function, Slots, float_dtype
+from hodiff.engine import batching as _batching
+from hodiff.engine.context import array_module
+from hodiff.engine.function import Flags, Function, Slots, float_dtype
+from hodiff.engine.variable import Variable
 from hodiff.functions import _pool_kernels as _kernels
 from hodiff.functions import array as _array
 from hodiff.functions import pooling as _pooling
 from hodiff.grad_functions import array as _garray
-from hodiff.variable import Variable
 
 __all__ = [
     "average_pooling_backward",

@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from hodiff import batching as _batching
-from hodiff.context import array_module
-from hodiff.function import Flags, Function, Slots, float_dtype
+from hodiff.engine import batching as _batching
+from hodiff.engine.context import array_module
+from hodiff.engine.function import Flags, Function, Slots, float_dtype
+from hodiff.engine.variable import Variable
 from hodiff.functions import reduction as _reduction
-from hodiff.variable import Variable
 
 __all__ = ["linear_scan", "tie_weights"]
 

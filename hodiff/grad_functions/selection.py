@@ -16,11 +16,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hodiff import batching as _batching
-from hodiff.context import array_module
-from hodiff.function import Flags, Function, Slots
+from hodiff.engine import batching as _batching
+from hodiff.engine.context import array_module
+from hodiff.engine.function import Flags, Function, Slots
+from hodiff.engine.variable import Variable
 from hodiff.functions import array as _array
-from hodiff.variable import Variable
 
 __all__ = ["gather_nd", "scatter_along_axis", "scatter_nd_add", "take_along_axis"]
 

@@ -44,20 +44,26 @@ from typing import Any
 import numpy as np
 
 import hodiff.functions as F
-from hodiff import graph
-from hodiff.autograd import grad
-from hodiff.check import (
+from hodiff.engine import graph
+from hodiff.engine.autograd import grad
+from hodiff.engine.context import (
+    Context,
+    array_module,
+    auto_forward,
+    context_scope,
+    get_default_context,
+)
+from hodiff.engine.function import REGISTRY, Function
+from hodiff.engine.variable import Variable
+from hodiff.testing.harness import outputs_of, run_backward_impl
+from hodiff.tools.check import (
     NOT_PER_EXAMPLE,
     GradcheckError,
     GradcheckReport,
     gradcheck,
     refuse_batched_output,
 )
-from hodiff.context import Context, array_module, auto_forward, context_scope, get_default_context
-from hodiff.function import REGISTRY, Function
-from hodiff.testing.harness import outputs_of, run_backward_impl
-from hodiff.variable import Variable
-from hodiff.vmap import refuse_batched
+from hodiff.transforms.vectorize import refuse_batched
 
 __all__ = ["PROPERTIES", "CheckRow", "FunctionCheckReport", "check_function"]
 

@@ -20,12 +20,12 @@ from typing import Any, NamedTuple
 import numpy as np
 
 import hodiff.functions as F
-from hodiff.autograd import grad
-from hodiff.check import EPS64, NOT_PER_EXAMPLE, GradcheckError
-from hodiff.context import array_module
-from hodiff.transforms import jvp, vjp
-from hodiff.variable import Variable
-from hodiff.vmap import refuse_batched
+from hodiff.engine.autograd import grad
+from hodiff.engine.context import array_module
+from hodiff.engine.variable import Variable
+from hodiff.tools.check import EPS64, NOT_PER_EXAMPLE, GradcheckError
+from hodiff.transforms.derivatives import jvp, vjp
+from hodiff.transforms.vectorize import refuse_batched
 
 __all__ = ["DotProductReport", "DotProductRow", "dot_product_test"]
 

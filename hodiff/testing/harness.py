@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 
 import hodiff.functions as F
-from hodiff.context import _raw
-from hodiff.function import Function, Slot
+from hodiff.engine.context import _raw
+from hodiff.engine.function import Function, Slot
+from hodiff.engine.variable import Variable
 from hodiff.testing.spec import Spec
-from hodiff.variable import Variable
 
 __all__ = ["call", "is_float", "outputs_of", "run_backward_impl", "scalarized", "weights"]
 

@@ -4,7 +4,7 @@ For every registered primitive ``P`` (a class of :data:`hodiff.function.REGISTRY
 with a backward rule) and the spec row whose graph contains a ``P`` node and checks
 it hardest (the highest order, tolerances from the estimate; the first such row),
 three mutants of ``P.backward_impl`` are checked as ``python -m hodiff check``
-checks the row (:func:`hodiff.cli_check.spec_report`):
+checks the row (:func:`hodiff.tools.cli_check.spec_report`):
 
 * order 1: every gradient ``P`` stores is scaled by ``1 + 1e-6``;
 * order 2: when the rule records (``hd.grad``), each gradient ``g`` becomes
@@ -31,10 +31,10 @@ from typing import Any
 
 import numpy as np
 
-from hodiff import graph
-from hodiff.function import REGISTRY, Function, Slot
+from hodiff.engine import graph
+from hodiff.engine.function import REGISTRY, Function, Slot
+from hodiff.engine.variable import Variable
 from hodiff.testing.spec import Spec
-from hodiff.variable import Variable
 
 __all__ = ["Mutant", "family", "mutated", "mutation_report", "primitives_of"]
 

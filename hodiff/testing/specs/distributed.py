@@ -7,8 +7,8 @@ tests/test_distributed.py.
 """
 
 import hodiff.functions as F
-from hodiff.distributed import Communicator
 from hodiff.testing.spec import Spec
+from hodiff.training.distributed import Communicator
 
 ONE = Communicator.single_process()
 

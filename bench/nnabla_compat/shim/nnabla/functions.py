@@ -9,7 +9,7 @@ import numpy as np
 import hodiff as hd
 import hodiff.functions as HF
 from bench.nnabla_compat.causes import MissingFunction
-from hodiff import graph as hd_graph
+from hodiff.engine import graph as hd_graph
 
 from ._core import Variable, call, unwrap
 

@@ -27,11 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from hodiff.check import GradcheckReport, gradcheck
+from hodiff.engine.variable import Variable
 from hodiff.testing import Spec, all_specs, spec_ids
 from hodiff.testing.harness import outputs_of, scalarized
 from hodiff.testing.mutate import mutation_report
-from hodiff.variable import Variable
+from hodiff.tools.check import GradcheckReport, gradcheck
 
 __all__ = [
     "Row",

@@ -36,7 +36,7 @@ place of the outputs (``jp.alias``); the pass then links every later node that r
 alias again to it (:meth:`Function.relinked`, without running it), so that the rules after
 it read its values too. A node that is a whole sub-computation uses it:
 ``hd.checkpoint``'s node pushes the jet through its recomputed segment
-(:meth:`hodiff.checkpoint.Checkpoint.jet_rule`).
+(:meth:`hodiff.transforms.checkpointing.node.Checkpoint.jet_rule`).
 
 *Collapsed* Taylor mode (Dangel et al., 2025): when only the sum over directions of the
 top coefficient is wanted (a Laplacian is ``sum_d y_2[d]``), that coefficient is carried
@@ -55,12 +55,14 @@ from typing import Any
 
 import numpy as np
 
-from hodiff import batching as _batching
 from hodiff import functions as F
-from hodiff import graph
-from hodiff.autograd import grad as _autograd_grad
-from hodiff.context import _raw, _recording, auto_forward
-from hodiff.function import Elementwise, Function, array_module_of
+from hodiff.engine import batching as _batching
+from hodiff.engine import graph
+from hodiff.engine.autograd import grad as _autograd_grad
+from hodiff.engine.context import _raw, _recording, auto_forward
+from hodiff.engine.function import Elementwise, Function, array_module_of
+from hodiff.engine.variable import Variable
+from hodiff.engine.variable import _seq as _clock
 from hodiff.functions import activation as _activation
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions import array as _array
@@ -78,8 +80,6 @@ from hodiff.grad_functions import arithmetic as _garith
 from hodiff.grad_functions import loss as _gloss
 from hodiff.grad_functions import math as _gmath
 from hodiff.grad_functions import selection as _gselection
-from hodiff.variable import Variable
-from hodiff.variable import _seq as _clock
 
 __all__ = ["JetPass", "clock", "jet", "push", "rule_kinds", "run_jet"]
 

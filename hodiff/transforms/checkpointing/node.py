@@ -27,7 +27,7 @@ input values and runs the segment's own rules:
 
 Random functions inside ``f`` draw the same numbers when ``f`` is recomputed: the seeds the
 first run's random nodes took from the global generator are recorded on a tape
-(:mod:`hodiff.random`) and replayed, without advancing the generator. A static graph draws
+(:mod:`hodiff.engine.random`) and replayed, without advancing the generator. A static graph draws
 anew at every ``.forward()`` and its derivatives replay that forward's draw.
 
 A value the node reads that was set through ``.d`` after it computed (an argument, a
@@ -56,14 +56,14 @@ from typing import Any
 
 import numpy as np
 
-from hodiff import graph
-from hodiff import random as _random
-from hodiff import taylor as _taylor
-from hodiff import variable as _variable
-from hodiff.context import NO_GRAD, RAW, STATIC, _mode
-from hodiff.function import REGISTRY, Flags, Function, Slots, array_module_of
-from hodiff.variable import Variable
-from hodiff.vmap import BatchedVariable, vmap
+from hodiff.engine import graph
+from hodiff.engine import random as _random
+from hodiff.engine import variable as _variable
+from hodiff.engine.context import NO_GRAD, RAW, STATIC, _mode
+from hodiff.engine.function import REGISTRY, Flags, Function, Slots, array_module_of
+from hodiff.engine.variable import Variable
+from hodiff.transforms import taylor as _taylor
+from hodiff.transforms.vectorize import BatchedVariable, vmap
 
 __all__ = ["Checkpoint", "checkpoint"]
 
@@ -251,8 +251,8 @@ class Checkpoint(Function, register=False):
         return checkpoint(mapped, *inputs[:n])
 
     def jet_rule(self, jp: _taylor.JetPass, ins: list[Any], outs: list[Any]) -> list[Any]:
-        """The Taylor rule (:mod:`hodiff.taylor`): the jet of a checkpoint is the checkpoint
-        of the jet (:func:`_jet_rule`).
+        """The Taylor rule (:mod:`hodiff.transforms.taylor`): the jet of a checkpoint is the
+        checkpoint of the jet (:func:`_jet_rule`).
 
         ``ins``: per input, its coefficients ``[x_1, ..., x_K]`` (each ``(R, *x.shape)``,
         None where zero) or None; returns per output ``[y_1, ..., y_K]`` with
@@ -602,7 +602,7 @@ class _Jet:
     What the node's recorded jet computes, as a function that :func:`checkpoint` can
     recompute: ``f`` again on the arguments (replaying the node's random draws), then the
     jet of order ``order`` (``collapsed`` or not) pushed through its graph, recorded
-    (``hodiff.taylor.push``). Its arguments are the node's Variable arguments, then the
+    (``hodiff.transforms.taylor.push``). Its arguments are the node's Variable arguments, then the
     coefficients given (``given``: per input of the node, the orders whose coefficient is
     an argument, in that order; a coefficient may be an array, a constant of the
     segment). Its externals are the node's (an external's coefficients are arguments).

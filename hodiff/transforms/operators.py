@@ -1,6 +1,6 @@
 """Differential operators of a network with respect to its input: Laplacian, biharmonic.
 
-``method="taylor"`` runs collapsed Taylor mode (:mod:`hodiff.taylor`): one forward pass
+``method="taylor"`` runs collapsed Taylor mode (:mod:`hodiff.transforms.taylor`): one forward pass
 carrying the value, the first-order coefficients of the ``D`` unit directions and one
 second-order coefficient summed over them. ``"nested"`` is the reference, through
 Hessian-vector products (reverse over reverse). ``"stochastic"`` estimates the operator
@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 
 from hodiff import functions as F
-from hodiff import taylor as _taylor
-from hodiff.autograd import grad
-from hodiff.function import array_module_of
-from hodiff.transforms import hvp
-from hodiff.variable import Variable
+from hodiff.engine.autograd import grad
+from hodiff.engine.function import array_module_of
+from hodiff.engine.variable import Variable
+from hodiff.transforms import taylor as _taylor
+from hodiff.transforms.derivatives import hvp
 
 __all__ = ["LAPLACIAN_METHODS", "biharmonic", "laplacian"]
 

@@ -8,7 +8,7 @@ is shared by all threads and guarded by a lock, so threads may create and read
 parameters concurrently.
 
 File layout of :func:`save_parameters`: one numpy ``.npz`` archive (numpy's
-layout, see :mod:`hodiff.archive`; readable with ``numpy.load``) holding one array per
+layout, see :mod:`hodiff.training.archive`; readable with ``numpy.load``) holding one array per
 parameter, keyed by its name relative to the scope where ``save_parameters``
 was called (the full name at the top level), in its dtype, on the host.
 Nothing else is stored: ``need_grad`` flags come from the code that uses the
@@ -35,9 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from hodiff.archive import read_arrays, write_arrays
-from hodiff.context import array_module, get_default_context
-from hodiff.variable import Variable
+from hodiff.engine.context import array_module, get_default_context
+from hodiff.engine.variable import Variable
+from hodiff.training.archive import read_arrays, write_arrays
 
 __all__ = [
     "clear_parameters",
@@ -195,7 +195,7 @@ def save_parameters(path: str | os.PathLike[str]) -> None:
     The archive holds one array per parameter keyed by its name (relative to the
     current scope); see the module docstring for the layout. Any name round-trips
     (``/``, spaces, unicode, numpy's keywords such as ``file``; see
-    :mod:`hodiff.archive`). ``path`` is used as given (no suffix is added); it is
+    :mod:`hodiff.training.archive`). ``path`` is used as given (no suffix is added); it is
     replaced only once the new file is complete.
     """
     arrays: dict[str, Any] = {k: _host(v.d) for k, v in get_parameters(grad_only=False).items()}

@@ -20,7 +20,7 @@ In static mode (``hd.auto_forward(False)``) the same graphs are built without
 values, computed once by a forward pass, and the reverse passes run on them.
 
 Only the transform's own input copies are differentiated: the reverse passes
-(``hodiff.graph.Pullback``) write no ``.g``, so Variables that ``f`` closes over
+(``hodiff.engine.graph.Pullback``) write no ``.g``, so Variables that ``f`` closes over
 (weights with ``need_grad=True``) are left as they were.
 
 Inside ``hd.vmap`` (an input or ``v`` is a batched variable, or ``f`` closes over one),
@@ -40,14 +40,21 @@ from typing import Any
 import numpy as np
 
 import hodiff.functions as F
-from hodiff import graph
-from hodiff import taylor as _taylor
-from hodiff.autograd import grad
-from hodiff.context import _raw, _recording, array_module, auto_forward, get_auto_forward, no_grad
-from hodiff.function import array_module_of
+from hodiff.engine import graph
+from hodiff.engine.autograd import grad
+from hodiff.engine.context import (
+    _raw,
+    _recording,
+    array_module,
+    auto_forward,
+    get_auto_forward,
+    no_grad,
+)
+from hodiff.engine.function import array_module_of
+from hodiff.engine.variable import Variable
 from hodiff.functions import array, shaping
-from hodiff.variable import Variable
-from hodiff.vmap import BatchedVariable, _active, vmap
+from hodiff.transforms import taylor as _taylor
+from hodiff.transforms.vectorize import BatchedVariable, _active, vmap
 
 __all__ = ["hessian", "hvp", "jacobian", "jvp", "vjp"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from hodiff.function import Function
-from hodiff.parameter import get_parameters
-from hodiff.variable import Variable
+from hodiff.engine.function import Function
+from hodiff.engine.variable import Variable
+from hodiff.training.parameter import get_parameters
 
 __all__ = ["as_list", "graph_nodes", "output_index", "parameter_names", "static_arguments"]
 

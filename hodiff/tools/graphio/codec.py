@@ -12,8 +12,8 @@ import numpy as np
 
 import hodiff.functions  # defines every primitive that known_classes collects
 import hodiff.grad_functions
-from hodiff.function import REGISTRY, Function
-from hodiff.graphio.walk import static_arguments
+from hodiff.engine.function import REGISTRY, Function
+from hodiff.tools.graphio.walk import static_arguments
 
 __all__ = ["CorruptError", "Decoder", "Encoder", "class_key", "dtype_text", "known_classes"]
 

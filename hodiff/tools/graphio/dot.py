@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from hodiff.function import Function
-from hodiff.graphio.walk import as_list, graph_nodes, parameter_names, static_arguments
-from hodiff.variable import Variable
+from hodiff.engine.function import Function
+from hodiff.engine.variable import Variable
+from hodiff.tools.graphio.walk import as_list, graph_nodes, parameter_names, static_arguments
 
 __all__ = ["render_dot", "to_dot"]
 

@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from hodiff.context import get_default_context
-from hodiff.function import Function
-from hodiff.graphio.codec import CorruptError, Decoder, Encoder, dtype_text, known_classes
-from hodiff.graphio.walk import as_list, graph_nodes, output_index, parameter_names
-from hodiff.variable import Variable
+from hodiff.engine.context import get_default_context
+from hodiff.engine.function import Function
+from hodiff.engine.variable import Variable
+from hodiff.tools.graphio.codec import CorruptError, Decoder, Encoder, dtype_text, known_classes
+from hodiff.tools.graphio.walk import as_list, graph_nodes, output_index, parameter_names
 
 __all__ = [
     "FORMAT",

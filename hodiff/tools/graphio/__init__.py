@@ -16,7 +16,7 @@ Modules: ``walk`` (a graph's nodes in order), ``dot`` (:func:`to_dot`, :func:`re
 ``codec`` (the typed JSON encoding of static arguments), ``files`` (the file format).
 """
 
-from hodiff.graphio.dot import render_dot, to_dot
-from hodiff.graphio.files import FORMAT, VERSION, LoadedGraph, load_graph, save_graph
+from hodiff.tools.graphio.dot import render_dot, to_dot
+from hodiff.tools.graphio.files import FORMAT, VERSION, LoadedGraph, load_graph, save_graph
 
 __all__ = ["FORMAT", "VERSION", "LoadedGraph", "load_graph", "render_dot", "save_graph", "to_dot"]

@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from hodiff import function as _function
-from hodiff import variable as _variable
-from hodiff.context import _auto_forward, _raw, _trusted, array_module, get_default_context
-from hodiff.function import (
+from hodiff.engine import function as _function
+from hodiff.engine import variable as _variable
+from hodiff.engine.context import _auto_forward, _raw, _trusted, array_module, get_default_context
+from hodiff.engine.function import (
     Function,
     GradientShapeError,
     Slot,
@@ -36,7 +36,7 @@ from hodiff.function import (
     array_module_of,
     as_array,
 )
-from hodiff.variable import FREED, ShapeResetError, Variable, _no_value
+from hodiff.engine.variable import FREED, ShapeResetError, Variable, _no_value
 
 __all__ = [
     "PassScope",

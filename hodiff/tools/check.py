@@ -57,8 +57,13 @@ from typing import Any
 
 import numpy as np
 
-from hodiff.autograd import grad
-from hodiff.check_report import (
+from hodiff.engine.autograd import grad
+from hodiff.engine.context import array_module, auto_forward
+from hodiff.engine.graph import topological_order
+from hodiff.engine.variable import Variable
+from hodiff.functions.array import stack as _stack
+from hodiff.functions.reduction import sum as _sum_all
+from hodiff.tools.check_report import (
     FAIL,
     NOT_DIFFERENTIABLE,
     OK,
@@ -67,12 +72,7 @@ from hodiff.check_report import (
     SummaryRow,
     plot_steps,
 )
-from hodiff.context import array_module, auto_forward
-from hodiff.functions.array import stack as _stack
-from hodiff.functions.reduction import sum as _sum_all
-from hodiff.graph import topological_order
-from hodiff.variable import Variable
-from hodiff.vmap import refuse_batched, vmap
+from hodiff.transforms.vectorize import refuse_batched, vmap
 
 __all__ = [
     "GradcheckError",

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from hodiff import graph
-from hodiff.context import get_auto_forward, is_recording
-from hodiff.function import GradientShapeError, array_module_of, traced
-from hodiff.variable import Variable, is_scalar
+from hodiff.engine import graph
+from hodiff.engine.context import get_auto_forward, is_recording
+from hodiff.engine.function import GradientShapeError, array_module_of, traced
+from hodiff.engine.variable import Variable, is_scalar
 
 __all__ = ["grad", "iter_grads"]
 

@@ -8,7 +8,7 @@ a normal Variable with the batch axis in front. When a primitive is called
 with a batched input, ``Function.__call__`` hands it to :func:`_dispatch`,
 which
 
-1. calls the primitive's ``batch_rule`` (see :mod:`hodiff.batching`) on the
+1. calls the primitive's ``batch_rule`` (see :mod:`hodiff.engine.batching`) on the
    batched values: hodiff functions, so the batched computation is recorded as
    an ordinary graph (the result of ``vmap`` is differentiable like any other);
 2. links the primitive as a node of the *per-example* graph, whose inputs and
@@ -36,11 +36,11 @@ from typing import Any
 
 import numpy as np
 
-from hodiff import function as _function
-from hodiff.batching import loop, renew
-from hodiff.context import _recording, _trusted, array_module
+from hodiff.engine import function as _function
+from hodiff.engine.batching import loop, renew
+from hodiff.engine.context import _recording, _trusted, array_module
+from hodiff.engine.variable import Variable
 from hodiff.functions import array
-from hodiff.variable import Variable
 
 __all__ = ["BatchedVariable", "find_batched", "refuse_batched", "refuse_inside_vmap", "vmap"]
 

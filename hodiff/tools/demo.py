@@ -8,14 +8,14 @@ import tempfile
 import numpy as np
 
 import hodiff.functions as F
-from hodiff import curvature
-from hodiff.autograd import grad
-from hodiff.check import gradcheck
-from hodiff.function import Function
-from hodiff.graphio import load_graph, save_graph
+from hodiff.engine.autograd import grad
+from hodiff.engine.function import Function
+from hodiff.engine.variable import Variable
 from hodiff.testing import check_function
-from hodiff.transforms import hessian
-from hodiff.variable import Variable
+from hodiff.tools.check import gradcheck
+from hodiff.tools.graphio import load_graph, save_graph
+from hodiff.transforms import curvature
+from hodiff.transforms.derivatives import hessian
 
 
 def mlp(x: Variable, w1: Variable, b1: Variable, w2: Variable, b2: Variable) -> Variable:

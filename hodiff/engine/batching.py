@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hodiff.variable import Registry, Variable
+from hodiff.engine.variable import Registry, Variable
 
 __all__ = [
     "align",

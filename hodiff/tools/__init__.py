@@ -1,0 +1,1 @@
+"""Tools: derivative checks and their reports, graph files, the CLI and the docs generator."""

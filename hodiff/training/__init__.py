@@ -1,0 +1,1 @@
+"""Training: parameters, layers (``PF``), initializers (``I``), solvers (``S``), data-parallel."""
