@@ -106,9 +106,13 @@ def engine_private_attrs(engine: list[pathlib.Path]) -> set[str]:
     names: set[str] = set()
     for p in engine:
         for node in ast.walk(ast.parse(p.read_text())):
-            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
-                if isinstance(node.value, ast.Name) and node.value.id == "self":
-                    names.add(node.attr)
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.ctx, ast.Store)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "self"
+            ):
+                names.add(node.attr)
             if isinstance(node, ast.Assign) and any(
                 isinstance(t, ast.Name) and t.id == "__slots__" for t in node.targets
             ):
