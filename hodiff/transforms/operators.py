@@ -24,6 +24,7 @@ from hodiff.transforms.derivatives import hvp
 __all__ = ["LAPLACIAN_METHODS", "biharmonic", "laplacian"]
 
 LAPLACIAN_METHODS = ("taylor", "nested", "stochastic")
+DISTRIBUTIONS = ("rademacher", "normal")
 
 
 def laplacian(
@@ -35,8 +36,11 @@ def laplacian(
     num_samples: int | None = None,
     seed: int = 0,
     create_graph: bool = False,
+    coefficients: Any = None,
+    distribution: str = "rademacher",
 ) -> Any:
-    """The Laplacian ``sum_i d^2 f / dx_i^2`` of a scalar ``f``, over every element of ``x``.
+    """The Laplacian ``sum_i d^2 f / dx_i^2`` of a scalar ``f``, over every element of ``x``,
+    or the weighted Laplacian ``trace(S^T H S) = sum_r S[:, r]^T H S[:, r]``.
 
     Args:
         f: called as ``f(x)`` with a Variable. With ``batch_axis=None`` it returns a scalar
@@ -54,26 +58,45 @@ def laplacian(
         seed: the seed of ``"stochastic"``'s directions.
         create_graph: return a Variable differentiable again, at any order, with respect
             to every Variable ``f`` uses (PINN training) and to ``x`` when it is a Variable.
+        coefficients: None (the Laplacian), or a matrix ``S`` of shape ``(D, R)`` (or
+            ``(N, D, R)`` with ``batch_axis=0``, one per datum; ``D`` the size of one datum,
+            flattened in C order): the weighted Laplacian ``trace(S^T H S)``, the
+            second-order term ``sum_ij (S S^T)_ij d^2 f / dx_i dx_j`` of a Kolmogorov or
+            Fokker-Planck equation with diffusion ``S S^T``. An array: the operator is not
+            differentiated with respect to it.
+        distribution: the directions of ``"stochastic"``: ``"rademacher"`` (entries +-1)
+            or ``"normal"`` (Gaussian); with ``coefficients`` the directions are ``S z``.
 
     Returns:
         A 0-d array for one point, an ``(N,)`` array for a batch (Variables with
         ``create_graph=True``).
 
     Raises:
-        ValueError: an unknown ``method`` or ``batch_axis``, ``num_samples`` missing or
-            not positive for ``"stochastic"``, or an output that is not scalar per datum.
+        ValueError: an unknown ``method``, ``batch_axis`` or ``distribution``,
+            ``num_samples`` missing or not positive for ``"stochastic"``, ``coefficients``
+            of a shape that does not fit ``x``, or an output that is not scalar per datum.
+        TypeError: ``coefficients`` that are a Variable or not real numbers.
 
     >>> import numpy as np, hodiff as hd, hodiff.functions as F
     >>> x = np.array([1.0, 2.0, 3.0])
     >>> float(hd.laplacian(lambda x: F.sum(x ** 3), x))     # sum_i 6 x_i
     36.0
+    >>> S = np.array([[1.0], [0.0], [2.0]])                   # trace(S^T H S) = 6 + 4 * 18
+    >>> float(hd.laplacian(lambda x: F.sum(x ** 3), x, coefficients=S))
+    78.0
 
     """
     _check("laplacian", method, batch_axis, num_samples)
-    if method == "nested":
-        return _nested_laplacian(f, x, batch_axis, create_graph)
+    if distribution not in DISTRIBUTIONS:
+        raise ValueError(
+            f"laplacian: distribution must be one of {DISTRIBUTIONS}, got {distribution!r}"
+        )
     xv = _point("laplacian", x, create_graph)
-    dirs, scale = _directions("laplacian", xv, batch_axis, method, num_samples, seed, "rademacher")
+    weights = None if coefficients is None else _coefficients(coefficients, xv, batch_axis)
+    if method == "nested":
+        return _nested_laplacian(f, xv, batch_axis, create_graph, weights)
+    kind = "rademacher" if distribution == "rademacher" else "gauss"
+    dirs, scale = _directions("laplacian", xv, batch_axis, method, num_samples, seed, kind, weights)
     y, (s,) = _taylor.run_jet(
         f,
         [xv],
@@ -175,29 +198,88 @@ def _directions(
     num_samples: int | None,
     seed: int,
     kind: str,
+    weights: Any = None,
 ) -> tuple[Any, float]:
-    """The first-order coefficients ``(R, *x.shape)`` and the factor of the summed result."""
+    """The first-order coefficients ``(R, *x.shape)`` and the factor of the summed result.
+
+    ``weights``: None (unit directions, or random ones of ``x``'s shape) or ``S`` as
+    :func:`_coefficients` gives it, ``(D, R)`` or ``(N, D, R)``: its columns (``"taylor"``)
+    or ``S z`` for random ``z`` of ``R`` entries (``"stochastic"``).
+    """
     xp = array_module_of(xv)
     shape = _per_datum(xv, batch_axis)
     if batch_axis == 0 and xv.ndim == 0:
         raise ValueError(f"{name}: batch_axis=0 needs x with a batch axis, got shape ()")
-    d = int(np.prod(shape))
-    if method == "taylor":
-        e = xp.eye(d, dtype=xv.dtype).reshape((d, *shape))
-        scale = 1.0
-    else:
-        rng = np.random.default_rng(seed)
+    if method != "taylor":
         assert num_samples is not None
-        full = (num_samples, *xv.shape)
+        rng = np.random.default_rng(seed)
+        r = None if weights is None else weights.shape[-1]
+        full = (num_samples, *xv.shape) if r is None else (num_samples, *xv.shape[:1], r)
+        if r is not None and batch_axis is None:
+            full = (num_samples, r)
         if kind == "rademacher":
             v = rng.integers(0, 2, size=full).astype(xv.dtype) * 2 - 1
         else:
             v = rng.standard_normal(full).astype(xv.dtype)
-        return xp.asarray(v), 1.0 / num_samples
+        v = xp.asarray(v)
+        if weights is not None:  # S z: (s, D) or (s, N, D)
+            v = _times(xp, weights, v).reshape((num_samples, *xv.shape))
+        return v, 1.0 / num_samples
+    if weights is not None:
+        return _columns(xp, weights, xv, batch_axis), 1.0
+    d = int(np.prod(shape))
+    e = xp.eye(d, dtype=xv.dtype).reshape((d, *shape))
     if batch_axis == 0:
         n = xv.shape[0]
         e = xp.broadcast_to(e[:, None], (d, n, *shape))
-    return e, scale
+    return e, 1.0
+
+
+def _coefficients(s: Any, xv: Variable, batch_axis: int | None) -> Any:
+    """``coefficients`` checked against ``x``: an array ``(D, R)`` or ``(N, D, R)``."""
+    if isinstance(s, Variable):
+        raise TypeError(
+            "laplacian: coefficients must be an array, got a hodiff.Variable (pass its .d: "
+            "the operator is not differentiated with respect to its coefficients)"
+        )
+    xp = array_module_of(xv)
+    a = xp.asarray(s)
+    if a.dtype.kind not in "fiu" or a.dtype.kind == "b":
+        raise TypeError(f"laplacian: coefficients must be real numbers, got dtype {a.dtype}")
+    d = int(np.prod(_per_datum(xv, batch_axis)))
+    shapes = [(d, "R")] if batch_axis is None else [(d, "R"), (xv.shape[0], d, "R")]
+    if a.ndim not in (2, 3) or (a.ndim == 3 and batch_axis is None):
+        wanted = " or ".join(str(w).replace("'R'", "R") for w in shapes)
+        raise ValueError(
+            f"laplacian: coefficients must have shape {wanted} for x of shape {xv.shape} "
+            f"(batch_axis={batch_axis}), got {a.shape}"
+        )
+    if a.shape[:-1] != tuple(shapes[a.ndim - 2][:-1]) or a.shape[-1] < 1:
+        wanted = " or ".join(str(w).replace("'R'", "R") for w in shapes)
+        raise ValueError(
+            f"laplacian: coefficients must have shape {wanted} for x of shape {xv.shape} "
+            f"(batch_axis={batch_axis}), got {a.shape}"
+        )
+    return a.astype(xv.dtype, copy=False)
+
+
+def _times(xp: Any, s: Any, z: Any) -> Any:
+    """``S z`` per sample: ``z`` ``(s, R)`` or ``(s, N, R)`` gives ``(s, D)`` or ``(s, N, D)``."""
+    if s.ndim == 3:
+        return xp.einsum("ndr,snr->snd", s, z)
+    return z @ s.T
+
+
+def _columns(xp: Any, s: Any, xv: Variable, batch_axis: int | None) -> Any:
+    """The columns of ``S`` as directions ``(R, *x.shape)``."""
+    r = s.shape[-1]
+    if batch_axis is None:
+        return xp.ascontiguousarray(s.T).reshape((r, *xv.shape))
+    n = xv.shape[0]
+    cols = xp.moveaxis(s, -1, 0)  # (R, D) or (R, N, D)
+    if s.ndim == 2:
+        cols = xp.broadcast_to(cols[:, None], (r, n, cols.shape[-1]))
+    return xp.ascontiguousarray(cols).reshape((r, *xv.shape))
 
 
 def _check_output(name: str, y: Any, xv: Variable, batch_axis: int | None) -> None:
@@ -229,10 +311,17 @@ def _result(
 
 
 def _nested_laplacian(
-    f: Callable[[Variable], Variable], x: Any, batch_axis: int | None, record: bool
+    f: Callable[[Variable], Variable],
+    xv: Variable,
+    batch_axis: int | None,
+    record: bool,
+    weights: Any = None,
 ) -> Any:
-    """The reference: ``sum_i (H e_i)_i`` by Hessian-vector products (reverse over reverse)."""
-    xv = _point("laplacian", x, record)
+    """The reference: ``sum_i (H e_i)_i`` by Hessian-vector products (reverse over reverse);
+    with ``weights`` ``S``, ``sum_r s_r^T H s_r`` over its columns ``s_r``.
+    """
+    if weights is not None:
+        return _nested_weighted(f, xv, batch_axis, record, weights)
     shape = _per_datum(xv, batch_axis)
     d = int(np.prod(shape))
     xp = array_module_of(xv)
@@ -266,3 +355,35 @@ def _nested_laplacian(
         z = xp.zeros((xv.shape[0],) if batch_axis == 0 else (), dtype=xv.dtype)
         return Variable.from_array(z)
     return acc
+
+
+def _nested_weighted(
+    f: Callable[[Variable], Variable], xv: Variable, batch_axis: int | None, record: bool, s: Any
+) -> Any:
+    """``sum_r s_r^T H s_r`` by one Hessian-vector product per column ``s_r`` of ``S``."""
+    xp = array_module_of(xv)
+    cols = _columns(xp, s, xv, batch_axis)  # (R, *x.shape)
+    axes = tuple(range(1 if batch_axis == 0 else 0, xv.ndim))
+    if not record:
+
+        def total(z: Variable) -> Variable:
+            y = f(z)
+            _check_output("laplacian", y, xv, batch_axis)
+            return F.sum(y)
+
+        _, hv = hvp(total, xv.d, cols)  # (R, *x.shape)
+        return xp.asarray((hv * cols).sum(axis=tuple(a + 1 for a in axes)).sum(axis=0))
+    y = f(xv)
+    _check_output("laplacian", y, xv, batch_axis)
+    (g,) = grad(F.sum(y), xv)
+    acc: Any = None
+    for c in cols:
+        (hc,) = grad(F.sum(g * c), xv, allow_unused=True)
+        if hc is None:
+            continue
+        term = F.sum(hc * c, axis=axes) if axes else hc * c
+        acc = term if acc is None else acc + term
+    if acc is None:
+        z = xp.zeros((xv.shape[0],) if batch_axis == 0 else (), dtype=xv.dtype)
+        return Variable.from_array(z)
+    return F.reshape(acc, (xv.shape[0],) if batch_axis == 0 else ())
