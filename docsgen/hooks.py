@@ -5,9 +5,11 @@
 - ``on_page_markdown``: doctest blocks highlighted as a console, without their ``# doctest:``
   directives (``docsgen.reference.page_markdown``).
 - ``on_files``: the API reference pages of ``docsgen.reference.reference_pages`` are added as
-  generated files (nothing is written into docs/, which pytest doctests), and MathJax (from the
-  ``django-static-mathjax`` wheel of the ``docs`` extra) is copied into the site, so pages
-  render their formulas offline.
+  generated files (nothing is written into docs/, which pytest doctests), and MathJax 3 is
+  copied into the site, so pages render their formulas offline. The files come from the
+  ``sphinx-mathjax-offline`` wheel of the ``docs`` extra: MathJax 3.2.2 as released, packaged
+  for documentation sites that must work without a CDN (nothing of Sphinx runs here; only its
+  ``static/mathjax`` folder is read).
 """
 
 from __future__ import annotations
@@ -63,9 +65,16 @@ def on_page_markdown(markdown: str, **kwargs: Any) -> str:
 
 
 def _mathjax_root() -> Path:
-    import mathjax  # django-static-mathjax
+    """The MathJax 3 distribution (``tex-mml-chtml.js`` and its components) of the docs extra."""
+    from importlib.metadata import PackageNotFoundError, distribution
 
-    return Path(mathjax.__file__).resolve().parent / "static" / "mathjax" / "es5"
+    try:
+        dist = distribution("sphinx-mathjax-offline")
+    except PackageNotFoundError as e:
+        raise RuntimeError(
+            'the site needs MathJax from the docs extra: pip install -e ".[docs]"'
+        ) from e
+    return Path(str(dist.locate_file("sphinx-mathjax-offline/static/mathjax")))
 
 
 def on_files(files: Files, config: Any, **kwargs: Any) -> Files:
