@@ -238,7 +238,7 @@ def _main(
             result["png"] = Path(out)
         except ImportError:
             if verbose:
-                print("matplotlib is not installed: pip install 'hodiff[plot]' for the picture")
+                print('matplotlib is not installed: pip install -e ".[plot]" for the picture')
     if verbose:
         print(
             f"{iterations} generator steps in {seconds:.1f} s; "
