@@ -213,13 +213,48 @@ _ROLE = re.compile(r":(?:class|func|meth|attr|mod|data|obj|exc):`~?([^`]+)`")
 _DOCTEST = re.compile(r"^(\s*)>>> ")
 
 
+_MATH_DIRECTIVE = re.compile(r"^(\s*)\.\. math::[ \t]*(.*)$")
+
+
+def math_directives(text: str) -> str:
+    r"""reST ``.. math::`` blocks (TeX, on the directive's line or indented below it) as display
+    math that MathJax typesets, like the pages' ``$$...$$`` (a ``&`` or ``\\`` in the TeX
+    means aligned rows, as in Sphinx).
+    """
+    out: list[str] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        m = _MATH_DIRECTIVE.match(lines[i])
+        if not m:
+            out.append(lines[i])
+            i += 1
+            continue
+        indent, body = m.group(1), [m.group(2).strip()] if m.group(2).strip() else []
+        i += 1
+        while i < len(lines) and (
+            not lines[i].strip() or len(lines[i]) - len(lines[i].lstrip()) > len(indent)
+        ):
+            if lines[i].strip():
+                body.append(lines[i].strip())
+            elif body:
+                break
+            i += 1
+        tex = " ".join(body)
+        if "&" in tex or "\\\\" in tex:
+            tex = f"\\begin{{aligned}} {tex} \\end{{aligned}}"
+        out += ["", f'<div class="arithmatex">\\[{html.escape(tex, quote=False)}\\]</div>', ""]
+    return "\n".join(out)
+
+
 def transform_docstring(text: str) -> str:
-    """A docstring as the site shows it: formula spans as math, doctest blocks fenced.
+    """A docstring as the site shows it: formula spans as math, ``.. math::`` blocks as display
+    math, doctest blocks fenced.
 
     Only the rendering changes: ``help()`` and doctests read the docstring as written.
     """
     out: list[str] = []
-    lines = text.splitlines()
+    lines = math_directives(text).splitlines()
     i = 0
     while i < len(lines):
         line = lines[i]

@@ -253,3 +253,14 @@ def test_mkdocs_config_points_at_existing_files() -> None:
     assert (ROOT / "docsgen" / "griffe_math.py").exists()
     assert (DOCS / "javascripts" / "mathjax.js").exists()
     assert "strict: true" in config
+
+
+def test_rest_math_directives_become_display_math() -> None:
+    one = reference.transform_docstring("Elman.\n\n.. math:: h_t = \\tanh(W x)\n\nwith act")
+    assert '<div class="arithmatex">\\[h_t = \\tanh(W x)\\]</div>' in one
+    assert ".. math" not in one
+    rows = reference.transform_docstring(
+        "LSTM:\n\n.. math::\n    i_t &= a \\\\\n    c_t &= b.\n\nArgs:\n    x: input."
+    )
+    assert "\\begin{aligned} i_t &amp;= a \\\\ c_t &amp;= b. \\end{aligned}" in rows
+    assert rows.rstrip().endswith("Args:\n    x: input.")
