@@ -3,7 +3,9 @@
 - ``on_config``: the nav is ``docsgen.reference.nav`` (listed pages in order, any other page of
   docs/ appended to the tutorials), so a new tutorial is published without editing mkdocs.yml.
 - ``on_page_markdown``: doctest blocks highlighted as a console, without their ``# doctest:``
-  directives (``docsgen.reference.page_markdown``).
+  directives (``docsgen.reference.page_markdown``); on the pages of
+  ``docsgen.outputs.REAL_OUTPUTS`` the examples run first and elided outputs (``...``) are
+  replaced by what they print (``docsgen.outputs.fill_outputs``).
 - ``on_files``: the API reference pages of ``docsgen.reference.reference_pages`` are added as
   generated files (nothing is written into docs/, which pytest doctests), and MathJax 3 is
   copied into the site, so pages render their formulas offline. The files come from the
@@ -33,7 +35,7 @@ def _on_path() -> None:
 
 _on_path()
 
-from docsgen import reference  # noqa: E402
+from docsgen import outputs, reference  # noqa: E402
 
 _PAGES: dict[str, str] = {}
 MATHJAX_DIR = "javascripts/mathjax"
@@ -60,7 +62,9 @@ def on_config(config: Any, **kwargs: Any) -> Any:
     return config
 
 
-def on_page_markdown(markdown: str, **kwargs: Any) -> str:
+def on_page_markdown(markdown: str, page: Any, **kwargs: Any) -> str:
+    if page.file.src_uri in outputs.REAL_OUTPUTS:
+        markdown = outputs.fill_outputs(markdown, page.file.src_uri)
     return reference.page_markdown(markdown)
 
 

@@ -264,3 +264,32 @@ def test_rest_math_directives_become_display_math() -> None:
     )
     assert "\\begin{aligned} i_t &amp;= a \\\\ c_t &amp;= b. \\end{aligned}" in rows
     assert rows.rstrip().endswith("Args:\n    x: input.")
+
+
+def test_eliding_doctests_show_their_real_output_on_the_site() -> None:
+    from docsgen import outputs
+
+    page = (
+        "Text.\n\n```python\n>>> import math\n"
+        ">>> print(f'pi = {math.pi:.6f}')  # doctest: +ELLIPSIS\npi = ...\n"
+        ">>> 1 + 1\n2\n>>> math.sqrt(-1)  # doctest: +ELLIPSIS\n"
+        "Traceback (most recent call last):\n...\nValueError: ...\n\n```\n"
+    )
+    out = outputs.fill_outputs(page)
+    assert "pi = 3.141593\n>>> 1 + 1\n2\n" in out
+    assert "Traceback (most recent call last):\n  ...\nValueError: math domain error\n" in out
+    assert not outputs.elided_rows(out)
+    assert outputs.fill_outputs("No examples.\n") == "No examples.\n"
+    with pytest.raises(RuntimeError, match="line 1: the example"):
+        outputs.fill_outputs(">>> print(1)  # doctest: +ELLIPSIS\n2...\n")
+
+
+def test_the_checking_page_shows_real_reports() -> None:
+    from docsgen import outputs
+
+    assert "checking.md" in outputs.REAL_OUTPUTS
+    source = (DOCS / "checking.md").read_text()
+    assert outputs.elided_rows(source), "the page's source elides numbers (its doctests)"
+    shown = outputs.fill_outputs(source, "checking.md")
+    assert not outputs.elided_rows(shown), outputs.elided_rows(shown)
+    assert re.search(r"^    0     1        2   \d\.\d\de-\d\d", shown, re.M)

@@ -343,3 +343,12 @@ def test_the_short_mpi_wgan_run_says_it_is_short(capsys) -> None:
         steps=2, batch=8, n_critic=1, width=8, verbose=False, comm=Communicator.single_process()
     )
     assert "short run" not in capsys.readouterr().out
+
+
+def test_the_checking_page_shows_real_reports(site) -> None:
+    from docsgen import outputs
+
+    blocks = "\n".join(_page(site, "checking.html").pre)
+    assert "gradcheck passed" in blocks
+    assert not outputs.elided_rows(blocks), outputs.elided_rows(blocks)[:3]
+    assert re.search(r"max abs err \d\.\de-\d\d", blocks)  # check_function's report
