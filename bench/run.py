@@ -275,7 +275,8 @@ def main(args: argparse.Namespace) -> int:
         return 0
     missing = [lib for lib in args.libs if lib not in libs]
     if missing:
-        log(f"not installed, skipped: {', '.join(missing)}  (pip install 'hodiff[bench]')")
+        hint = 'pip install -e ".[bench]" in the source checkout'
+        log(f"not installed, skipped: {', '.join(missing)}  ({hint})")
     threads = limit_threads(args.threads, libs)
     meta = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),

@@ -3,11 +3,15 @@
 - ``on_config``: the nav is ``docsgen.reference.nav`` (listed pages in order, any other page of
   docs/ appended to the tutorials), so a new tutorial is published without editing mkdocs.yml.
 - ``on_page_markdown``: doctest blocks highlighted as a console, without their ``# doctest:``
-  directives (``docsgen.reference.page_markdown``).
+  directives (``docsgen.reference.page_markdown``); on the pages of
+  ``docsgen.outputs.REAL_OUTPUTS`` the examples run first and elided outputs (``...``) are
+  replaced by what they print (``docsgen.outputs.fill_outputs``).
 - ``on_files``: the API reference pages of ``docsgen.reference.reference_pages`` are added as
-  generated files (nothing is written into docs/, which pytest doctests), and MathJax (from the
-  ``django-static-mathjax`` wheel of the ``docs`` extra) is copied into the site, so pages
-  render their formulas offline.
+  generated files (nothing is written into docs/, which pytest doctests), and MathJax 3 is
+  copied into the site, so pages render their formulas offline. The files come from the
+  ``sphinx-mathjax-offline`` wheel of the ``docs`` extra: MathJax 3.2.2 as released, packaged
+  for documentation sites that must work without a CDN (nothing of Sphinx runs here; only its
+  ``static/mathjax`` folder is read).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ def _on_path() -> None:
 
 _on_path()
 
-from docsgen import reference  # noqa: E402
+from docsgen import outputs, reference  # noqa: E402
 
 _PAGES: dict[str, str] = {}
 MATHJAX_DIR = "javascripts/mathjax"
@@ -58,14 +62,23 @@ def on_config(config: Any, **kwargs: Any) -> Any:
     return config
 
 
-def on_page_markdown(markdown: str, **kwargs: Any) -> str:
+def on_page_markdown(markdown: str, page: Any, **kwargs: Any) -> str:
+    if page.file.src_uri in outputs.REAL_OUTPUTS:
+        markdown = outputs.fill_outputs(markdown, page.file.src_uri)
     return reference.page_markdown(markdown)
 
 
 def _mathjax_root() -> Path:
-    import mathjax  # django-static-mathjax
+    """The MathJax 3 distribution (``tex-mml-chtml.js`` and its components) of the docs extra."""
+    from importlib.metadata import PackageNotFoundError, distribution
 
-    return Path(mathjax.__file__).resolve().parent / "static" / "mathjax" / "es5"
+    try:
+        dist = distribution("sphinx-mathjax-offline")
+    except PackageNotFoundError as e:
+        raise RuntimeError(
+            'the site needs MathJax from the docs extra: pip install -e ".[docs]"'
+        ) from e
+    return Path(str(dist.locate_file("sphinx-mathjax-offline/static/mathjax")))
 
 
 def on_files(files: Files, config: Any, **kwargs: Any) -> Files:

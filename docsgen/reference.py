@@ -25,33 +25,43 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-# The nav, in reading order. A page listed here but absent from docs/ is skipped; a page in
-# docs/ listed nowhere is appended to the tutorials, so a new page never needs an edit here to
-# be published (tests/test_docs_site.py checks that every page of docs/ is in the nav).
+# The nav, in reading order: first the tasks (a guide per task, from the first line to a working
+# result), then the reference, then how hodiff is built. A page listed here but absent from docs/
+# is skipped; a page in docs/ listed nowhere is appended to the guides, so a new page never needs
+# an edit here to be published (tests/test_docs_site.py checks that every page of docs/ is in the
+# nav or in OFF_SITE).
 HOME = "index.md"
-TUTORIALS: tuple[str, ...] = (
-    "quickstart.md",
-    "engine.md",
+GETTING_STARTED: tuple[str, ...] = ("quickstart.md",)
+GUIDES: tuple[str, ...] = (
     "hvp.md",
     "taylor.md",
     "gradient_penalty.md",
     "training.md",
+    "vmap.md",
     "curvature.md",
     "scipy.md",
-    "vmap.md",
     "checkpointing.md",
-    "graphs.md",
     "distributed.md",
-    "checking.md",
-    "custom_functions.md",
     "conv.md",
     "recurrent.md",
+    "more_functions.md",
     "porting_layers.md",
+    "graphs.md",
+    "custom_functions.md",
+    "checking.md",
     "pitfalls.md",
 )
-REFERENCE: tuple[str, ...] = ("functions.md", "more_functions.md", "performance.md")
+# Measurements, and how hodiff works inside: for readers who want the why.
+PERFORMANCE: tuple[str, ...] = ("performance.md",)
+DESIGN: tuple[str, ...] = ("engine.md", "design_notes.md")
 PROJECT: tuple[str, ...] = ("contributing.md",)
-
+# Kept in docs/ for readers of the repository, not published (mkdocs.yml's exclude_docs):
+# functions.md is the one-page table `python -m hodiff docs` writes; the site's one function
+# reference is the generated api/functions/ (the same orders, with each docstring).
+OFF_SITE: tuple[str, ...] = ("functions.md",)
+# The first names of the `hd` reference page: what a newcomer looks for first. A name not (yet)
+# in hodiff.__all__ is skipped.
+HD_FIRST: tuple[str, ...] = ("grad", "hvp", "laplacian", "jit")
 # Toolkit modules, each with a reference page when it exists (importable, or at least present
 # as source: griffe reads source statically, so a module whose optional dependency is missing,
 # e.g. mpi4py for hodiff.distributed, is still documented).
@@ -203,13 +213,48 @@ _ROLE = re.compile(r":(?:class|func|meth|attr|mod|data|obj|exc):`~?([^`]+)`")
 _DOCTEST = re.compile(r"^(\s*)>>> ")
 
 
+_MATH_DIRECTIVE = re.compile(r"^(\s*)\.\. math::[ \t]*(.*)$")
+
+
+def math_directives(text: str) -> str:
+    r"""reST ``.. math::`` blocks (TeX, on the directive's line or indented below it) as display
+    math that MathJax typesets, like the pages' ``$$...$$`` (a ``&`` or ``\\`` in the TeX
+    means aligned rows, as in Sphinx).
+    """
+    out: list[str] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        m = _MATH_DIRECTIVE.match(lines[i])
+        if not m:
+            out.append(lines[i])
+            i += 1
+            continue
+        indent, body = m.group(1), [m.group(2).strip()] if m.group(2).strip() else []
+        i += 1
+        while i < len(lines) and (
+            not lines[i].strip() or len(lines[i]) - len(lines[i].lstrip()) > len(indent)
+        ):
+            if lines[i].strip():
+                body.append(lines[i].strip())
+            elif body:
+                break
+            i += 1
+        tex = " ".join(body)
+        if "&" in tex or "\\\\" in tex:
+            tex = f"\\begin{{aligned}} {tex} \\end{{aligned}}"
+        out += ["", f'<div class="arithmatex">\\[{html.escape(tex, quote=False)}\\]</div>', ""]
+    return "\n".join(out)
+
+
 def transform_docstring(text: str) -> str:
-    """A docstring as the site shows it: formula spans as math, doctest blocks fenced.
+    """A docstring as the site shows it: formula spans as math, ``.. math::`` blocks as display
+    math, doctest blocks fenced.
 
     Only the rendering changes: ``help()`` and doctests read the docstring as written.
     """
     out: list[str] = []
-    lines = text.splitlines()
+    lines = math_directives(text).splitlines()
     i = 0
     while i < len(lines):
         line = lines[i]
@@ -368,9 +413,12 @@ def _module_doc(module_name: str, level: int) -> str:
 
 
 def hodiff_page() -> str:
-    """``hd.*``: every name of ``hodiff.__all__``, grouped by its defining module."""
+    """``hd.*``: the entry points of ``HD_FIRST`` first, then every other name of
+    ``hodiff.__all__``, grouped by its defining module.
+    """
     import hodiff as hd
 
+    first = [name for name in HD_FIRST if name in hd.__all__]
     groups: dict[str, list[tuple[str, Any]]] = {}
     submodules: list[str] = []
     for name in hd.__all__:
@@ -378,15 +426,23 @@ def hodiff_page() -> str:
         if isinstance(obj, types.ModuleType):
             submodules.append(name)
             continue
+        if name in first:
+            continue
         defined = canonical(obj, "") and obj.__module__
         groups.setdefault(defined or "hodiff", []).append((name, obj))
     lines = [
         "# `hodiff` (`hd`)",
         "",
-        "`import hodiff as hd`. Every name of `hodiff.__all__`, grouped by the module that "
-        "defines it.",
+        "`import hodiff as hd`. The derivatives first ("
+        + ", ".join(f"`hd.{n}`" for n in first)
+        + "), then every other name of `hodiff.__all__`, grouped by the module that defines it.",
+        "",
+        "## Derivatives",
         "",
     ]
+    for name in first:
+        lines += [_block(canonical(getattr(hd, name), f"hodiff.{name}"), 3), ""]
+    lines += ["## Submodules", ""]
     for name in submodules:
         target = "functions/index.md" if name == "functions" else f"{_page_name(name)}.md"
         lines += [f"- `hd.{name}`: see [hodiff.{name}]({target}).", ""]
@@ -407,9 +463,13 @@ FAMILY_TITLES: dict[str, str] = {
     "nn": "Dropout and embedding",
     "recurrent": "Recurrent layers",
     "special": "Special functions",
-    "decomposition": "Linear algebra II",
+    "decomposition": "Solves and decompositions",
     "sampling": "Spatial sampling",
 }
+
+
+# Families shown on the page of another (one page per subject): slug -> the page's slug.
+MERGED: dict[str, str] = {"decomposition": "linalg"}
 
 
 def _family_title(module: types.ModuleType) -> str:
@@ -435,15 +495,59 @@ def _families() -> list[tuple[str, types.ModuleType | None, list[str]]]:
     return out
 
 
+def family_page(slug: str) -> str:
+    """The page (``functions/<page>.md``) that shows a family: its own, or the one it is merged
+    into (``MERGED``).
+    """
+    return MERGED.get(slug, slug)
+
+
 def _order_cell(orders: dict[str, int], name: str) -> str:
     return str(orders[name]) if name in orders else "no spec"
 
 
-def function_pages() -> dict[str, str]:
-    """``functions/index.md`` (every family) and one page per family."""
+def _family_section(
+    module: types.ModuleType | None, names: list[str], orders: dict[str, int], level: int
+) -> list[str]:
+    """A family's module docstring, its table (function, definition, checked order), then each
+    function's docstring, with headings at ``level``.
+    """
     import hodiff.functions as F
 
+    lines: list[str] = []
+    if module is not None:
+        lines += [
+            f"`{module.__name__}`: the functions of this family are exported as `F.name`.",
+            "",
+            _module_doc(module.__name__, level),
+            "",
+        ]
+    lines += ["| function | definition | order |", "|---|---|---:|"]
+    blocks = []
+    for name in names:
+        obj = getattr(F, name)
+        path = canonical(obj, f"hodiff.functions.{name}")
+        lines.append(
+            f"| {_link(f'`{name}`', path)} | {definition_cell(obj)} | {_order_cell(orders, name)} |"
+        )
+        blocks += [
+            _block(path, level),
+            f"Derivatives checked against finite differences to order "
+            f"**{_order_cell(orders, name)}** (spec table `hodiff/testing/specs/`).",
+            "",
+        ]
+    return [*lines, "", *blocks]
+
+
+def function_pages() -> dict[str, str]:
+    """``functions/index.md`` (every family) and one page per family (families of ``MERGED``
+    share the page of another, each under a heading of its own).
+    """
     orders = checked_orders()
+    families = _families()
+    by_page: dict[str, list[tuple[str, types.ModuleType | None, list[str]]]] = {}
+    for slug, module, names in families:
+        by_page.setdefault(family_page(slug), []).append((slug, module, names))
     pages: dict[str, str] = {}
     index = [
         "# `hodiff.functions` (`F`)",
@@ -457,33 +561,19 @@ def function_pages() -> dict[str, str]:
         "| family | functions |",
         "|---|---|",
     ]
-    for slug, module, names in _families():
+    for page, members in by_page.items():
+        _, module, _ = members[0]
         title = _family_title(module) if module else "Other"
-        index.append(f"| [{title}]({slug}.md) | " + ", ".join(f"`{n}`" for n in names) + " |")
+        names = [n for _, _, ns in members for n in ns]
+        index.append(f"| [{title}]({page}.md) | " + ", ".join(f"`{n}`" for n in names) + " |")
         lines = [f"# {title}", ""]
-        if module is not None:
-            lines += [
-                f"`{module.__name__}`: the functions of this family are exported as `F.name`.",
-                "",
-                _module_doc(module.__name__, 2),
-                "",
-            ]
-        lines += ["| function | definition | order |", "|---|---|---:|"]
-        blocks = []
-        for name in names:
-            obj = getattr(F, name)
-            path = canonical(obj, f"hodiff.functions.{name}")
-            definition = definition_cell(obj)
-            lines.append(
-                f"| {_link(f'`{name}`', path)} | {definition} | {_order_cell(orders, name)} |"
-            )
-            blocks += [
-                _block(path, 2),
-                f"Derivatives checked against finite differences to order "
-                f"**{_order_cell(orders, name)}** (spec table `hodiff/testing/specs/`).",
-                "",
-            ]
-        pages[f"functions/{slug}.md"] = "\n".join([*lines, "", *blocks])
+        if len(members) == 1:
+            lines += _family_section(module, names, orders, 2)
+        else:
+            for _, m, ns in members:
+                subtitle = _family_title(m) if m else "Other"
+                lines += [f"## {subtitle}", "", *_family_section(m, ns, orders, 3)]
+        pages[f"functions/{page}.md"] = "\n".join(lines)
     pages["functions/index.md"] = "\n".join(index) + "\n"
     return pages
 
@@ -543,12 +633,14 @@ def reference_pages() -> dict[str, str]:
 
 
 def nav(docs_dir: str | Path, reference: Iterable[str]) -> list[dict[str, Any]]:
-    """The site's nav: listed pages in order, unlisted ones appended to the tutorials."""
+    """The site's nav: the guides, then the reference, then performance and design; listed
+    pages in order, unlisted ones appended to the guides, ``OFF_SITE`` pages left out.
+    """
     docs = Path(docs_dir)
     present = sorted(p.relative_to(docs).as_posix() for p in docs.rglob("*.md"))
-    listed = {HOME, *TUTORIALS, *REFERENCE, *PROJECT}
-    tutorials = [p for p in TUTORIALS if p in present]
-    tutorials += [p for p in present if p not in listed and not p.startswith(f"{API_DIR}/")]
+    listed = {HOME, *GETTING_STARTED, *GUIDES, *PERFORMANCE, *DESIGN, *PROJECT, *OFF_SITE}
+    guides = [p for p in GUIDES if p in present]
+    guides += [p for p in present if p not in listed and not p.startswith(f"{API_DIR}/")]
     reference = list(reference)
     functions = [
         p for p in reference if p.startswith(f"{API_DIR}/functions/") and not p.endswith("index.md")
@@ -562,10 +654,13 @@ def nav(docs_dir: str | Path, reference: Iterable[str]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if HOME in present:
         out.append({"Home": HOME})
-    out.append({"Tutorials": tutorials})
-    out.append({"API reference": api})
-    out.append({"Tables": [p for p in REFERENCE if p in present]})
-    project = [p for p in PROJECT if p in present]
-    if project:
-        out.append({"Project": project})
+    sections: list[tuple[str, list[Any]]] = [
+        ("Getting started", [p for p in GETTING_STARTED if p in present]),
+        ("Guides", guides),
+        ("API reference", api),
+        ("Performance", [p for p in PERFORMANCE if p in present]),
+        ("Design notes", [p for p in DESIGN if p in present]),
+        ("Project", [p for p in PROJECT if p in present]),
+    ]
+    out += [{title: pages} for title, pages in sections if pages]
     return out

@@ -15,7 +15,7 @@ gradients (the mean halves) and the model degrades more slowly under attack.
 The picture (``double_backprop_digits.png``) shows the test accuracy during
 training, the input-gradient norms and the accuracy under attack.
 
-Needs scikit-learn (the data set): pip install 'hodiff[examples,plot]'.
+Needs scikit-learn (the data set): pip install -e ".[examples,plot]" in the hodiff checkout.
 Run: python examples/double_backprop_digits.py      (about 20 s on 2 cores)
 """
 
@@ -213,7 +213,7 @@ def _main(
             result["png"] = Path(out)
         except ImportError:
             if verbose:
-                print("matplotlib is not installed: pip install 'hodiff[plot]' for the picture")
+                print('matplotlib is not installed: pip install -e ".[plot]" for the picture')
     if verbose:
         print(
             f"{'model':>10} {'test acc':>9} {'mean ||grad_x CE||':>19}   accuracy at eps "

@@ -15,7 +15,8 @@ summed second-order coefficient per point), the loss, and its gradient with resp
 every weight by ``.backward()`` through the Taylor graph; Adam from ``hodiff.solvers``
 updates the weights. The picture shows the solution, its error and the loss curve.
 
-Run: ``python examples/pinn_poisson.py`` (``pip install 'hodiff[plot]'`` for the picture).
+Run: ``python examples/pinn_poisson.py`` (``pip install -e ".[plot]"`` in the hodiff
+checkout for the picture).
 """
 
 from __future__ import annotations
@@ -156,7 +157,7 @@ def _main(
             result["png"] = Path(out)
         except ImportError:
             if verbose:
-                print("matplotlib is not installed: pip install 'hodiff[plot]' for the picture")
+                print('matplotlib is not installed: pip install -e ".[plot]" for the picture')
     if verbose:
         print(
             f"{iterations} Adam steps in {seconds:.1f} s; final loss {history[-1]:.2e}; "

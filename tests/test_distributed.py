@@ -34,7 +34,7 @@ def mpiexec() -> str:
     except ImportError:
         if os.environ.get("HODIFF_REQUIRE_MPI"):
             raise
-        pytest.skip("mpi4py is not installed (pip install 'hodiff[mpi]')")
+        pytest.skip('mpi4py is not installed (pip install -e ".[mpi]")')
     local = Path(sys.executable).parent / "mpiexec"
     found = str(local) if local.exists() else shutil.which("mpiexec")
     if found is None:
@@ -118,7 +118,7 @@ def test_module_imports_without_mpi4py() -> None:
     )
     assert r.returncode == 0, r.stderr
     assert "IMPORT-ERROR" in r.stdout
-    assert "hodiff[mpi]" in r.stdout
+    assert 'pip install -e ".[mpi]"' in r.stdout
 
 
 def _mlp(seed: int):

@@ -82,10 +82,31 @@ def test_function_tables_give_the_order_each_spec_checks(pages) -> None:
 def test_each_family_page_lists_its_module_all(pages) -> None:
     for module in F.FAMILIES:
         slug = module.__name__.rsplit(".", 1)[1]
-        text = pages[f"api/functions/{slug}.md"]
+        page = reference.family_page(slug)
+        text = pages[f"api/functions/{page}.md"]
         for name in module.__all__:
             assert f"::: {module.__name__}.{name}\n" in text or f".{name}\n" in text, name
-        assert f"]({slug}.md)" in pages["api/functions/index.md"]
+        assert f"]({page}.md)" in pages["api/functions/index.md"]
+
+
+def test_linear_algebra_is_one_page(pages) -> None:
+    assert "api/functions/decomposition.md" not in pages
+    text = pages["api/functions/linalg.md"]
+    assert text.startswith("# Linear algebra\n")
+    for name in ("matmul", "einsum", "solve", "eigh", "svd"):
+        assert f".{name}\n" in text, name
+    titles = re.findall(r"^\| \[([^\]]+)\]\(", pages["api/functions/index.md"], re.M)
+    assert len(titles) == len(set(titles)), titles
+    assert not any(t.endswith(" II") for t in titles)
+
+
+def test_the_hd_reference_opens_with_the_derivatives(pages) -> None:
+    blocks = re.findall(r"^::: (\S+)$", pages["api/hodiff.md"], re.M)
+    first = [n for n in reference.HD_FIRST if n in hd.__all__]
+    assert [b.rsplit(".", 1)[1] for b in blocks[: len(first)]] == first
+    assert first[:3] == ["grad", "hvp", "laplacian"]
+    for name in first:
+        assert sum(b.rsplit(".", 1)[1] == name for b in blocks) == 1, name
 
 
 def test_every_present_toolkit_module_gets_a_page_with_its_all(pages) -> None:
@@ -124,23 +145,52 @@ def test_the_nav_holds_every_page_of_docs_once(pages) -> None:
     entries = list(flatten(nav))
     assert len(entries) == len(set(entries)), "a page is twice in the nav"
     for page in sorted(p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md")):
+        if page in reference.OFF_SITE:
+            assert page not in entries, f"docs/{page} is off the site but in the nav"
+            continue
         assert page in entries, f"docs/{page} is not in the nav (docsgen/reference.py)"
     for entry in entries:
         assert (DOCS / entry).exists() or entry in pages, f"nav entry {entry} has no page"
-    for group in (reference.TUTORIALS, reference.REFERENCE, reference.PROJECT):
-        assert len(group) == len(set(group))
+    groups = _groups()
+    every = [page for group in groups for page in group]
+    assert len(every) == len(set(every)), "a page is listed twice in docsgen/reference.py"
+
+
+def _groups() -> tuple[tuple[str, ...], ...]:
+    return (
+        reference.GETTING_STARTED,
+        reference.GUIDES,
+        reference.PERFORMANCE,
+        reference.DESIGN,
+        reference.PROJECT,
+        reference.OFF_SITE,
+    )
+
+
+def test_the_nav_puts_tasks_first_then_the_reference(pages) -> None:
+    titles = [next(iter(item)) for item in reference.nav(DOCS, pages)]
+    assert titles[:4] == ["Home", "Getting started", "Guides", "API reference"]
+    assert titles.index("Design notes") > titles.index("API reference")
+
+
+def test_the_site_publishes_one_function_reference() -> None:
+    config = (ROOT / "mkdocs.yml").read_text()
+    exclude = config.split("exclude_docs: |", 1)[1].split("\n\n", 1)[0]
+    for page in reference.OFF_SITE:
+        assert page in exclude.split(), f"{page} is off the site: list it in exclude_docs"
 
 
 def test_a_new_tutorial_is_appended_to_the_nav(tmp_path) -> None:
     for name in ("index.md", "quickstart.md", "brand_new.md", "functions.md"):
         (tmp_path / name).write_text(f"# {name}\n")
     nav = reference.nav(tmp_path, [])
-    tutorials = next(item["Tutorials"] for item in nav if "Tutorials" in item)
-    assert tutorials == ["quickstart.md", "brand_new.md"]
+    guides = next(item["Guides"] for item in nav if "Guides" in item)
+    assert guides == ["brand_new.md"]  # functions.md is off the site
+    assert {"Getting started": ["quickstart.md"]} in nav
 
 
 def test_the_readme_pages_are_in_the_nav(pages) -> None:
-    listed = {*reference.TUTORIALS, *reference.REFERENCE, *reference.PROJECT}
+    listed = {page for group in _groups() for page in group}
     for line in (ROOT / "README.md").read_text().splitlines():
         if line.startswith("- `docs/"):
             assert line.split("`")[1].removeprefix("docs/") in listed, line
@@ -203,3 +253,43 @@ def test_mkdocs_config_points_at_existing_files() -> None:
     assert (ROOT / "docsgen" / "griffe_math.py").exists()
     assert (DOCS / "javascripts" / "mathjax.js").exists()
     assert "strict: true" in config
+
+
+def test_rest_math_directives_become_display_math() -> None:
+    one = reference.transform_docstring("Elman.\n\n.. math:: h_t = \\tanh(W x)\n\nwith act")
+    assert '<div class="arithmatex">\\[h_t = \\tanh(W x)\\]</div>' in one
+    assert ".. math" not in one
+    rows = reference.transform_docstring(
+        "LSTM:\n\n.. math::\n    i_t &= a \\\\\n    c_t &= b.\n\nArgs:\n    x: input."
+    )
+    assert "\\begin{aligned} i_t &amp;= a \\\\ c_t &amp;= b. \\end{aligned}" in rows
+    assert rows.rstrip().endswith("Args:\n    x: input.")
+
+
+def test_eliding_doctests_show_their_real_output_on_the_site() -> None:
+    from docsgen import outputs
+
+    page = (
+        "Text.\n\n```python\n>>> import math\n"
+        ">>> print(f'pi = {math.pi:.6f}')  # doctest: +ELLIPSIS\npi = ...\n"
+        ">>> 1 + 1\n2\n>>> math.sqrt(-1)  # doctest: +ELLIPSIS\n"
+        "Traceback (most recent call last):\n...\nValueError: ...\n\n```\n"
+    )
+    out = outputs.fill_outputs(page)
+    assert "pi = 3.141593\n>>> 1 + 1\n2\n" in out
+    assert "Traceback (most recent call last):\n  ...\nValueError: math domain error\n" in out
+    assert not outputs.elided_rows(out)
+    assert outputs.fill_outputs("No examples.\n") == "No examples.\n"
+    with pytest.raises(RuntimeError, match="line 1: the example"):
+        outputs.fill_outputs(">>> print(1)  # doctest: +ELLIPSIS\n2...\n")
+
+
+def test_the_checking_page_shows_real_reports() -> None:
+    from docsgen import outputs
+
+    assert "checking.md" in outputs.REAL_OUTPUTS
+    source = (DOCS / "checking.md").read_text()
+    assert outputs.elided_rows(source), "the page's source elides numbers (its doctests)"
+    shown = outputs.fill_outputs(source, "checking.md")
+    assert not outputs.elided_rows(shown), outputs.elided_rows(shown)
+    assert re.search(r"^    0     1        2   \d\.\d\de-\d\d", shown, re.M)

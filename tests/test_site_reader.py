@@ -78,6 +78,79 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     return out
 
 
+class _Prose(html.parser.HTMLParser):
+    """The text a reader sees as prose: everything outside code, scripts and the elements
+    MathJax typesets (class ``arithmatex``, where formula markup belongs).
+    """
+
+    SKIP = frozenset({"pre", "code", "script", "style", "textarea"})
+    VOID = frozenset({"br", "img", "input", "meta", "link", "hr", "source", "wbr", "col"})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.text: list[str] = []
+        self._stack: list[tuple[str, bool]] = []
+        self._skipping = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in self.VOID:
+            return
+        classes = (dict(attrs).get("class") or "").split()
+        skip = tag in self.SKIP or "arithmatex" in classes
+        self._stack.append((tag, skip))
+        self._skipping += skip
+
+    def handle_endtag(self, tag: str) -> None:
+        for i in range(len(self._stack) - 1, -1, -1):
+            if self._stack[i][0] == tag:
+                self._skipping -= sum(skip for _, skip in self._stack[i:])
+                del self._stack[i:]
+                return
+
+    def handle_data(self, data: str) -> None:
+        if not self._skipping:
+            self.text.append(data)
+
+
+# Formula markup that only MathJax should read: TeX delimiters and commands, $$ blocks, inline
+# $...$, and reST's math directive. Outside an arithmatex element it shows as raw text.
+_RAW_MATH = re.compile(r"\$\$|\\[A-Za-z]+|\\[()\[\]]|\$[^$\s][^$\n]*\$|\.\. math::?")
+
+
+def unrendered_math(page_html: str) -> list[str]:
+    """Pieces of formula markup in a page's prose (outside code and MathJax's elements)."""
+    prose = _Prose()
+    prose.feed(page_html)
+    text = "".join(prose.text)
+    return [text[max(0, m.start() - 30) : m.end() + 30] for m in _RAW_MATH.finditer(text)]
+
+
+def test_unrendered_math_is_found_where_it_would_show() -> None:
+    assert unrendered_math("<p>the sum $$\\sum_i x_i$$ here</p>")
+    assert unrendered_math("<p>.. math: h_t = x</p>")
+    assert unrendered_math("<p>a \\frac{1}{2} b</p>")
+    assert not unrendered_math('<p>a <span class="arithmatex">\\(\\frac{1}{2}\\)</span> b</p>')
+    assert not unrendered_math("<pre><code>x = r'\\frac'</code></pre><p>costs $5</p>")
+
+
+def test_no_page_shows_unrendered_formula_markup(site) -> None:
+    found = {}
+    for path in sorted(site.rglob("*.html")):
+        if "javascripts" in path.parts:
+            continue
+        raw = unrendered_math(path.read_text(encoding="utf-8"))
+        if raw:
+            found[str(path.relative_to(site))] = raw[:3]
+    assert not found, f"formula markup outside MathJax's elements: {found}"
+
+
+def test_formulas_are_typeset_the_same_way_on_narrative_and_api_pages(site) -> None:
+    for name in ("taylor.html", "hvp.html", "api/functions/math.html"):
+        text = (site / name).read_text(encoding="utf-8")
+        assert 'class="arithmatex"' in text, f"{name}: no formula for MathJax"
+    assert (site / "javascripts" / "mathjax" / "tex-mml-chtml.js").exists()  # offline
+
+
 def _page(site: pathlib.Path, name: str) -> _Page:
     page = _Page()
     page.feed((site / name).read_text(encoding="utf-8"))
@@ -98,7 +171,7 @@ def test_no_table_on_the_site_shows_an_escaped_pipe(site) -> None:
             continue
         for row in _page(site, str(path.relative_to(site))).rows:
             assert "\\|" not in row, f"{path.relative_to(site)}: {row.strip()[:120]!r}"
-    rows = _page(site, "functions.html").rows
+    rows = _page(site, "api/functions/arithmetic.html").rows
     abs_row = next(r for r in rows if r.strip().startswith("abs"))
     assert "y = |x|" in abs_row
 
@@ -270,3 +343,12 @@ def test_the_short_mpi_wgan_run_says_it_is_short(capsys) -> None:
         steps=2, batch=8, n_critic=1, width=8, verbose=False, comm=Communicator.single_process()
     )
     assert "short run" not in capsys.readouterr().out
+
+
+def test_the_checking_page_shows_real_reports(site) -> None:
+    from docsgen import outputs
+
+    blocks = "\n".join(_page(site, "checking.html").pre)
+    assert "gradcheck passed" in blocks
+    assert not outputs.elided_rows(blocks), outputs.elided_rows(blocks)[:3]
+    assert re.search(r"max abs err \d\.\de-\d\d", blocks)  # check_function's report

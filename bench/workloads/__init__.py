@@ -1,4 +1,4 @@
-"""The workloads of issue 5, grouped by shared inputs.
+"""The benchmark workloads (W1-W7), grouped by shared inputs.
 
 Each group is a :class:`~bench.workloads.common.Workload`: one input maker and,
 per library, a builder that returns one zero-argument callable per task (the

@@ -67,7 +67,8 @@ class Context:
             cp = importlib.import_module("cupy")
         except ImportError as e:  # pragma: no cover - depends on the machine
             raise ImportError(
-                "Context(backend='cupy') needs cupy: pip install 'hodiff[cuda]'"
+                "Context(backend='cupy') needs cupy: pip install cupy, or "
+                'pip install -e ".[cuda]" in the hodiff source checkout'
             ) from e
         cp.cuda.Device(self.device_id).use()
         return cp

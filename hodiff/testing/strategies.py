@@ -38,7 +38,7 @@ def _hypothesis() -> tuple[Any, Any]:
     except ImportError as e:
         raise ImportError(
             "hodiff.testing.strategies needs hypothesis: pip install hypothesis "
-            "(or pip install 'hodiff[test]')"
+            '(or pip install -e ".[test]" in the hodiff source checkout)'
         ) from e
     return st, hnp
 

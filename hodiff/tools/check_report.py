@@ -207,7 +207,7 @@ def plot_steps(report: GradcheckReport, path: Any, steps: tuple[float, float]) -
     except ImportError as e:  # pragma: no cover - exercised without the extra
         raise ImportError(
             "gradcheck(plot=...) needs matplotlib, an optional dependency: "
-            "pip install 'hodiff[plot]'"
+            'pip install matplotlib, or pip install -e ".[plot]" in the hodiff source checkout'
         ) from e
     inputs = sorted({i for i, _ in report.steps})
     fig, axes = plt.subplots(1, len(inputs), figsize=(5 * len(inputs), 4), squeeze=False)

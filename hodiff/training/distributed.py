@@ -62,7 +62,8 @@ def _mpi() -> Any:
         from mpi4py import MPI
     except ImportError as e:
         raise ImportError(
-            "hodiff.distributed needs mpi4py and an MPI library: pip install 'hodiff[mpi]' "
+            "hodiff.distributed needs mpi4py and an MPI library: "
+            'pip install -e ".[mpi]" in the hodiff source checkout '
             "(mpi4py and mpich). Communicator.single_process() runs without MPI."
         ) from e
     return MPI

@@ -588,8 +588,8 @@ def plot_density(
 ) -> str:
     """Saves a picture of a spectral density from :func:`density` to ``path``.
 
-    Needs matplotlib (``pip install 'hodiff[plot]'``). The density is drawn on
-    a logarithmic axis by default (a Hessian spectrum is a bulk near zero and a
+    Needs matplotlib (``pip install -e ".[plot]"`` in the source checkout). The density is
+    drawn on a logarithmic axis by default (a Hessian spectrum is a bulk near zero and a
     few outliers); ``eigenvalues`` (e.g. of a dense Hessian) are marked below
     the curve for comparison and, with ``sigma``, also drawn as their exact
     density smoothed by the same Gaussian (dashed). The format follows the
@@ -620,7 +620,7 @@ def plot_density(
     except ImportError as e:
         raise ImportError(
             "curvature.plot_density needs matplotlib, an optional dependency: "
-            "pip install 'hodiff[plot]'"
+            'pip install matplotlib, or pip install -e ".[plot]" in the hodiff source checkout'
         ) from e
     grid = np.asarray(grid, dtype=np.float64)
     values = np.asarray(values, dtype=np.float64)

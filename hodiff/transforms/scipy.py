@@ -11,7 +11,7 @@
   parameters as a ``scipy.sparse.linalg.LinearOperator`` (for ``eigsh``, ``cg``,
   ``minres``), one reverse pass per product.
 
-scipy is optional: ``pip install 'hodiff[scipy]'``.
+scipy is optional: ``pip install -e ".[scipy]"`` in the hodiff source checkout.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ try:
     import scipy.sparse.linalg
 except ImportError as e:  # pragma: no cover - exercised by a test that hides scipy
     raise ImportError(
-        "hodiff.scipy needs scipy, an optional dependency: pip install 'hodiff[scipy]'"
+        "hodiff.scipy needs scipy, an optional dependency: pip install scipy, or "
+        'pip install -e ".[scipy]" in the hodiff source checkout'
     ) from e
 
 from hodiff.engine.autograd import grad
