@@ -1,7 +1,7 @@
 """The spec table of every function, shared by the test suite and ``python -m hodiff check``."""
 
-from hodiff.testing.function_check import FunctionCheckReport, check_function
 from hodiff.testing.dot_product import DotProductReport, dot_product_test
+from hodiff.testing.function_check import FunctionCheckReport, check_function
 from hodiff.testing.spec import Spec, fixed, labels, positive, spec_ids
 from hodiff.testing.specs import all_specs
 
