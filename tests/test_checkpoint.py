@@ -25,7 +25,7 @@ import pytest
 import hodiff as hd
 import hodiff.functions as F
 import hodiff.parametric as PF
-from hodiff.engine import graph
+from hodiff.engine import api, graph
 from hodiff.functions.linalg import Affine
 from hodiff.functions.math import Tanh
 from hodiff.transforms import taylor
@@ -1265,8 +1265,8 @@ def test_a_checkpoint_does_not_walk_the_enclosing_graph(monkeypatch: Any) -> Non
     # that graph (which made each visit cost O(depth): 16 layers were 5x slower than none)
     depth, layers = 300, 4
     walked: list[int] = []
-    spy = type(graph)("spy")
-    spy.__dict__.update(graph.__dict__)
+    spy = type(api)("spy")
+    spy.__dict__.update(api.__dict__)
 
     def recorded(fn: Any, size: Callable[[Any], int]) -> Any:
         def wrapped(*args: Any, **kwargs: Any) -> Any:
@@ -1284,8 +1284,9 @@ def test_a_checkpoint_does_not_walk_the_enclosing_graph(monkeypatch: Any) -> Non
         return graph.plan(outputs, inputs, order)
 
     spy.plan = plan  # type: ignore[attr-defined]
-    monkeypatch.setattr(sys.modules["hodiff.transforms.checkpointing.node"], "graph", spy)
-    monkeypatch.setattr(taylor, "graph", spy)
+    for name in ("node", "segment", "handover", "kept", "jet", "tracing", "replay"):
+        monkeypatch.setattr(sys.modules[f"hodiff.transforms.checkpointing.{name}"], "api", spy)
+    monkeypatch.setattr(taylor, "api", spy)
 
     res = []
     for ckpt in (True, False):

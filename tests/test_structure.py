@@ -9,7 +9,9 @@ functions alike; ``if TYPE_CHECKING:`` blocks are not imports at run time), and:
 * imports inside functions are few and named (the CLI, which keeps ``--help`` fast);
   no class resolves a module lazily in ``__getattr__``; no ``# noqa: E402``;
 * batching rules are declared in the class bodies, and the engine's functions are
-  simple enough for the linter (no ``noqa: C901``).
+  simple enough for the linter (no ``noqa: C901``);
+* no private name of the engine is used outside it (the rooms above use
+  :mod:`hodiff.engine.api` and the public names), but for a shrinking allowlist.
 """
 
 from __future__ import annotations
@@ -235,3 +237,179 @@ def test_the_checks_see_what_they_check() -> None:
     }
     # a made-up circle is found
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
+
+
+# ---------------------------------------------------------------- private names of the engine
+#: per module outside the engine, the private uses it may still make (:func:`private_uses`);
+#: an entry may only go down, and must when its module uses fewer
+PRIVATE_USES_ALLOWED: dict[str, int] = {
+    "hodiff.functions.arithmetic": 4,  # x._shape, x._dtype on the hot path of the operators
+    "hodiff.functions.linalg": 1,  # context._mode
+    "hodiff.functions.logic": 5,  # array._Compare
+    "hodiff.functions.loss": 1,  # _loss_kernels._log_softmax_array
+    "hodiff.functions.normalization": 2,  # x._data
+    "hodiff.grad_functions.arithmetic": 1,  # context._mode
+    "hodiff.grad_functions.math": 1,  # context._mode
+    "hodiff.grad_functions.reduction": 1,  # reduction._shift
+}
+MAX_PRIVATE_USES = 40
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _own_attributes(tree: ast.AST) -> set[str]:
+    """The private attribute names a module defines: in its class bodies (methods, class
+    attributes, ``__slots__``) and assigned to ``self``.
+    """
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            for stmt in node.body:
+                if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+                    names.add(stmt.name)
+                elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+                    names.add(stmt.target.id)
+                elif isinstance(stmt, ast.Assign):
+                    for t in stmt.targets:
+                        if isinstance(t, ast.Name):
+                            names.add(t.id)
+                    if any(isinstance(t, ast.Name) and t.id == "__slots__" for t in stmt.targets):
+                        names.update(
+                            e.value for e in ast.walk(stmt.value) if isinstance(e, ast.Constant)
+                        )
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                for e in ast.walk(t):
+                    if (
+                        isinstance(e, ast.Attribute)
+                        and isinstance(e.value, ast.Name)
+                        and e.value.id == "self"
+                    ):
+                        names.add(e.attr)
+    return {n for n in names if _private(n)}
+
+
+#: the private attributes of the engine's objects (Variable, Function, ...)
+ENGINE_ATTRIBUTES = set().union(
+    *(_own_attributes(ast.parse(MODULES[m].read_text())) for m in ENGINE)
+)
+
+
+def private_uses(module: str, source: str) -> list[tuple[str, str, int]]:
+    """The private names of other modules that ``module``'s ``source`` uses, as
+    ``(kind, name, line)``:
+
+    * ``"import"``: ``from hodiff.x import _name`` (a private name of another module);
+    * ``"module"``: ``alias._name`` where ``alias`` is an imported hodiff module;
+    * ``"attribute"``: ``obj._name`` (or ``getattr(obj, "_name")``) where ``_name`` is a
+      private attribute of an engine object (:data:`ENGINE_ATTRIBUTES`) that the module
+      does not define itself (a subclass's own attribute of the same name is its own).
+    """
+    tree = ast.parse(source)
+    own = _own_attributes(tree)
+    is_package = MODULES.get(module, ROOT).name == "__init__.py"
+    aliases: dict[str, str] = {}
+    found: list[tuple[str, str, int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("hodiff"):
+                    aliases[a.asname or a.name] = a.name
+        elif isinstance(node, ast.ImportFrom):
+            mod = _resolve(node.module or "", node.level, module, is_package)
+            if mod != "hodiff" and not mod.startswith("hodiff."):
+                continue
+            for a in node.names:
+                if f"{mod}.{a.name}" in MODULES:
+                    aliases[a.asname or a.name] = f"{mod}.{a.name}"
+                elif _private(a.name):
+                    found.append(("import", f"{mod}.{a.name}", node.lineno))
+    for node in ast.walk(tree):
+        name = None
+        if isinstance(node, ast.Attribute) and _private(node.attr):
+            if isinstance(node.value, ast.Name) and node.value.id in aliases:
+                found.append(("module", f"{aliases[node.value.id]}.{node.attr}", node.lineno))
+                continue
+            name = node.attr
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "setattr", "hasattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+        ):
+            name = node.args[1].value
+        if name is not None and name in ENGINE_ATTRIBUTES and name not in own:
+            found.append(("attribute", name, node.lineno))
+    return found
+
+
+def _uses_outside_the_engine() -> dict[str, list[tuple[str, str, int]]]:
+    uses = {m: private_uses(m, p.read_text()) for m, p in MODULES.items() if m not in ENGINE}
+    return {m: u for m, u in uses.items() if u}
+
+
+def test_no_private_name_of_the_engine_used_outside_it_but_a_shrinking_allowlist() -> None:
+    uses = _uses_outside_the_engine()
+    over = {m: u for m, u in uses.items() if len(u) > PRIVATE_USES_ALLOWED.get(m, 0)}
+    assert not over, f"private names used outside their module (use hodiff.engine.api): {over}"
+    stale = {
+        m: (n, len(uses.get(m, [])))
+        for m, n in PRIVATE_USES_ALLOWED.items()
+        if len(uses.get(m, [])) < n
+    }
+    assert not stale, f"lower these allowances to what the modules use now: {stale}"
+    assert sum(PRIVATE_USES_ALLOWED.values()) <= MAX_PRIVATE_USES
+
+
+def test_the_private_use_counter_finds_a_planted_example() -> None:
+    """The counter sees each kind of use (it cannot pass vacuously), and not public names."""
+    assert {"_data", "_outputs", "_grad_dtype"} <= ENGINE_ATTRIBUTES
+    planted = """
+from hodiff.engine import graph
+from hodiff.engine.context import _mode, array_module
+import hodiff.engine.variable as var
+
+class Mine:
+    def __init__(self):
+        self._shape = 1           # its own attribute: not counted
+
+def f(v, node):
+    a = v._data                   # an engine object's private attribute
+    b = getattr(v, "_version", 0) # the same through getattr
+    c = graph._set_outputs        # a module's private name
+    d = var._seq                  # through an alias
+    e = graph.plan, v.shape, node.inputs, array_module, v.self_made  # public names
+    return node._outputs, Mine()._shape
+"""
+    found = private_uses("hodiff.transforms.planted", planted)
+    assert sorted((k, n) for k, n, _ in found) == [
+        ("attribute", "_data"),
+        ("attribute", "_outputs"),
+        ("attribute", "_version"),
+        ("import", "hodiff.engine.context._mode"),
+        ("module", "hodiff.engine.graph._set_outputs"),
+        ("module", "hodiff.engine.variable._seq"),
+    ]
+
+
+#: the checkpointing package, bottom up: a module imports only those before it
+CHECKPOINT_ORDER = [
+    f"hodiff.transforms.checkpointing.{m}"
+    for m in ("segment", "replay", "handover", "kept", "jet", "tracing", "node")
+]
+
+
+def test_checkpointing_flows_one_way_in_small_modules() -> None:
+    package = "hodiff.transforms.checkpointing"
+    inside = {m for m in MODULES if m.startswith(package + ".")}
+    assert inside == set(CHECKPOINT_ORDER), sorted(inside)
+    for k, m in enumerate(CHECKPOINT_ORDER):
+        later = set(CHECKPOINT_ORDER[k:])
+        upward = sorted({t for t, _, _ in IMPORTS[m] if t in later or t == package})
+        assert not upward, f"{m} imports {upward} (at or above it in the package's order)"
+        assert len(MODULES[m].read_text().splitlines()) <= 500, m

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 import hodiff.functions as F
-from hodiff.engine import graph
+from hodiff.engine import api
 from hodiff.engine.autograd import grad
 from hodiff.engine.context import (
     Context,
@@ -306,16 +306,13 @@ class _NodeCase:
 
     def __init__(self, node: Function, rng: np.random.Generator) -> None:
         self.node = node
-        xp = array_module(next(x._data for x in node.inputs if x._data is not None))
+        xp = array_module(next(a for x in node.inputs if (a := api.value_of(x)) is not None))
         self.output_data: list[Any] = []
         self.gys = []
-        for i, ref in enumerate(node._outputs):
-            o = ref()
-            if o is not None:
-                shape, dtype, y = o.shape, o.dtype, o._data
-            else:  # an output nobody kept (a multi-output node): as the engine sees it
-                shape, dtype = node._out_meta[i]
-                y = node._ydata[i] if node._ydata is not None else None
+        specs, kept = api.output_specs(node), api.kept_outputs(node)
+        for i, o in enumerate(api.outputs_of(node)):
+            shape, dtype = specs[i]  # an output nobody kept (a multi-output node) too
+            y = api.value_of(o) if o is not None else kept[i] if kept is not None else None
             dtype = np.dtype(dtype) if np.dtype(dtype).kind == "f" else np.dtype(np.float64)
             self.output_data.append(y)
             self.gys.append(xp.asarray(rng.standard_normal(shape)).astype(dtype))
@@ -345,8 +342,8 @@ class _NodeCase:
         x = self.node.inputs[i]
         xp = array_module(x.d)
         if fill is None:
-            return xp.asarray(self.rng.standard_normal(x.shape)).astype(x._grad_dtype())
-        return xp.full(x.shape, fill, dtype=x._grad_dtype())
+            return xp.asarray(self.rng.standard_normal(x.shape)).astype(api.grad_dtype(x))
+        return xp.full(x.shape, fill, dtype=api.grad_dtype(x))
 
 
 def _accumulate(case: _NodeCase) -> str | None:
@@ -401,7 +398,7 @@ def _freed(case: _NodeCase) -> str | None:
     over = case.over()
     node = case.node
     n = len(case.prop)
-    data = [x._data if node.needs_input(i) else None for i, x in enumerate(node.inputs)]
+    data = [api.value_of(x) if node.needs_input(i) else None for i, x in enumerate(node.inputs)]
     ydata = [y if node.need_outputs else None for y in case.output_data]
     declared = f"need_inputs={node.need_inputs!r}, need_outputs={node.need_outputs!r}"
     try:
@@ -510,7 +507,7 @@ def _float32(sub: _Subject) -> str | None:
     # would hide a rule that promotes the gradients flowing through the graph
     xp = array_module(y.d)
     seed = Variable.from_array(xp.ones(y.shape, dtype=y.dtype))
-    gs = graph.grad_graph([y], ins, [seed])
+    gs = api.grad_graph([y], ins, [seed])
     for i, g in zip(sub.diff, gs, strict=True):
         if g is not None and g.dtype != np.float32:
             return f"the gradient of input {i} has dtype {g.dtype} for float32 inputs"
@@ -521,7 +518,7 @@ def _custom_nodes(sub: _Subject) -> list[Function]:
     vs = sub.variables(sub.xs)
     ys = outputs_of(sub.call(vs))
     sub._keep = (vs, ys)  # the nodes' outputs stay alive for the node-level checks
-    nodes = graph.topological_order([ys[j] for j in sub.float_out])
+    nodes = api.topological_order([ys[j] for j in sub.float_out])
     if sub.primitive is not None:
         return [f for f in nodes if type(f) is sub.primitive]
     return [f for f in nodes if type(f) not in REGISTRY]

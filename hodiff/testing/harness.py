@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 import hodiff.functions as F
-from hodiff.engine.context import _raw
+from hodiff.engine import api
 from hodiff.engine.function import Function, Slot
 from hodiff.engine.variable import Variable
 from hodiff.testing.spec import Spec
@@ -69,20 +69,18 @@ def run_backward_impl(
     for a buffer that ``forward(clear_buffer=True)`` would have freed).
     Returns the input slots' gradients after the call.
     """
-    token = _raw.set(True)
-    try:
-        ydata = node._ydata
+    with api.raw_mode():
+        ydata = api.kept_outputs(node)
+        live = api.outputs_of(node)
         outs = []
         for i, gy in enumerate(gys):
             if output_data is not None:
                 y = output_data[i]
             else:
-                o = node._outputs[i]()
-                y = ydata[i] if ydata is not None else (o._data if o is not None else None)
+                o = live[i]
+                y = ydata[i] if ydata is not None else (api.value_of(o) if o is not None else None)
             outs.append(Slot(y, gy, gy.shape))
-        datas = [x._data for x in node.inputs] if input_data is None else list(input_data)
+        datas = list(input_data) if input_data is not None else map(api.value_of, node.inputs)
         ins = [Slot(d, p, x.shape) for x, d, p in zip(node.inputs, datas, previous, strict=True)]
         node.backward_impl(ins, outs, list(prop_down), list(accum))
         return [s.grad for s in ins]
-    finally:
-        _raw.reset(token)

@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from hodiff.engine import api
 from hodiff.engine.autograd import iter_grads
 from hodiff.engine.context import array_module
 from hodiff.engine.variable import Variable
@@ -145,8 +146,8 @@ class _Plan:
         nbytes = 0
         key: Any = None
         for v in reversed(params):  # gradients become final roughly from the last layer
-            g_dtype = v._grad_dtype()
-            xp = array_module(v._data) if v._data is not None else np
+            g_dtype = api.grad_dtype(v)
+            xp = array_module(api.value_of(v)) if api.value_of(v) is not None else np
             k = (g_dtype, xp)
             if group and (k != key or nbytes + v.size * g_dtype.itemsize > bucket_size):
                 self._close(group, key, device_buffers)
@@ -174,7 +175,7 @@ class _Plan:
         for bucket in self.buckets:
             for i, v in enumerate(bucket.members):
                 if v.size != bucket.offsets[i + 1] - bucket.offsets[i] or (
-                    v._data is not None and _is_cupy(v._data) != bucket.on_device
+                    api.value_of(v) is not None and _is_cupy(api.value_of(v)) != bucket.on_device
                 ):
                     return False
         return True
@@ -565,9 +566,9 @@ class Communicator:
             names = {v: n for n, v in items}
             plan.meta = [
                 (
-                    f"{names[v]} ({'cupy' if _is_cupy(v._data) else 'numpy'})",
+                    f"{names[v]} ({'cupy' if _is_cupy(api.value_of(v)) else 'numpy'})",
                     v.shape,
-                    v._grad_dtype(),
+                    api.grad_dtype(v),
                 )
                 for v in wanted
             ]

@@ -53,6 +53,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from hodiff.engine import api
 from hodiff.engine.context import array_module
 from hodiff.engine.variable import Variable
 from hodiff.training.archive import read_arrays, write_arrays
@@ -197,7 +198,8 @@ class Solver:
             p.zero_grad()
 
     def _grads(self) -> list[tuple[str, Variable, Any]]:
-        return [(k, p, p._grad) for k, p in self._unique if p._grad is not None]
+        grads = [(k, p, api.grad_of(p)) for k, p in self._unique]
+        return [(k, p, g) for k, p, g in grads if g is not None]
 
     def _tmp(self, name: str, w: Any) -> Any:
         t = self._scratch.get(name)

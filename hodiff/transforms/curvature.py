@@ -38,12 +38,11 @@ from typing import Any
 
 import numpy as np
 
-from hodiff.engine import graph
+from hodiff.engine import api
 from hodiff.engine.autograd import grad
 from hodiff.engine.context import array_module
-from hodiff.engine.graph import Pullback
 from hodiff.engine.variable import Variable
-from hodiff.transforms.derivatives import _evaluate, _graph_mode
+from hodiff.transforms.derivatives import Pullback, evaluate, graph_mode
 from hodiff.transforms.vectorize import refuse_batched
 
 __all__ = ["Estimate", "density", "eigenvalues", "plot_density", "trace"]
@@ -119,7 +118,7 @@ class _Hessian:
                     f"got {type(loss).__name__}"
                 )
             for i, batch in enumerate(data):
-                with _graph_mode():
+                with graph_mode():
                     value = loss(batch)
                 if not isinstance(value, Variable):
                     raise TypeError(
@@ -141,9 +140,9 @@ class _Hessian:
             raise ValueError(
                 f"{self.name}: {what} must be a scalar (size 1), got shape {loss.shape}"
             )
-        if loss._data is None:  # built in static mode and not computed yet
-            graph.forward([loss])
-        with _graph_mode():
+        if api.value_of(loss) is None:  # built in static mode and not computed yet
+            api.forward([loss])
+        with graph_mode():
             try:
                 gs = grad(loss, self.params)
             except ValueError as e:
@@ -156,13 +155,13 @@ class _Hessian:
                     f"{self.name}: {what} does not depend on {label} (shape {self.params[i].shape})"
                 ) from None
             pullback = Pullback(gs, self.params)
-            _evaluate(pullback.roots)
+            evaluate(pullback.roots)
         self.pullbacks.append(pullback)
 
     def split(self, v: Any) -> list[Any]:
         """A flat vector as one array per parameter (its shape, its gradient dtype)."""
         return [
-            v[a:b].reshape(p.shape).astype(p._grad_dtype(), copy=False)
+            v[a:b].reshape(p.shape).astype(api.grad_dtype(p), copy=False)
             for p, a, b in zip(self.params, self.offsets[:-1], self.offsets[1:], strict=True)
         ]
 

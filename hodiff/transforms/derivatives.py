@@ -20,7 +20,7 @@ In static mode (``hd.auto_forward(False)``) the same graphs are built without
 values, computed once by a forward pass, and the reverse passes run on them.
 
 Only the transform's own input copies are differentiated: the reverse passes
-(``hodiff.engine.graph.Pullback``) write no ``.g``, so Variables that ``f`` closes over
+(``hodiff.engine.api.Pullback``) write no ``.g``, so Variables that ``f`` closes over
 (weights with ``need_grad=True``) are left as they were.
 
 Inside ``hd.vmap`` (an input or ``v`` is a batched variable, or ``f`` closes over one),
@@ -33,18 +33,15 @@ be differentiated again (see docs/vmap.md, "Transforms inside vmap").
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 import hodiff.functions as F
-from hodiff.engine import graph
+from hodiff.engine import api
 from hodiff.engine.autograd import grad
 from hodiff.engine.context import (
-    _raw,
-    _recording,
     array_module,
     auto_forward,
     get_auto_forward,
@@ -54,7 +51,7 @@ from hodiff.engine.function import array_module_of
 from hodiff.engine.variable import Variable
 from hodiff.functions import array, shaping
 from hodiff.transforms import taylor as _taylor
-from hodiff.transforms.vectorize import BatchedVariable, _active, vmap
+from hodiff.transforms.vectorize import BatchedVariable, inside_vmap, running, vmap
 
 __all__ = ["hessian", "hvp", "jacobian", "jvp", "vjp"]
 
@@ -62,16 +59,9 @@ HVP_MODES = ("rev-rev", "fwd-rev")
 
 
 # ---------------------------------------------------------------- helpers
-@contextlib.contextmanager
-def _graph_mode() -> Iterator[None]:
+def graph_mode() -> Any:
     """Records graphs even inside ``no_grad`` (a transform needs its graph)."""
-    token = _recording.set(True)
-    raw = _raw.set(False)
-    try:
-        yield
-    finally:
-        _raw.reset(raw)
-        _recording.reset(token)
+    return api.recording()
 
 
 def _label(i: int, multi: bool, what: str = "inputs") -> str:
@@ -83,7 +73,7 @@ def _inputs(name: str, inputs: Any, keep: bool = False) -> tuple[list[Variable],
 
     A list of arrays/Variables is several inputs, as a tuple; a list of numbers is one array.
     With ``keep`` (``create_graph=True``) Variables are used as they are, so that the results
-    stay connected to the caller's graph.
+    stay connected to the caller's api.
     """
     multi = isinstance(inputs, tuple) or (
         isinstance(inputs, list) and bool(inputs) and all(hasattr(a, "shape") for a in inputs)
@@ -92,7 +82,7 @@ def _inputs(name: str, inputs: Any, keep: bool = False) -> tuple[list[Variable],
     if not items:
         raise ValueError(f"{name}: inputs is an empty tuple")
     xs: list[Variable] = []
-    keep = keep or bool(_active)  # inside hd.vmap the results stay connected to the caller
+    keep = keep or inside_vmap()  # inside hd.vmap the results stay connected to the caller
     for i, a in enumerate(items):
         x: Variable
         if type(a) is BatchedVariable:
@@ -102,8 +92,8 @@ def _inputs(name: str, inputs: Any, keep: bool = False) -> tuple[list[Variable],
             x = a
         elif isinstance(a, Variable):
             x = a.unlinked(need_grad=True)
-            if x._data is None:
-                x._data = a.d
+            if api.value_of(x) is None:
+                api.set_value(x, a.d)
         elif isinstance(a, bool | int | float | list) and not isinstance(a, np.generic):
             # Python numbers have no dtype: float64, as numpy makes 2.0 (an int 2 too)
             x = Variable.from_array(np.asarray(a, dtype=np.float64), need_grad=True)
@@ -126,7 +116,7 @@ def _value(y: Variable, xs: Sequence[Variable]) -> Any:
     """
     d = y.d
     for x in xs:
-        a = x._data
+        a = api.value_of(x)
         if d is a:
             return d.copy()
         if d.base is not None:  # a view: of an input? (cupy without the check: copy anyway)
@@ -136,7 +126,7 @@ def _value(y: Variable, xs: Sequence[Variable]) -> Any:
     return d
 
 
-def _call(name: str, f: Callable[..., Any], xs: Sequence[Variable]) -> Variable:
+def call(name: str, f: Callable[..., Any], xs: Sequence[Variable]) -> Variable:
     if not callable(f):
         raise TypeError(f"{name}: f must be callable, got {type(f).__name__}")
     y = f(*xs)
@@ -145,7 +135,7 @@ def _call(name: str, f: Callable[..., Any], xs: Sequence[Variable]) -> Variable:
     return y
 
 
-def _scalar(name: str, y: Variable) -> None:
+def check_scalar(name: str, y: Variable) -> None:
     if y.size != 1:
         raise ValueError(
             f"{name}: f must return a scalar (size 1), got an output of shape {y.shape}"
@@ -153,7 +143,7 @@ def _scalar(name: str, y: Variable) -> None:
 
 
 def _xp(xs: Sequence[Variable]) -> Any:
-    return array_module(xs[0]._data)
+    return array_module(api.value_of(xs[0]))
 
 
 def _n_directions(v: Any, like: Sequence[Variable], multi: bool) -> int | None:
@@ -200,7 +190,7 @@ def _directions(
         if isinstance(a, Variable):
             a = a.d
         try:
-            a = xp.asarray(a, dtype=x._grad_dtype())
+            a = xp.asarray(a, dtype=api.grad_dtype(x))
         except (TypeError, ValueError) as e:
             raise TypeError(f"{name}: {_label(i, multi, 'v')} is not an array: {e}") from None
         if a.shape != x.shape and (batch is None or a.shape != (batch, *x.shape)):
@@ -214,24 +204,24 @@ def _directions(
 
 def _seed_leaf(xp: Any, like: Variable) -> Variable:
     """A need_grad leaf for the transpose trick (its value is irrelevant: all is linear in it)."""
-    return Variable.from_array(xp.zeros(like.shape, dtype=like._grad_dtype()), need_grad=True)
+    return Variable.from_array(xp.zeros(like.shape, dtype=api.grad_dtype(like)), need_grad=True)
 
 
 def _zeros_like(y: Variable) -> Any:
-    return array_module_of(y).zeros(y.shape, dtype=y._grad_dtype())
+    return array_module_of(y).zeros(y.shape, dtype=api.grad_dtype(y))
 
 
-def _evaluate(roots: Sequence[Variable]) -> None:
+def evaluate(roots: Sequence[Variable]) -> None:
     """Static mode: computes the graphs just built (dynamic mode computed them already)."""
     if not get_auto_forward():
-        graph.forward(list(roots))
+        api.forward(list(roots))
 
 
 def _pack(arrays: Sequence[Any], multi: bool) -> Any:
     return tuple(arrays) if multi else arrays[0]
 
 
-_Pullback = graph.Pullback
+Pullback = api.Pullback
 
 
 def _unit(xp: Any, n: int, i: int, shape: tuple[int, ...], dtype: Any) -> Any:
@@ -242,7 +232,7 @@ def _unit(xp: Any, n: int, i: int, shape: tuple[int, ...], dtype: Any) -> Any:
 
 # ---------------------------------------------------------------- inside hd.vmap
 def _check_alive(name: str, a: BatchedVariable, label: str) -> None:
-    if a._level not in _active:
+    if not running(a):
         raise RuntimeError(
             f"{name}: {label} (per-example shape {a.shape}) is a batched variable of an hd.vmap "
             "that has returned; call the transform inside the mapped function, or on the "
@@ -277,7 +267,7 @@ def _vdirections(
     xp = array_module_of(*like)
     out = []
     for i, (a, x) in enumerate(zip(items, like, strict=True)):
-        dtype = x._grad_dtype()
+        dtype = api.grad_dtype(x)
         if isinstance(a, Variable):
             if type(a) is BatchedVariable:
                 _check_alive(name, a, _label(i, multi, "v"))
@@ -334,7 +324,7 @@ def _vrows(
 
     if n == 0:
         xp = array_module_of(*wrt)
-        return [Variable.from_array(xp.zeros((0, *x.shape), dtype=x._grad_dtype())) for x in wrt]
+        return [Variable.from_array(xp.zeros((0, *x.shape), dtype=api.grad_dtype(x))) for x in wrt]
     mapped = vmap(rows)
     if chunk_size is None:
         chunk_size = max(1, _auto_chunk(roots) // _batch_elements([*roots, *wrt]))
@@ -375,16 +365,16 @@ def vjp(f: Callable[..., Variable], inputs: Any, v: Any) -> tuple[Any, Any]:
     (array([1., 4.]), array([ 2., 40.]))
 
     """
-    with _graph_mode():
+    with graph_mode():
         xs, multi = _inputs("vjp", inputs)
-        y = _call("vjp", f, xs)
+        y = call("vjp", f, xs)
         if _any_batched(*xs, v, y):  # inside hd.vmap: recorded, Variables
             (gy,) = _vdirections("vjp", v, [y], False, what="the output of f")
             gxs = grad(y, xs, grad_outputs=[gy], allow_unused=True)
             return y, _pack(gxs, multi)
         (gy,) = _directions("vjp", v, [y], False, what="the output of f")
-        pullback = _Pullback([y], xs)
-        _evaluate([y])
+        pullback = Pullback([y], xs)
+        evaluate([y])
         gxs = pullback([gy])
     return _value(y, xs), _pack(gxs, multi)
 
@@ -416,20 +406,20 @@ def jvp(f: Callable[..., Variable], inputs: Any, v: Any) -> tuple[Any, Any]:
     (array([1., 8.]), array([3., 6.]))
 
     """
-    with _graph_mode():
+    with graph_mode():
         xs, multi = _inputs("jvp", inputs)
         batched = _any_batched(*xs, v)
         if not batched:
             vs: list[Any] = _directions("jvp", v, xs, multi)
         start = _taylor.clock()
-        y = _call("jvp", f, xs)
+        y = call("jvp", f, xs)
         if batched or type(y) is BatchedVariable:  # inside hd.vmap: recorded, Variables
             vs = _vdirections("jvp", v, xs, multi)
             u = _seed_leaf(array_module_of(y, *xs), y)
             ws = grad(y, xs, grad_outputs=[u], allow_unused=True)
             (jv,) = grad(ws, [u], grad_outputs=vs, allow_unused=True)
             return y, jv
-        _evaluate([y])
+        evaluate([y])
         series = [[v.reshape((1, *v.shape))] for v in vs]
         ((jv,),) = _taylor.push(y, start, xs, series, 1)  # forward mode: one pass
         jv = _zeros_like(y) if jv is None else jv.reshape(y.shape)
@@ -475,15 +465,15 @@ def hvp(f: Callable[..., Variable], inputs: Any, v: Any, mode: str = "rev-rev") 
     """
     if mode not in HVP_MODES:
         raise ValueError(f"hvp: mode must be one of {HVP_MODES}, got {mode!r}")
-    with _graph_mode():
+    with graph_mode():
         xs, multi = _inputs("hvp", inputs)
         k = _n_directions(v, xs, multi)
         batched = _any_batched(*xs, v)
         if not batched:
             vs: list[Any] = _directions("hvp", v, xs, multi, batch=k)
         start = _taylor.clock()
-        y = _call("hvp", f, xs)
-        _scalar("hvp", y)
+        y = call("hvp", f, xs)
+        check_scalar("hvp", y)
         batched = batched or type(y) is BatchedVariable
         if batched:  # inside hd.vmap: recorded, Variables
             vs = _vdirections("hvp", v, xs, multi, batch=k)
@@ -506,8 +496,8 @@ def hvp(f: Callable[..., Variable], inputs: Any, v: Any, mode: str = "rev-rev") 
                 )
             return y, _pack(hv, multi)
         if k is None:
-            pullback = _Pullback(roots, wrt)
-            _evaluate([y, *pullback.roots])
+            pullback = Pullback(roots, wrt)
+            evaluate([y, *pullback.roots])
             value = _value(y, xs)
             # the graphs are this call's own when every node the pass visits was made in it
             # (from the inputs' fresh leaves): then they are freed as the pass goes, as by
@@ -517,7 +507,7 @@ def hvp(f: Callable[..., Variable], inputs: Any, v: Any, mode: str = "rev-rev") 
             hv = pullback(vs, clear_buffer=bool(nodes) and nodes[0].seq > start)
             return value, _pack(hv, multi)
         # a batch of directions: one batched reverse pass
-        _evaluate([y, *roots])
+        evaluate([y, *roots])
         hv = _batched_pass(roots, wrt, k, lambda a, b: [d[a:b] for d in vs], None, False)
     return _value(y, xs), _pack(hv, multi)
 
@@ -534,7 +524,7 @@ def _fwd_rev(
     """``H v`` as the jvp of the gradient: a jet of order 1 (forward mode) pushed through the
     recorded gradient graph and the forward graph under it; ``k`` directions in one pass.
     """
-    _evaluate([y, *[g for g in gs if g is not None]])
+    evaluate([y, *[g for g in gs if g is not None]])
     series = [[v if k is not None else v.reshape((1, *v.shape))] for v in vs]
     roots = [g for g in gs if g is not None]
     outs = iter(_taylor.push(tuple(roots), start, xs, series, 1))
@@ -543,7 +533,7 @@ def _fwd_rev(
         c = next(outs)[0] if g is not None else None
         shape = (k, *x.shape) if k is not None else tuple(x.shape)
         if c is None:
-            hv.append(array_module_of(x).zeros(shape, dtype=x._grad_dtype()))
+            hv.append(array_module_of(x).zeros(shape, dtype=api.grad_dtype(x)))
         else:
             hv.append(c.reshape(shape))
     return _value(y, xs), _pack(hv, multi)
@@ -596,7 +586,7 @@ def _batched_pass(
                     parts.append([r.d for r in mapped(*seeds(a, b))])
         if not parts:  # no rows (an empty output or input)
             xp = _xp(list(wrt))
-            empty = [xp.zeros((0, *x.shape), dtype=x._grad_dtype()) for x in wrt]
+            empty = [xp.zeros((0, *x.shape), dtype=api.grad_dtype(x)) for x in wrt]
             return [Variable.from_array(e) for e in empty] if create_graph else empty
         if create_graph:
             return [
@@ -618,7 +608,7 @@ def _auto_chunk(roots: Sequence[Variable]) -> int:
     counting every intermediate value of the graph once per row.
     """
     per_row = sum(r.size for r in roots)
-    for f in graph.topological_order(list(roots)):
+    for f in api.topological_order(list(roots)):
         for x in f.inputs:
             if x.parent is not None:
                 per_row += x.size
@@ -678,17 +668,17 @@ def hessian(
             [ 2., -4.]]])
 
     """
-    with _graph_mode():
+    with graph_mode():
         xs, multi = _inputs("hessian", inputs, keep=create_graph)
         _chunk("hessian", chunk_size, 1)
-        y = _call("hessian", f, xs)
-        _scalar("hessian", y)
+        y = call("hessian", f, xs)
+        check_scalar("hessian", y)
         gs = grad(y, xs, allow_unused=True)
         if _any_batched(*xs, y):  # inside hd.vmap: recorded, Variables
             vxp = array_module_of(y, *xs)
             vout = []
             for xi, g in zip(xs, gs, strict=True):
-                dtype = xi._grad_dtype()
+                dtype = api.grad_dtype(xi)
 
                 def vseeds(a: int, b: int, xi: Variable = xi, dtype: Any = dtype) -> list[Any]:
                     return [_unit_rows(vxp, xi.size, xi.shape, dtype, a, b)]
@@ -698,11 +688,11 @@ def hessian(
                     tuple(_reshape(r, xi.shape + xj.shape) for r, xj in zip(rows, xs, strict=True))
                 )
             return tuple(vout) if multi else vout[0][0]
-        _evaluate([y, *gs])
+        evaluate([y, *gs])
         xp = _xp(xs)
         out = []
         for xi, g in zip(xs, gs, strict=True):
-            dtype = xi._grad_dtype()
+            dtype = api.grad_dtype(xi)
 
             def seeds(a: int, b: int, xi: Variable = xi, dtype: Any = dtype) -> list[Any]:
                 return [_unit_rows(xp, xi.size, xi.shape, dtype, a, b)]
@@ -712,7 +702,7 @@ def hessian(
                 tuple(_reshape(r, xi.shape + xj.shape) for r, xj in zip(rows, xs, strict=True))
             )
         if create_graph and not get_auto_forward():
-            graph.forward([b for row in out for b in row])
+            api.forward([b for row in out for b in row])
     return tuple(out) if multi else out[0][0]
 
 
@@ -752,16 +742,16 @@ def jacobian(
            [0., 4.]])
 
     """
-    with _graph_mode():
+    with graph_mode():
         xs, multi = _inputs("jacobian", inputs, keep=create_graph)
         _chunk("jacobian", chunk_size, 1)
-        y = _call("jacobian", f, xs)
+        y = call("jacobian", f, xs)
         if _any_batched(*xs, y):  # inside hd.vmap: recorded, Variables
             return _jacobian_batched(xs, multi, y, chunk_size)
         xp = _xp(xs)
-        dtype = y._grad_dtype()
+        dtype = api.grad_dtype(y)
         if y.size <= sum(x.size for x in xs):
-            _evaluate([y])
+            evaluate([y])
 
             def seeds(a: int, b: int) -> list[Any]:
                 return [_unit_rows(xp, y.size, y.shape, dtype, a, b)]
@@ -771,10 +761,10 @@ def jacobian(
         else:
             u = _seed_leaf(xp, y)
             ws = grad(y, xs, grad_outputs=[u], allow_unused=True)  # J_i^T u, linear in u
-            _evaluate([y, *ws])
+            evaluate([y, *ws])
             out = []
             for x, w in zip(xs, ws, strict=True):
-                xdtype = x._grad_dtype()
+                xdtype = api.grad_dtype(x)
 
                 def cseeds(a: int, b: int, x: Variable = x, xdtype: Any = xdtype) -> list[Any]:
                     return [_unit_rows(xp, x.size, x.shape, xdtype, a, b)]
@@ -784,7 +774,7 @@ def jacobian(
                 m = array.transpose(cols, (1, 0)) if create_graph else cols.T
                 out.append(_reshape(m, y.shape + x.shape))
         if create_graph and not get_auto_forward():
-            graph.forward(out)
+            api.forward(out)
     return tuple(out) if multi else out[0]
 
 
@@ -793,7 +783,7 @@ def _jacobian_batched(
 ) -> Any:
     """:func:`jacobian` inside ``hd.vmap``: rows or columns as recorded Variables."""
     xp = array_module_of(y, *xs)
-    dtype = y._grad_dtype()
+    dtype = api.grad_dtype(y)
     if y.size <= sum(x.size for x in xs):
 
         def seeds(a: int, b: int) -> list[Any]:
@@ -806,7 +796,7 @@ def _jacobian_batched(
         ws = grad(y, xs, grad_outputs=[u], allow_unused=True)  # J_i^T u, linear in u
         out = []
         for x, w in zip(xs, ws, strict=True):
-            xdtype = x._grad_dtype()
+            xdtype = api.grad_dtype(x)
 
             def cseeds(a: int, b: int, x: Variable = x, xdtype: Any = xdtype) -> list[Any]:
                 return [_unit_rows(xp, x.size, x.shape, xdtype, a, b)]

@@ -30,10 +30,11 @@ except ImportError as e:  # pragma: no cover - exercised by a test that hides sc
         'pip install -e ".[scipy]" in the hodiff source checkout'
     ) from e
 
+from hodiff.engine import api
 from hodiff.engine.autograd import grad
 from hodiff.engine.context import array_module
 from hodiff.engine.variable import Variable
-from hodiff.transforms.derivatives import _call, _evaluate, _graph_mode, _Pullback, _scalar
+from hodiff.transforms.derivatives import Pullback, call, check_scalar, evaluate, graph_mode
 from hodiff.transforms.vectorize import refuse_batched
 
 __all__ = ["HessianOperator", "Objective", "minimize"]
@@ -66,34 +67,34 @@ class _Point:
         name: str = "Objective",
     ) -> None:
         self.x = x.copy()
-        with _graph_mode():
+        with graph_mode():
             self.leaf = Variable.from_array(self.x.reshape(shape).astype(dtype), need_grad=True)
-            self.y = _call("Objective", f, [self.leaf])
+            self.y = call("Objective", f, [self.leaf])
             refuse_batched(
                 name,
                 "f(x)",
                 self.y,
                 "f closes over a batched variable of the enclosing hd.vmap; " + _NOT_PER_EXAMPLE,
             )
-            _scalar("Objective", self.y)
-            _evaluate([self.y])
+            check_scalar("Objective", self.y)
+            evaluate([self.y])
         self.value = float(_numpy(self.y.d).reshape(()))
         self.grad: np.ndarray | None = None
-        self.hvp: _Pullback | None = None
+        self.hvp: Pullback | None = None
 
     def gradient(self) -> np.ndarray:
         if self.grad is None:  # a plain reverse pass over the graph the value came from
-            (g,) = _Pullback([self.y], [self.leaf])([None])
+            (g,) = Pullback([self.y], [self.leaf])([None])
             self.grad = _numpy(g).reshape(-1).astype(np.float64)
         return self.grad
 
     def hessp(self, p: np.ndarray) -> np.ndarray:
         if self.hvp is None:  # the gradient graph, recorded once per point
-            with _graph_mode():
+            with graph_mode():
                 (g,) = grad(self.y, self.leaf, allow_unused=True)
-                self.hvp = _Pullback([g], [self.leaf])
-                _evaluate(self.hvp.roots)
-        xp = array_module(self.leaf._data)
+                self.hvp = Pullback([g], [self.leaf])
+                evaluate(self.hvp.roots)
+        xp = array_module(api.value_of(self.leaf))
         v = xp.asarray(np.asarray(p).reshape(self.leaf.shape), dtype=self.leaf.dtype)
         (hv,) = self.hvp([v])
         return _numpy(hv).reshape(-1).astype(np.float64)
@@ -277,17 +278,17 @@ class HessianOperator(scipy.sparse.linalg.LinearOperator):
                     f"HessianOperator: params[{i}] must be a hodiff.Variable, "
                     f"got {type(p).__name__}"
                 )
-        _scalar("HessianOperator", loss)
-        with _graph_mode():
+        check_scalar("HessianOperator", loss)
+        with graph_mode():
             gs = grad(loss, ps, allow_unused=allow_unused)
-            self._pullback = _Pullback(gs, ps)
-            _evaluate(self._pullback.roots)
+            self._pullback = Pullback(gs, ps)
+            evaluate(self._pullback.roots)
         self.params = ps
         self._sizes = [p.size for p in ps]
         self._offsets = np.cumsum([0, *self._sizes])
         self.n_matvec = 0
         n = int(self._offsets[-1])
-        dtype = np.result_type(*(p._grad_dtype() for p in ps))
+        dtype = np.result_type(*(api.grad_dtype(p) for p in ps))
         super().__init__(dtype=dtype, shape=(n, n))
 
     # scipy turns its argument into an array before _matvec: a batched one is refused first
@@ -307,8 +308,8 @@ class HessianOperator(scipy.sparse.linalg.LinearOperator):
         v = np.asarray(v).reshape(-1)
         pieces = []
         for p, a, b in zip(self.params, self._offsets[:-1], self._offsets[1:], strict=True):
-            xp = array_module(p._data)
-            pieces.append(xp.asarray(v[a:b].reshape(p.shape), dtype=p._grad_dtype()))
+            xp = array_module(api.value_of(p))
+            pieces.append(xp.asarray(v[a:b].reshape(p.shape), dtype=api.grad_dtype(p)))
         hv = self._pullback(pieces)
         self.n_matvec += 1
         return np.concatenate([_numpy(h).reshape(-1) for h in hv]).astype(self.dtype, copy=False)

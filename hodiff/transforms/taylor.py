@@ -56,13 +56,12 @@ from typing import Any
 import numpy as np
 
 from hodiff import functions as F
+from hodiff.engine import api
 from hodiff.engine import batching as _batching
-from hodiff.engine import graph
 from hodiff.engine.autograd import grad as _autograd_grad
-from hodiff.engine.context import _raw, _recording, auto_forward
+from hodiff.engine.context import auto_forward
 from hodiff.engine.function import Elementwise, Function, array_module_of
 from hodiff.engine.variable import Variable
-from hodiff.engine.variable import _seq as _clock
 from hodiff.functions import activation as _activation
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions import array as _array
@@ -233,7 +232,7 @@ class JetPass:
     def val(self, v: Variable) -> Any:
         if self.record:
             return self.alias.get(v, v)
-        return v._data
+        return api.value_of(v)
 
     def run(self, nodes: Sequence[Function], keep: Sequence[Variable] | None = None) -> None:
         """Visits ``nodes`` (inputs before consumers) and fills :attr:`series`.
@@ -251,7 +250,9 @@ class JetPass:
             for v in keep:
                 uses[v] = uses.get(v, 0) + len(nodes) + 1  # never dropped
         series = self.series
-        token = None if self.record else _raw.set(True)
+        token = None if self.record else api.raw_mode()
+        if token is not None:
+            token.__enter__()
         try:
             alias = self.alias
             for f in nodes:
@@ -260,7 +261,7 @@ class JetPass:
                 ins = [series.get(x) for x in f.inputs]
                 if all(s is None for s in ins):
                     continue
-                outs = [r() for r in f._outputs]
+                outs = api.outputs_of(f)
                 result = _rule(self, f, ins, outs)
                 for o, s in zip(outs, result, strict=True):
                     if o is not None and s is not None and any(c is not None for c in s):
@@ -274,7 +275,7 @@ class JetPass:
                             self.alias.pop(x, None)
         finally:
             if token is not None:
-                _raw.reset(token)
+                token.__exit__()
 
     def _follow_alias(self, f: Function) -> None:
         """Gives ``f``'s outputs aliases when one of its inputs has one: ``f`` linked again to
@@ -291,8 +292,7 @@ class JetPass:
         made = f.relinked([x if a is None else a for x, a in zip(f.inputs, got, strict=True)])
         if made is None:
             return
-        for r, y in zip(f._outputs, made, strict=True):
-            o = r()
+        for o, y in zip(api.outputs_of(f), made, strict=True):
             if o is not None:
                 alias[o] = y
 
@@ -602,30 +602,19 @@ def _derivative_series(
     jp: JetPass, f: Function, x: Variable, y: Variable, sx: Coeffs, sy: Coeffs
 ) -> Coeffs:
     """The coefficients 1..len(sx) of ``z(t) = f'(x(t))`` (all per direction)."""
-    with _RecordingOn():
-        xv = jp.val(x) if jp.record else _leaf(x._data)
-        yv = jp.val(y) if jp.record else _leaf(y._data)
-        start = next(_clock)
+    with api.recording():
+        xv = jp.val(x) if jp.record else _leaf(api.value_of(x))
+        yv = jp.val(y) if jp.record else _leaf(api.value_of(y))
+        start = api.clock()
         z = _derivative(jp, f, xv, yv)
     if not isinstance(z, Variable):  # a constant derivative
         return [None] * len(sx)
-    nodes = graph.nodes_since([z], start)
+    nodes = api.nodes_since([z], start)
     sub = JetPass(len(sx), collapsed=False, record=jp.record)
     sub.series[xv] = sx
     sub.series[yv] = sy
     sub.run(nodes)
     return sub.series.get(z, [None] * len(sx))
-
-
-class _RecordingOn:
-    """Records a graph (not raw mode) for the duration."""
-
-    def __enter__(self) -> None:
-        self.tokens = (_raw.set(False), _recording.set(True))
-
-    def __exit__(self, *exc: Any) -> None:
-        _recording.reset(self.tokens[1])
-        _raw.reset(self.tokens[0])
 
 
 def _leaf(a: Any) -> Variable:
@@ -736,15 +725,15 @@ _EXPAND: dict[type, Callable[..., Any]] = {
 
 
 def _composite(jp: JetPass, f: Function, ins: list[Coeffs | None], outs: list[Any]) -> list[Any]:
-    with _RecordingOn():
-        xs = [jp.val(x) if jp.record else _leaf(x._data) for x in f.inputs]
-        start = next(_clock)
+    with api.recording():
+        xs = [jp.val(x) if jp.record else _leaf(api.value_of(x)) for x in f.inputs]
+        start = api.clock()
         y = _EXPAND[type(f)](f, *xs)
     sub = JetPass(jp.kk, collapsed=jp.collapsed, record=jp.record)
     for x, s in zip(xs, ins, strict=True):
         if s is not None:
             sub.series[x] = s
-    sub.run(graph.nodes_since([y], start))
+    sub.run(api.nodes_since([y], start))
     return [sub.series.get(y)]
 
 
@@ -807,13 +796,13 @@ def _curve_derivatives(
     jp: JetPass, f: Function, curves: list[Coeffs | None], kk: int
 ) -> list[list[Any]]:
     """``d^k/dt^k f(x(t))`` at ``t = 0`` for ``k = 1..K``, per output (None: zero)."""
-    with _RecordingOn():
+    with api.recording():
         dtypes = [x.dtype for x in f.inputs if x.dtype.kind == "f"]
         xp = array_module_of(*f.inputs)
         t = Variable.from_array(xp.zeros((), dtype=dtypes[0] if dtypes else np.float64), True)
         args = []
         for x, cs in zip(f.inputs, curves, strict=True):
-            x0 = jp.val(x) if jp.record else _leaf(x._data)
+            x0 = jp.val(x) if jp.record else _leaf(api.value_of(x))
             if cs is None or all(c is None for c in cs):
                 args.append(x0)
                 continue
@@ -881,8 +870,8 @@ def run_jet(
     coefficients 1..order (None where zero). ``check(y)`` runs on the output before the pass
     (a caller's validation: an error raises before any coefficient is computed).
     """
-    with _RecordingOn(), auto_forward(True):
-        start = next(_clock)
+    with api.recording(), auto_forward(True):
+        start = api.clock()
         y = f(*primals)
     for o in _as_tuple(y):
         if not isinstance(o, Variable):
@@ -909,13 +898,13 @@ def push(
     for x, s in zip(primals, series, strict=True):
         if s is not None:
             jp.series[x] = list(s)
-    jp.run(graph.nodes_since(ys, start), keep=ys)
+    jp.run(api.nodes_since(ys, start), keep=ys)
     return [jp.series.get(o) or [None] * order for o in ys]
 
 
 def clock() -> int:
     """A reading of the node clock: nodes made after it have a larger ``seq``."""
-    return next(_clock)
+    return api.clock()
 
 
 # ---------------------------------------------------------------- the public function
@@ -963,7 +952,7 @@ def jet(
         raise ValueError(
             f"jet: series must be a tuple with one list per primal ({len(primals)}), got {n}"
         )
-    with _RecordingOn():
+    with api.recording():
         xs = [_primal(p, create_graph) for p in primals]
     orders = {len(s) for s in series}
     if len(orders) != 1:
@@ -981,7 +970,7 @@ def jet(
             row.append(_coefficient(c, x, create_graph))
         coeffs.append(row)
     if kk == 0:
-        with _RecordingOn():
+        with api.recording():
             y0 = f(*xs)
         _check_output(y0)
         return (y0 if create_graph else _copy(y0.d)), []

@@ -30,29 +30,37 @@ from __future__ import annotations
 import contextvars
 import functools
 import itertools
-import weakref
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from hodiff.engine import function as _function
-from hodiff.engine.batching import loop, renew
-from hodiff.engine.context import _recording, _trusted, array_module
+from hodiff.engine import api
+from hodiff.engine.batching import loop
+from hodiff.engine.context import array_module
+from hodiff.engine.function import REGISTRY
 from hodiff.engine.variable import Variable
 from hodiff.functions import array
 
 __all__ = ["BatchedVariable", "find_batched", "refuse_batched", "refuse_inside_vmap", "vmap"]
 
 _levels = itertools.count(1)
-_ref = weakref.ref
-_new_batched = object.__new__
 _active: set[int] = set()
 _sizes: dict[int, int] = {}  # batch size of every running vmap, by level
 #: set while a primitive without inputs makes its batched draw (see _inputless)
 _drawing: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "hodiff_vmap_drawing", default=False
 )
+
+
+def inside_vmap() -> bool:
+    """Whether a mapped function runs now (inside ``hd.vmap``)."""
+    return bool(_active)
+
+
+def running(b: BatchedVariable) -> bool:
+    """Whether the ``hd.vmap`` that made ``b`` is still running."""
+    return b._level in _active
 
 
 class BatchedVariable(Variable):
@@ -71,7 +79,7 @@ class BatchedVariable(Variable):
     @property  # type: ignore[override]
     def d(self) -> Any:
         raise TypeError(
-            f"hd.vmap: a batched variable (per-example shape {self._shape}) has no per-example "
+            f"hd.vmap: a batched variable (per-example shape {self.shape}) has no per-example "
             "value inside the mapped function; compute with hodiff functions, hd.grad and the "
             "transforms (hd.hessian, hd.jacobian, hd.hvp, hd.vjp, hd.jvp return Variables there)"
         )
@@ -94,7 +102,7 @@ class BatchedVariable(Variable):
 
     def __bool__(self) -> bool:
         raise TypeError(
-            f"hd.vmap: the truth value of a batched variable (per-example shape {self._shape}, "
+            f"hd.vmap: the truth value of a batched variable (per-example shape {self.shape}, "
             f"batch {self._value.shape[0]}) is not defined inside the mapped function: Python "
             "control flow (if, while, and, or) cannot depend on the example's values there; "
             "select with F.where, or loop over the examples"
@@ -102,8 +110,8 @@ class BatchedVariable(Variable):
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
         raise TypeError(
-            f"hd.vmap: a batched variable (per-example shape {self._shape}, batch "
-            f"{self._value.shape[0]}, dtype {self._dtype}) cannot become an array inside the "
+            f"hd.vmap: a batched variable (per-example shape {self.shape}, batch "
+            f"{self._value.shape[0]}, dtype {self.dtype}) cannot become an array inside the "
             "mapped function (it has no per-example value): the numpy/scipy-based tools run "
             "outside hd.vmap, on what the vmap returns"
         )
@@ -126,34 +134,17 @@ class BatchedVariable(Variable):
 
     def __repr__(self) -> str:
         return (
-            f"BatchedVariable(shape={self._shape}, batch={self._value.shape[0]}, "
-            f"dtype={self._dtype}, level={self._level})"
+            f"BatchedVariable(shape={self.shape}, batch={self._value.shape[0]}, "
+            f"dtype={self.dtype}, level={self._level})"
         )
 
 
 def _wrap(value: Variable, level: int, need_grad: bool | None = None) -> BatchedVariable:
-    t = Variable.__new__(BatchedVariable)
-    t._data = None
-    t._grad = None
-    t._shape = tuple(value.shape[1:])
-    t._dtype = value.dtype
+    need = value.need_grad if need_grad is None else bool(need_grad)
+    t: BatchedVariable = api.new_variable(value.shape[1:], value.dtype, BatchedVariable, need)
     t._value = value
     t._level = level
-    t.need_grad = value.need_grad if need_grad is None else bool(need_grad)
-    t.parent = None
     return t
-
-
-class _Strong:
-    """A strong reference with the interface of a weakref (outputs a rule reads back)."""
-
-    __slots__ = ("v",)
-
-    def __init__(self, v: Variable) -> None:
-        self.v = v
-
-    def __call__(self) -> Variable:
-        return self.v
 
 
 def _dispatch(f: Any, inputs: list[Variable]) -> Any:
@@ -175,16 +166,16 @@ def _dispatch(f: Any, inputs: list[Variable]) -> Any:
             f"{f.name}: a batched variable is used outside the hd.vmap that made it "
             "(return it from the mapped function instead of keeping it)"
         )
-    trusted = _trusted.get()
+    trusted = api.is_trusted()
     specs = None if trusted else f.setup_impl(inputs)
     values, axes, first = _batched_values(inputs, level, mixed)
-    ref = first._data
+    ref = api.value_of(first)
     if ref is not None and type(ref) is not np.ndarray:
         _same_backend(ref, values, axes)
     outs = _run_rule(f, values, axes, trusted)
-    outputs = _per_example(f, outs, first._shape[0], level, specs)
-    if _recording.get():
-        _link(f, inputs, outputs)
+    outputs = _per_example(f, outs, first.shape[0], level, specs)
+    if api.is_recording():
+        api.link(f, inputs, outputs)
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
@@ -209,7 +200,7 @@ def _inputless(f: Any) -> BatchedVariable | None:
         value = rule(f, sizes)
     finally:
         _drawing.reset(token)
-    if not isinstance(value, Variable) or value._shape != (*sizes, *shape):
+    if not isinstance(value, Variable) or value.shape != (*sizes, *shape):
         got = getattr(value, "shape", type(value).__name__)
         raise RuntimeError(
             f"{f.name}: batch_rule_no_inputs must return one Variable of shape "
@@ -218,8 +209,8 @@ def _inputless(f: Any) -> BatchedVariable | None:
     v: Variable = value
     for lv in levels:
         v = _wrap(v, lv, need_grad=False)
-    if _recording.get():
-        _link(f, [], [v])  # type: ignore[list-item]
+    if api.is_recording():
+        api.link(f, [], [v])  # type: ignore[list-item]
     return v  # type: ignore[return-value]
 
 
@@ -268,11 +259,8 @@ def _run_rule(f: Any, values: list[Any], axes: list[int | None], trusted: bool) 
     if trusted:
         result = rule(f, values, axes)
     else:
-        token = _trusted.set(True)
-        try:
+        with api.trusted():
             result = rule(f, values, axes)
-        finally:
-            _trusted.reset(token)
     if type(result) is tuple:
         return result
     return tuple(result) if isinstance(result, list) else (result,)
@@ -285,50 +273,22 @@ def _per_example(
     outputs = []
     ok = len(outs) == f.n_outputs
     for k, o in enumerate(outs):
-        if not ok or not isinstance(o, Variable) or not o._shape or o._shape[0] != size:
+        if not ok or not isinstance(o, Variable) or not o.shape or o.shape[0] != size:
             got = [getattr(o, "shape", type(o).__name__) for o in outs]
             raise RuntimeError(
                 f"{f.name}: batch_rule must return {f.n_outputs} Variable(s) with the batch "
                 f"axis (size {size}) first, got {got}"
             )
-        if specs is not None and o._shape[1:] != tuple(specs[k][0]):
+        if specs is not None and o.shape[1:] != tuple(specs[k][0]):
             raise RuntimeError(
-                f"{f.name}: batch_rule gave output {k} of shape {o._shape}, expected the "
+                f"{f.name}: batch_rule gave output {k} of shape {o.shape}, expected the "
                 f"batch ({size}) then the per-example shape {tuple(specs[k][0])}"
             )
-        t = _new_batched(BatchedVariable)
-        t._data = t._grad = None
-        t._shape = o._shape[1:]
-        t._dtype = o._dtype
+        t: BatchedVariable = api.new_variable(o.shape[1:], o.dtype, BatchedVariable)
         t._value = o
         t._level = level
-        t.need_grad = False
-        t.parent = None
         outputs.append(t)
     return outputs
-
-
-def _link(f: Any, inputs: list[Variable], outputs: list[BatchedVariable]) -> None:
-    """Links the per-example node, as ``Function.__call__`` links one."""
-    need = False
-    if f.differentiable:
-        for x in inputs:
-            if x.need_grad:
-                need = True
-                break
-    node = f if "seq" not in f.__dict__ else renew(f)
-    node.inputs = inputs
-    node.seq = next(_function._seq)
-    keep = f.need_outputs and len(outputs) > 1
-    refs: list[Any] = []
-    for v in outputs:
-        v.need_grad = need
-        v.parent = node
-        refs.append(_Strong(v) if keep else _ref(v))
-    node._outputs = refs
-    node._ydata = [None] * len(outputs) if f.need_outputs else None
-    if len(outputs) > 1:
-        node._out_meta = [(v._shape, v._dtype) for v in outputs]
 
 
 def _same_backend(ref: Any, values: list[Any], axes: list[int | None]) -> None:
@@ -344,12 +304,12 @@ def _same_backend(ref: Any, values: list[Any], axes: list[int | None]) -> None:
             and type(v) is Variable
             and v.parent is None
             and not v.need_grad
-            and type(v._data) is np.ndarray
+            and type(api.value_of(v)) is np.ndarray
         ):
-            values[i] = Variable.from_array(xp.asarray(v._data))
+            values[i] = Variable.from_array(xp.asarray(api.value_of(v)))
 
 
-_function._BATCH_HOOK = _dispatch
+api.set_batch_hook(_dispatch)
 
 
 # ---------------------------------------------------------------- vmap
@@ -573,4 +533,4 @@ def refuse_inside_vmap(name: str, why: str) -> None:
 
 def fallback_primitives() -> list[str]:
     """Names of the registered primitives whose ``batch_rule`` is the generic :func:`loop`."""
-    return sorted(c.__name__ for c in _function.REGISTRY if getattr(c, "batch_rule", None) is loop)
+    return sorted(c.__name__ for c in REGISTRY if getattr(c, "batch_rule", None) is loop)

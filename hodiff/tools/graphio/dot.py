@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from hodiff.engine import api
 from hodiff.engine.function import Function
 from hodiff.engine.variable import Variable
 from hodiff.tools.graphio.walk import as_list, graph_nodes, parameter_names, static_arguments
@@ -149,8 +150,7 @@ def to_dot(
         )
         edges.extend(f"  {x} -> {fid};" for x in ins)
         many = f.n_outputs > 1
-        for j, ref in enumerate(f._outputs):
-            y = ref()
+        for j, y in enumerate(api.outputs_of(f)):
             if y is None:
                 continue
             label = f" [label={j}]" if many else ""

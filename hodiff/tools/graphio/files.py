@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from hodiff.engine import api
 from hodiff.engine.context import get_default_context
 from hodiff.engine.function import Function
 from hodiff.engine.variable import Variable
@@ -118,7 +119,7 @@ def save_graph(
                     k += 1
                 name = f"{stem}{k}"
             taken.add(name)
-            data = v._data
+            data = api.value_of(v)
             if data is None:
                 data = np.zeros(v.shape, v.dtype)
             elif hasattr(data, "__cuda_array_interface__"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from hodiff.engine import api
 from hodiff.engine.function import Function
 from hodiff.engine.variable import Variable
 from hodiff.training.parameter import get_parameters
@@ -40,9 +41,9 @@ def graph_nodes(outputs: Sequence[Variable], stop: Iterable[Variable] = ()) -> l
 
 
 def output_index(node: Function, v: Variable) -> int:
-    for j, ref in enumerate(node._outputs):
-        if ref() is v:
-            return j
+    j = api.output_index(node, v)
+    if j is not None:
+        return j
     raise RuntimeError(f"{node.name}: a Variable whose parent does not list it as an output")
 
 
