@@ -63,6 +63,7 @@ class Sigmoid(Function):
     need_inputs = False
     need_outputs = True
     batch_rule = _batching.elementwise
+    taylor = "elementwise"
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         x = inputs[0]
@@ -78,6 +79,9 @@ class Sigmoid(Function):
         # d sigmoid(x) = y (1 - y) dx, as one fused node
         if prop_down[0]:
             inputs[0].store(_gm.sigmoid_backward(outputs[0].grad, outputs[0].data), accum[0])
+
+    def dydx(self, x: Any, y: Any) -> Any:
+        return y * (1.0 - y)  # d sigmoid(x) = y (1 - y) dx, as the fused backward
 
 
 def _sigmoid(xp: Any, x: Any) -> Any:
@@ -182,6 +186,9 @@ class Softplus(Elementwise):
         if prop_down[0]:
             gx = _gm.softplus_backward(outputs[0].grad, inputs[0].data, beta=self.beta)
             inputs[0].store(gx, accum[0])
+
+    def dydx(self, x: Any, y: Any) -> Any:
+        return sigmoid(x * self.beta)  # d softplus(x) = sigmoid(beta x) dx, as the fused backward
 
 
 class ReLU(Elementwise):
