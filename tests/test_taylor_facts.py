@@ -198,3 +198,15 @@ def test_a_jet_through_write_back_leaves_its_target_alone() -> None:
     _, (y1,) = hd.jet(lambda u: write_back(u * 2.0, target), (x,), ([v],))
     np.testing.assert_array_equal(y1, 2 * v)
     np.testing.assert_array_equal(target.d, 2 * x)  # the value, not a coefficient
+
+
+def test_the_pad_benchmark_runs_and_its_laplacians_agree(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from bench import taylor_rules
+
+    results = taylor_rules.main(["--dims", "4", "--repeats", "1", "--min-time", "0.001"])
+    assert set(results) == {4}
+    assert results[4]["pad"] > 0
+    assert results[4]["concatenate"] > 0
+    assert "pad/concatenate" in capsys.readouterr().out

@@ -16,17 +16,24 @@ functions, so:
 - with ``create_graph=True`` they run on Variables and record a graph connected to
   everything ``f`` uses (its parameters too), differentiable again at any order.
 
-Most primitives need no code of their own (see :data:`LINEAR`, :data:`MULTILINEAR`,
-:func:`_elementwise`): a linear function applies to each coefficient (through its
-``batch_rule``, the rule that makes it carry a leading axis for ``hd.vmap``); a
-multilinear one follows Leibniz' rule; a unary elementwise one follows from its
-derivative ``z = f'(x)`` (the ``dydx`` hook), itself a graph of primitives whose jet is
-computed the same way: ``y' = z x'`` gives ``y_k = sum_j C(k-1, j) z_j x_{k-j}``. Any
-other primitive takes :func:`_generic`: nested first derivatives in ``t`` of the
-primitive along its input curves (each a transposed vjp), exact and differentiable, only
-slower; :func:`rule_kinds` says which rule each primitive takes.
+Each primitive declares the kind of its rule in its class body (``taylor = ...``, beside
+``batch_rule``; :attr:`hodiff.engine.function.Function.taylor`), and the kinds are
+implemented here, once: a ``"linear"`` primitive applies to each coefficient (its linear
+part, :meth:`Function.linear_part`, through its ``batch_rule``, the rule that makes it
+carry a leading axis for ``hd.vmap``), in the inputs ``linear_in``; a ``"multilinear"``
+one follows Leibniz' rule in its ``linear_in`` inputs (plus a bias); an ``"elementwise"``
+one follows from its derivative ``z = f'(x)`` (its ``dydx``, the fact its backward reads
+too), itself a graph of primitives whose jet is computed the same way: ``y' = z x'``
+gives ``y_k = sum_j C(k-1, j) z_j x_{k-j}``; a ``"composite"`` one is the jet of its
+``composition``, a short expression in other primitives; a ``"constant"`` one (and any
+non-differentiable one) has no coefficient. A primitive that declares nothing takes
+:func:`_generic`: nested first derivatives in ``t`` of the primitive along its input
+curves (each a transposed vjp), exact and differentiable, only slower; :func:`rule_kinds`
+says which rule each primitive takes, and tests/test_taylor_facts.py pins the list of
+those on the generic one. A rule module never imports this one: the class says what it
+is, the transform asks.
 
-A node class may also bring its *own* rule (kind ``"own"``): a method
+A class may also bring its *own* rule (kind ``"own"``; ``div2``, ``max``): a method
 ``jet_rule(self, jp, ins, outs)`` (``jp`` the :class:`JetPass`, ``ins`` per input its
 coefficients or None, ``outs`` the output Variables, None where dead) returning per output
 its coefficients 1..K (None where zero), computed in the pass's mode (raw arrays, or
