@@ -321,6 +321,8 @@ class Function:
     #: the inputs a linear (multilinear) rule maps, None: all; a linear primitive's output does
     #: not move with the others (indices, masks), a multilinear one adds them (a bias)
     linear_in: ClassVar[tuple[int, ...] | None] = None
+    #: an "elementwise" rule whose ``dydx`` is locally constant (a mask): ``y_k = dydx x_k``
+    piecewise_linear: ClassVar[bool] = False
 
     def linear_part(self) -> Function:
         """``L`` of an affine ``y = L x + b`` (itself when linear): the linear rule's map."""

@@ -193,6 +193,7 @@ class Softplus(Elementwise):
 
 class ReLU(Elementwise):
     batch_rule = _batching.elementwise
+    piecewise_linear = True  # Taylor mode: y_k = [x > 0] x_k
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = array_module(inputs[0]).maximum(inputs[0], 0.0)

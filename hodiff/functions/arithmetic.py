@@ -386,6 +386,7 @@ class _ExtremumScalar(_Scalar, register=False):
     """
 
     taylor = "elementwise"
+    piecewise_linear = True
 
     def dydx(self, x: Any, y: Any) -> Any:
         """``dy/dx``: 1 where ``x`` is selected (at the tie too), 0 elsewhere."""
@@ -416,6 +417,7 @@ class MaximumScalar(_ExtremumScalar):
 class Abs(Function):
     batch_rule = _batching.elementwise
     taylor = "elementwise"
+    piecewise_linear = True
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = array_module(inputs[0]).abs(inputs[0])

@@ -453,6 +453,9 @@ def _elementwise(jp: JetPass, f: Function, sx: Coeffs | None, y: Variable) -> Co
     """
     assert sx is not None
     x = f.inputs[0]
+    if f.piecewise_linear:  # a locally constant dydx: y_k = dydx(x0) x_k
+        m = _derivative(jp, f, jp.val(x), jp.val(y))
+        return [None if c is None else c * m for c in sx]
     kk = jp.kk
     z0 = _derivative(jp, f, jp.val(x), jp.val(y))
     ds: list[Any] = [z0]  # f^(1), f^(2), ...
