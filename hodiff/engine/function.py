@@ -312,6 +312,22 @@ class Function:
     _fast_forward: ClassVar[Any] = None
     _fast_val: ClassVar[bool] = False
 
+    #: the kind of its Taylor rule (:mod:`hodiff.transforms.taylor`, docs/custom_functions.md):
+    #: ``"linear"`` (``y_k = f(x_k)`` through ``batch_rule``), ``"multilinear"`` (Leibniz),
+    #: ``"elementwise"`` (Faa di Bruno through ``dydx``), ``"composite"`` (the jet of its
+    #: ``composition``), ``"constant"``; a ``jet_rule`` method is a rule of its own. ``""``
+    #: declares none: the generic rule (nested vjps, slow), which ``rule_kinds`` reports
+    taylor: ClassVar[str] = ""
+    #: the inputs a linear (multilinear) rule maps, None: all; a linear primitive's output does
+    #: not move with the others (indices, masks), a multilinear one adds them (a bias)
+    linear_in: ClassVar[tuple[int, ...] | None] = None
+    #: an "elementwise" rule whose ``dydx`` is locally constant (a mask): ``y_k = dydx x_k``
+    piecewise_linear: ClassVar[bool] = False
+
+    def linear_part(self) -> Function:
+        """``L`` of an affine ``y = L x + b`` (itself when linear): the linear rule's map."""
+        return self
+
     def __init_subclass__(cls, register: bool = True, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "forward_impl" in cls.__dict__ and "_fast_forward" not in cls.__dict__:
@@ -696,6 +712,7 @@ class Elementwise(Function, register=False):
     ufunc: ClassVar[str] = ""
     _np_ufunc: ClassVar[Any] = None  # numpy's function named by ufunc (set per subclass)
     batch_rule = _batching.elementwise  # hd.vmap: broadcasting carries the batch axis
+    taylor = "elementwise"  # Taylor mode: Faa di Bruno through dydx
     # reset_shape: an elementwise rule fits inputs of any shape and rank (the default of a
     # subclass made later, a user's; hodiff.functions sets its own from SHAPE_BOUND)
     shape_generic = True

@@ -79,6 +79,8 @@ def resize(xp: Any, x: Any, axes: Ints, mats: Sequence[np.ndarray]) -> Any:
 
 class InterpolateBase(Function, register=False):
     need_inputs = False
+    taylor = "linear"
+    linear_in = (0,)
 
     def __init__(
         self,

@@ -63,6 +63,7 @@ class Sigmoid(Function):
     need_inputs = False
     need_outputs = True
     batch_rule = _batching.elementwise
+    taylor = "elementwise"
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         x = inputs[0]
@@ -78,6 +79,9 @@ class Sigmoid(Function):
         # d sigmoid(x) = y (1 - y) dx, as one fused node
         if prop_down[0]:
             inputs[0].store(_gm.sigmoid_backward(outputs[0].grad, outputs[0].data), accum[0])
+
+    def dydx(self, x: Any, y: Any) -> Any:
+        return y * (1.0 - y)  # d sigmoid(x) = y (1 - y) dx, as the fused backward
 
 
 def _sigmoid(xp: Any, x: Any) -> Any:
@@ -183,9 +187,13 @@ class Softplus(Elementwise):
             gx = _gm.softplus_backward(outputs[0].grad, inputs[0].data, beta=self.beta)
             inputs[0].store(gx, accum[0])
 
+    def dydx(self, x: Any, y: Any) -> Any:
+        return sigmoid(x * self.beta)  # d softplus(x) = sigmoid(beta x) dx, as the fused backward
+
 
 class ReLU(Elementwise):
     batch_rule = _batching.elementwise
+    piecewise_linear = True  # Taylor mode: y_k = [x > 0] x_k
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = array_module(inputs[0]).maximum(inputs[0], 0.0)
@@ -226,7 +234,8 @@ def softplus(x: Any, beta: float = 1.0) -> Variable:
 
 
 def relu(x: Any) -> Variable:
-    """Rectified linear unit ``y = max(0, x)`` elementwise; the gradient is ``[x > 0]``.
+    """Rectified linear unit ``y = max(0, x)`` elementwise; the derivative is ``[x > 0]``
+    (0 at the kink, in every mode: its ``dydx``).
 
     >>> import numpy as np, hodiff.functions as F
     >>> F.relu(np.array([-1.0, 2.0])).d
@@ -247,8 +256,9 @@ def _neg(x: Any) -> Any:
 
 
 def _min0(x: Any) -> Any:
-    """``min(x, 0)``, whose gradient ``[x <= 0]`` gives the point ``x = 0`` to the negative
-    branch, as NNabla does (so ``elu`` with ``alpha = 1`` has its true gradient 1 there).
+    """``min(x, 0)``, whose derivative ``[x <= 0]`` gives the point ``x = 0`` to the negative
+    branch, as NNabla does (so ``elu`` with ``alpha = 1`` has its true derivative 1 there),
+    in reverse and forward mode alike.
     """
     return _arithmetic.minimum_scalar(x, 0.0)
 
@@ -259,7 +269,8 @@ def _shaped(x: Any) -> Any:
 
 
 def leaky_relu(x: Any, alpha: float = 0.1) -> Variable:
-    """``y = max(0, x) + alpha * min(0, x)`` elementwise.
+    """``y = max(0, x) + alpha * min(0, x)`` elementwise; the derivative at the kink 0 is
+    ``alpha`` (the negative branch's), in every mode.
 
     >>> import numpy as np, hodiff.functions as F
     >>> F.leaky_relu(np.array([-2.0, 3.0])).d
@@ -272,6 +283,9 @@ def leaky_relu(x: Any, alpha: float = 0.1) -> Variable:
 def elu(x: Any, alpha: float = 1.0) -> Variable:
     """Exponential linear unit: ``y = x`` for ``x > 0``, ``alpha * (exp(x) - 1)`` otherwise.
 
+    At 0 the derivative is ``alpha`` (the negative branch's; the true one, 1, for
+    ``alpha = 1``), in every mode.
+
     >>> import numpy as np, hodiff.functions as F
     >>> F.elu(np.array([-1.0, 2.0])).d
     array([-0.63212056,  2.        ])
@@ -282,7 +296,8 @@ def elu(x: Any, alpha: float = 1.0) -> Variable:
 
 
 def selu(x: Any, scale: float = 1.05070098735548, alpha: float = 1.673263242354377) -> Variable:
-    """Scaled ELU (Klambauer et al., 2017): ``y = scale * elu(x, alpha)``.
+    """Scaled ELU (Klambauer et al., 2017): ``y = scale * elu(x, alpha)``; at 0 the
+    derivative is ``scale * alpha`` (the negative branch's, as :func:`elu`), in every mode.
 
     Args:
         x: input of any shape.
@@ -295,7 +310,8 @@ def selu(x: Any, scale: float = 1.05070098735548, alpha: float = 1.6732632423543
 
 
 def celu(x: Any, alpha: float = 1.0, axis: int = 1) -> Variable:
-    """Concatenated ELU: ``elu(x, alpha)`` and ``elu(-x, alpha)`` joined along ``axis``.
+    """Concatenated ELU: ``elu(x, alpha)`` and ``elu(-x, alpha)`` joined along ``axis``
+    (each half with :func:`elu`'s derivative at 0).
 
     Args:
         x: input with at least one axis.
@@ -365,7 +381,7 @@ def swish(x: Any) -> Variable:
 
 
 def relu6(x: Any) -> Variable:
-    """``y = min(max(0, x), 6)`` elementwise.
+    """``y = min(max(0, x), 6)`` elementwise; the derivative is 0 at 0 and 1 at 6 (every mode).
 
     >>> import numpy as np, hodiff.functions as F
     >>> F.relu6(np.array([-1.0, 3.0, 7.0])).d
@@ -377,6 +393,8 @@ def relu6(x: Any) -> Variable:
 def hard_sigmoid(x: Any) -> Variable:
     """Piecewise-linear sigmoid ``y = clip(0.2 x + 0.5, 0, 1)``: 0 below -2.5, 1 above 2.5.
 
+    The derivative is 0 at -2.5 (``relu``'s at 0) and 0.2 at 2.5, in every mode.
+
     >>> import numpy as np, hodiff.functions as F
     >>> F.hard_sigmoid(np.array([-3.0, 0.0, 1.0, 3.0])).d
     array([0. , 0.5, 0.7, 1. ])
@@ -385,7 +403,8 @@ def hard_sigmoid(x: Any) -> Variable:
 
 
 def hard_tanh(x: Any) -> Variable:
-    """``y = clip(x, -1, 1)`` elementwise.
+    """``y = clip(x, -1, 1)`` elementwise; the derivative is 1 on ``[-1, 1]``, bounds included
+    (every mode).
 
     >>> import numpy as np, hodiff.functions as F
     >>> F.hard_tanh(np.array([-3.0, 0.5, 3.0])).d
@@ -405,7 +424,8 @@ def log_sigmoid(x: Any) -> Variable:
 
 
 def prelu(x: Any, w: Any, base_axis: int = 1) -> Variable:
-    """Parametric ReLU: ``y = max(0, x) + w * min(0, x)`` with a learned slope ``w``.
+    """Parametric ReLU: ``y = max(0, x) + w * min(0, x)`` with a learned slope ``w``; the
+    derivative in ``x`` at 0 is ``w`` (the negative branch's), in every mode.
 
     Args:
         x: input of any shape.

@@ -107,6 +107,7 @@ class _Scalar(Function, register=False):
 
 class Add2(_Binary):
     need_inputs = False
+    taylor = "linear"
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = inputs[0] + inputs[1]
@@ -121,6 +122,7 @@ class Add2(_Binary):
 
 class Sub2(_Binary):
     need_inputs = False
+    taylor = "linear"
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = inputs[0] - inputs[1]
@@ -135,6 +137,8 @@ class Sub2(_Binary):
 
 
 class Mul2(_Binary):
+    taylor = "multilinear"
+
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = inputs[0] * inputs[1]
 
@@ -161,6 +165,39 @@ class Div2(_Binary):
             inputs[0].store(gx0, accum[0])
         if prop_down[1]:
             inputs[1].store(-gx0 * x0 / x1, accum[1])
+
+    def jet_rule(self, jp: Any, ins: list[Any], outs: list[Any]) -> list[Any]:
+        """From ``y b = a``: ``y_k = (a_k - sum_{j<k} C(k, j) y_j b_{k-j}) / b0``."""
+        ndim = len(self.output_shape(0))
+        sa, sb = ([_align(c, ndim) for c in s] if s is not None else None for s in ins)
+        b0 = jp.val(self.inputs[1])
+        y0 = jp.val(outs[0])
+        ys: list[Any] = []
+        for k in range(1, jp.kk + 1):
+            per_dir: list[Any] = []
+            with_top: list[Any] = []
+            if sa is not None and sa[k - 1] is not None:
+                with_top.append(sa[k - 1])
+            if sb is not None:
+                for j in range(k):
+                    cb = sb[k - j - 1]
+                    cy = y0 if j == 0 else ys[j - 1]
+                    if cb is None or cy is None:
+                        continue
+                    t = -(cy * cb) * float(math.comb(k, j))
+                    (with_top if j == 0 else per_dir).append(t)
+            c = jp.combine(k, per_dir, with_top)
+            ys.append(None if c is None else c / b0)
+        return [ys]
+
+
+def _align(c: Any, ndim: int) -> Any:
+    """A Taylor coefficient ``(R, *shape)`` with axes of 1 after ``R`` up to ``ndim``
+    per-direction dimensions (broadcasting aligns the trailing axes: ``R`` stays first).
+    """
+    if c is None or c.ndim - 1 >= ndim:
+        return c
+    return _array.reshape(c, (c.shape[0], *(1,) * (ndim - c.ndim + 1), *c.shape[1:]))
 
 
 class Pow2(_Binary):
@@ -198,9 +235,13 @@ class AddScalar(_Scalar):
         if prop_down[0]:
             inputs[0].store(outputs[0].grad, accum[0])
 
+    def jet_rule(self, jp: Any, ins: list[Any], outs: list[Any]) -> list[Any]:
+        return [list(ins[0])]  # (x + c)_k = x_k
+
 
 class MulScalar(_Scalar):
     need_inputs = False
+    taylor = "linear"
     _fast_forward = np.multiply  # x * val, inline
     _fast_val = True
 
@@ -214,6 +255,8 @@ class MulScalar(_Scalar):
 
 
 class PowScalar(_Scalar):
+    taylor = "elementwise"
+
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         x = inputs[0]
         if self.val == 2.0:
@@ -223,18 +266,19 @@ class PowScalar(_Scalar):
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # d(x^c) = c x^(c-1) dx
-        if not prop_down[0]:
-            return
-        gy, x, c = outputs[0].grad, inputs[0].data, self.val
-        if c == 0.0:  # x^0 = 1 everywhere (0^0 = 1 too): the derivative is 0, not 0 * 0^-1
-            gx = gy * 0.0
-        elif c == 1.0:
-            gx = gy
-        elif c == 2.0:
-            gx = gy * (2.0 * x)
-        else:
-            gx = gy * pow_scalar(x, c - 1.0) * c
-        inputs[0].store(gx, accum[0])
+        if prop_down[0]:
+            gy = outputs[0].grad
+            gx = gy if self.val == 1.0 else gy * self.dydx(inputs[0].data, None)
+            inputs[0].store(gx, accum[0])
+
+    def dydx(self, x: Any, y: Any) -> Any:
+        """``c x^(c-1)``; 0 for ``c = 0`` (``x^0 = 1`` everywhere, ``0^0`` too)."""
+        c = self.val
+        if c == 0.0 or c == 1.0:
+            return c
+        if c == 2.0:
+            return x * 2.0
+        return pow_scalar(x, c - 1.0) * c
 
 
 class RSubScalar(_Scalar):
@@ -248,8 +292,13 @@ class RSubScalar(_Scalar):
         if prop_down[0]:
             inputs[0].store(-outputs[0].grad, accum[0])
 
+    def jet_rule(self, jp: Any, ins: list[Any], outs: list[Any]) -> list[Any]:
+        return [[None if c is None else -c for c in ins[0]]]  # (c - x)_k = -x_k
+
 
 class RDivScalar(_Scalar):
+    taylor = "elementwise"
+
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = self.val / inputs[0]
 
@@ -259,81 +308,116 @@ class RDivScalar(_Scalar):
             x = inputs[0].data
             inputs[0].store(outputs[0].grad * (-self.val) / (x * x), accum[0])
 
+    def dydx(self, x: Any, y: Any) -> Any:
+        return -y / x  # d(c / x) = -(c / x) / x dx
+
 
 class RPowScalar(_Scalar):
     need_inputs = False
     need_outputs = True
+    taylor = "elementwise"
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = array_module(inputs[0]).power(self.val, inputs[0])
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
-        # d(c^x) = c^x log(c) dx; for c = 0, 0^x is constant (0 for x > 0): the derivative is 0
+        # d(c^x) = c^x log(c) dx
         if prop_down[0]:
-            c = self.val
-            if c == 0.0:
-                inputs[0].store(outputs[0].grad * 0.0, accum[0])
-                return
-            log_c = math.log(c) if c > 0.0 else math.nan  # numpy's log of a negative number
-            inputs[0].store(outputs[0].grad * outputs[0].data * log_c, accum[0])
+            inputs[0].store(outputs[0].grad * self.dydx(None, outputs[0].data), accum[0])
+
+    def dydx(self, x: Any, y: Any) -> Any:
+        """``c^x log(c)``; 0 for ``c = 0`` (``0^x`` is constant, 0 for ``x > 0``), NaN for
+        ``c < 0`` (numpy's log of a negative number).
+        """
+        c = self.val
+        if c == 0.0:
+            return y * 0.0
+        return y * (math.log(c) if c > 0.0 else math.nan)
 
 
 def _abs(x: Any) -> Any:
     return Abs()(x)
 
 
-class Minimum2(_Binary):
+class _Extremum2(_Binary, register=False):
+    """``min``/``max`` of two inputs; piecewise linear, with the partial derivatives of
+    :meth:`partials` (locally constant masks): reverse mode and Taylor mode both read them.
+    """
+
+    taylor = "composite"
+
+    def partials(self, x0: Any, x1: Any) -> tuple[Any, Any]:
+        """``(dy/dx0, dy/dx1)``: 1 where that input is selected; a tie selects ``x0``."""
+        raise NotImplementedError
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # the selected input gets gy
+        gy = outputs[0].grad
+        m0, m1 = self.partials(inputs[0].data, inputs[1].data)
+        if prop_down[0]:
+            inputs[0].store(gy * m0, accum[0])
+        if prop_down[1]:
+            inputs[1].store(gy * m1, accum[1])
+
+    def composition(self, x0: Any, x1: Any) -> Any:
+        m0, m1 = self.partials(x0, x1)  # constant near the point: y_k = m0 x0_k + m1 x1_k
+        return x0 * m0 + x1 * m1
+
+
+class Minimum2(_Extremum2):
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = array_module(inputs[0]).minimum(inputs[0], inputs[1])
 
-    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
-        # the smaller input gets gy (ties go to x0)
-        gy = outputs[0].grad
-        x0, x1 = inputs[0].data, inputs[1].data
-        if prop_down[0]:
-            inputs[0].store(gy * _array.less_equal(x0, x1), accum[0])
-        if prop_down[1]:
-            inputs[1].store(gy * _array.greater(x0, x1), accum[1])
+    def partials(self, x0: Any, x1: Any) -> tuple[Any, Any]:
+        return _array.less_equal(x0, x1), _array.greater(x0, x1)  # ties go to x0
 
 
-class Maximum2(_Binary):
+class Maximum2(_Extremum2):
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = array_module(inputs[0]).maximum(inputs[0], inputs[1])
 
+    def partials(self, x0: Any, x1: Any) -> tuple[Any, Any]:
+        return _array.greater_equal(x0, x1), _array.less(x0, x1)  # ties go to x0
+
+
+class _ExtremumScalar(_Scalar, register=False):
+    """``min``/``max`` of ``x`` and a scalar: ``dydx`` (a mask, 1 at the tie ``x = c``) gives
+    the backward and the Taylor rule (``y_k = dydx(x0) x_k``).
+    """
+
+    taylor = "elementwise"
+    piecewise_linear = True
+
+    def dydx(self, x: Any, y: Any) -> Any:
+        """``dy/dx``: 1 where ``x`` is selected (at the tie too), 0 elsewhere."""
+        raise NotImplementedError
+
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
-        # the larger input gets gy (ties go to x0)
-        gy = outputs[0].grad
-        x0, x1 = inputs[0].data, inputs[1].data
+        # gy where x is selected
         if prop_down[0]:
-            inputs[0].store(gy * _array.greater_equal(x0, x1), accum[0])
-        if prop_down[1]:
-            inputs[1].store(gy * _array.less(x0, x1), accum[1])
+            inputs[0].store(outputs[0].grad * self.dydx(inputs[0].data, None), accum[0])
 
 
-class MinimumScalar(_Scalar):
+class MinimumScalar(_ExtremumScalar):
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = array_module(inputs[0]).minimum(inputs[0], self.val)
 
-    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
-        # gy where x <= c
-        if prop_down[0]:
-            keep = _array.less_equal(inputs[0].data, self.val)
-            inputs[0].store(outputs[0].grad * keep, accum[0])
+    def dydx(self, x: Any, y: Any) -> Any:
+        return _array.less_equal(x, self.val)  # [x <= c]: 1 at the kink
 
 
-class MaximumScalar(_Scalar):
+class MaximumScalar(_ExtremumScalar):
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = array_module(inputs[0]).maximum(inputs[0], self.val)
 
-    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
-        # gy where x >= c
-        if prop_down[0]:
-            keep = _array.greater_equal(inputs[0].data, self.val)
-            inputs[0].store(outputs[0].grad * keep, accum[0])
+    def dydx(self, x: Any, y: Any) -> Any:
+        return _array.greater_equal(x, self.val)  # [x >= c]: 1 at the kink
 
 
 class Abs(Function):
     batch_rule = _batching.elementwise
+    taylor = "elementwise"
+    piecewise_linear = True
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = array_module(inputs[0]).abs(inputs[0])
@@ -341,7 +425,10 @@ class Abs(Function):
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # d|x| = sign(x) dx
         if prop_down[0]:
-            inputs[0].store(outputs[0].grad * Sign()(inputs[0].data), accum[0])  # 0 at 0
+            inputs[0].store(outputs[0].grad * self.dydx(inputs[0].data, None), accum[0])
+
+    def dydx(self, x: Any, y: Any) -> Any:
+        return Sign()(x)  # sign(x), 0 at the kink x = 0
 
 
 class Sign(Function):
@@ -366,6 +453,7 @@ class Sign(Function):
 
 class Identity(Function):
     need_inputs = False
+    taylor = "linear"
     batch_rule = _batching.elementwise
 
     def setup_impl(self, inputs: Sequence[Variable]) -> list[tuple[tuple[int, ...], Any]]:
@@ -447,27 +535,35 @@ def r_pow_scalar(x: Any, val: float = 1.0) -> Variable:
 
 
 def minimum2(x0: Any, x1: Any) -> Variable:
-    """Elementwise minimum with broadcasting; the gradient goes to the smaller input (ties: x0)."""
+    """Elementwise minimum with broadcasting; the derivative goes to the smaller input, at a
+    tie to ``x0`` (in reverse mode, ``hd.jvp`` and Taylor mode alike).
+    """
     return Minimum2()(x0, x1)
 
 
 def maximum2(x0: Any, x1: Any) -> Variable:
-    """Elementwise maximum with broadcasting; the gradient goes to the larger input (ties: x0)."""
+    """Elementwise maximum with broadcasting; the derivative goes to the larger input, at a
+    tie to ``x0`` (in reverse mode, ``hd.jvp`` and Taylor mode alike).
+    """
     return Maximum2()(x0, x1)
 
 
 def minimum_scalar(x: Any, val: float = 1.0) -> Variable:
-    """``y = min(x, val)`` elementwise, same shape as ``x``; the gradient flows where x <= val."""
+    """``y = min(x, val)`` elementwise, same shape as ``x``; the derivative is ``[x <= val]``
+    (1 at the kink ``x = val``, in every mode).
+    """
     return MinimumScalar(val=val)(x)
 
 
 def maximum_scalar(x: Any, val: float = 1.0) -> Variable:
-    """``y = max(x, val)`` elementwise, same shape as ``x``; the gradient flows where x >= val."""
+    """``y = max(x, val)`` elementwise, same shape as ``x``; the derivative is ``[x >= val]``
+    (1 at the kink ``x = val``, in every mode).
+    """
     return MaximumScalar(val=val)(x)
 
 
 def abs(x: Any) -> Variable:
-    """``y = |x|``; the gradient is ``sign(x)`` (0 at 0)."""
+    """``y = |x|``; the derivative is ``sign(x)``, 0 at the kink ``x = 0`` (in every mode)."""
     return Abs()(x)
 
 

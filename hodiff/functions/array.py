@@ -109,6 +109,7 @@ def _merged_target(
 
 class Reshape(Function):
     need_inputs = False
+    taylor = "linear"
 
     def __init__(self, *, shape: Sequence[int]) -> None:
         self.shape = tuple(int(s) for s in shape)
@@ -175,6 +176,7 @@ class Reshape(Function):
 
 class Broadcast(Function):
     need_inputs = False
+    taylor = "linear"
 
     def __init__(self, *, shape: Sequence[int]) -> None:
         self.shape = tuple(int(s) for s in shape)
@@ -208,6 +210,8 @@ class BroadcastLike(Function):
     """
 
     need_inputs = False
+    taylor = "linear"
+    linear_in = (0,)
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         x, like = inputs
@@ -236,6 +240,7 @@ class BroadcastLike(Function):
 
 class Flip(Function):
     need_inputs = False
+    taylor = "linear"
 
     def __init__(self, *, axes: Sequence[int]) -> None:
         self.axes = tuple(axes)
@@ -277,6 +282,7 @@ def _batch_join(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) ->
 class Concatenate(Function):
     need_inputs = False
     batch_rule = _batch_join
+    taylor = "linear"
 
     def __init__(self, *, axis: int | None) -> None:
         self.axis = axis
@@ -327,6 +333,7 @@ class Concatenate(Function):
 class Stack(Function):
     need_inputs = False
     batch_rule = _batch_join
+    taylor = "linear"
 
     def __init__(self, *, axis: int) -> None:
         self.axis = axis
@@ -355,6 +362,7 @@ class Stack(Function):
 
 class Split(Function):
     need_inputs = False
+    taylor = "linear"
 
     def __init__(self, *, axis: int, num: int) -> None:
         self.axis = axis
@@ -392,6 +400,7 @@ class Pad(Function):
     """Constant padding; reflect and repeat padding are gathers (see :func:`pad`)."""
 
     need_inputs = False
+    taylor = "linear"
 
     def __init__(self, *, pad_width: Sequence[int], constant_value: float = 0.0) -> None:
         self.pad_width = tuple(pad_width)
@@ -432,6 +441,12 @@ class Pad(Function):
         # pad_width pairs apply to the last axes: the batch axis in front is left alone
         return self(inputs[0])
 
+    def linear_part(self) -> Function:
+        # pad(x, c) = pad(x, 0) + pad(0, c): Taylor coefficients are padded with zeros
+        if self.constant_value == 0.0:
+            return self
+        return Pad(pad_width=self.pad_width)
+
 
 def check_pad_width(shape: tuple[int, ...], pad_width: Sequence[int]) -> None:
     """ValueError unless ``pad_width`` is an even number of non-negative ints for ``shape``."""
@@ -448,6 +463,8 @@ def check_pad_width(shape: tuple[int, ...], pad_width: Sequence[int]) -> None:
 class Where(Function):
     need_inputs = (0,)
     batch_rule = _batching.elementwise
+    taylor = "linear"
+    linear_in = (1, 2)
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         shape = _broadcast_shape(self.name, [x.shape for x in inputs])
@@ -670,7 +687,8 @@ def tile(x: Any, reps: int | Sequence[int]) -> Variable:
 
 def clip_by_value(x: Any, min: Any, max: Any) -> Variable:
     """Elementwise ``y = min(max(x, min), max)``; ``min``/``max`` are scalars or arrays
-    (broadcast). The gradient to x is ``gy`` inside ``[min, max]`` and 0 outside.
+    (broadcast). The derivative in x is 1 inside the closed ``[min, max]`` (at the bounds
+    too) and 0 outside, in reverse mode, ``hd.jvp`` and Taylor mode alike.
 
     >>> import numpy as np, hodiff.functions as F
     >>> F.clip_by_value(np.array([-2.0, 0.5, 3.0]), -1.0, 1.0).d
@@ -693,7 +711,7 @@ def constant(val: float = 0.0, shape: Sequence[int] = ()) -> Variable:
 def where(condition: Any, x_true: Any, x_false: Any) -> Variable:
     """``y = x_true`` where ``condition`` is nonzero, else ``x_false`` (all broadcast).
 
-    ``condition`` gets no gradient.
+    ``condition`` gets no gradient (the derivative is the selected input's, in every mode).
     """
     return Where()(condition, x_true, x_false)
 

@@ -71,6 +71,10 @@ class WriteBack(Function):
         if prop_down[1]:
             inputs[1].store(gy * 0.0, accum[1])
 
+    def jet_rule(self, jp: Any, ins: list[Any], outs: list[Any]) -> list[Any]:
+        # y_k = u_k (not written into target: only the value is); target's are not read
+        return [None if ins[0] is None else list(ins[0])]
+
 
 class StopGradient(Function):
     """``y = x`` with no gradient: what follows treats ``x`` as a constant (JAX's

@@ -54,6 +54,8 @@ class _ConvBase(Function, register=False):
     """Static arguments shared by the convolution family (all fully resolved tuples)."""
 
     need_inputs = (0, 1)
+    taylor = "multilinear"
+    linear_in = (0, 1)  # and a bias
 
     def __init__(
         self,

@@ -24,6 +24,7 @@ __all__ = ["all_reduce"]
 
 class AllReduce(Function):
     need_inputs = False
+    taylor = "linear"
 
     def __init__(self, *, comm: Any = None) -> None:
         # None: the default communicator, found when the node first runs (a loaded graph)

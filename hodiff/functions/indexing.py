@@ -48,6 +48,7 @@ _ALL = builtins.slice(None)
 class GetItem(Function):
     name = "getitem"
     need_inputs = False
+    taylor = "linear"
 
     def __init__(self, *, key: tuple[Any, ...]) -> None:
         self.key = key
@@ -102,6 +103,8 @@ class GetItem(Function):
 
 class Gather(Function):
     need_inputs = (1,)
+    taylor = "linear"
+    linear_in = (0,)
 
     def __init__(self, *, axis: int = 0, batch_dims: int = 0) -> None:
         self.axis = axis
@@ -206,6 +209,7 @@ class OneHot(Function):
 
 class Transpose(Function):
     need_inputs = False
+    taylor = "linear"
 
     def __init__(self, *, axes: Sequence[int]) -> None:
         self.axes = tuple(axes)

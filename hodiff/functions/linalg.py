@@ -120,6 +120,8 @@ class Affine(Function):
     """``y = x w + b`` with x flattened to ``(prod(x.shape[:base_axis]), -1)``."""
 
     need_inputs = (0, 1)
+    taylor = "multilinear"
+    linear_in = (0, 1)  # and a bias
 
     def __init__(self, *, base_axis: int = 1) -> None:
         if isinstance(base_axis, bool) or not isinstance(base_axis, int | np.integer):
@@ -242,6 +244,8 @@ def _check_flag(name: str, arg: str, value: Any) -> bool:
 
 class BatchMatmul(Function):
     """``y = op(a) @ op(b)`` over broadcast batch axes; ``op`` transposes the last two axes."""
+
+    taylor = "multilinear"
 
     def __init__(self, *, transpose_a: bool = False, transpose_b: bool = False) -> None:
         self.transpose_a = _check_flag("batch_matmul", "transpose_a", transpose_a)
@@ -419,6 +423,8 @@ def einsum_plan(subscripts: str, shapes: tuple[tuple[int, ...], ...]) -> EinsumP
 
 class Einsum(Function):
     """numpy's einsum; the gradient of each operand is an einsum of gy with the others."""
+
+    taylor = "multilinear"
 
     def __init__(self, *, subscripts: str) -> None:
         if not isinstance(subscripts, str):

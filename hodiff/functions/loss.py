@@ -76,6 +76,7 @@ class Softmax(_AxisFunction):
     need_inputs = False
     need_outputs = True
     batch_rule = _batch_axis
+    taylor = "composite"
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         x = inputs[0]
@@ -88,6 +89,12 @@ class Softmax(_AxisFunction):
             axis = self._axis(len(outputs[0].shape))
             inputs[0].store(y * (gy - _red.sum(gy * y, axis=axis, keepdims=True)), accum[0])
 
+    def composition(self, x: Any) -> Any:
+        # Taylor mode: e / sum(e), e = exp(x - m), m the max held constant
+        axis = self._axis(x.ndim)
+        e = _math.exp(x - _red.max_shift(x, axis))
+        return e / _red.sum(e, axis=axis, keepdims=True)
+
 
 class LogSoftmax(_AxisFunction):
     """Fused for stability: ``x - max - log(sum(exp(x - max)))`` never takes the log of 0."""
@@ -95,6 +102,7 @@ class LogSoftmax(_AxisFunction):
     need_inputs = False
     need_outputs = True
     batch_rule = _batch_axis
+    taylor = "composite"
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         x = inputs[0]
@@ -107,6 +115,12 @@ class LogSoftmax(_AxisFunction):
             axis = self._axis(len(outputs[0].shape))
             total = _red.sum(gy, axis=axis, keepdims=True)
             inputs[0].store(gy - _math.exp(y) * total, accum[0])
+
+    def composition(self, x: Any) -> Any:
+        # Taylor mode: z - log(sum(exp(z))), z = x - m, m the max held constant
+        axis = self._axis(x.ndim)
+        z = x - _red.max_shift(x, axis)
+        return z - _math.log(_red.sum(_math.exp(z), axis=axis, keepdims=True))
 
 
 class SoftmaxCrossEntropy(_AxisFunction):

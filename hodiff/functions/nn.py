@@ -84,6 +84,8 @@ class DropoutMask(Function):
 
 class Embed(Function):
     need_inputs = (0,)
+    taylor = "linear"
+    linear_in = (1,)
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         x, w = inputs

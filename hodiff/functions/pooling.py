@@ -216,6 +216,7 @@ def _batch_leading(self: Any, inputs: Sequence[Any], axes: Sequence[int | None])
 class SumPooling(_Pool):
     need_inputs = False
     batch_rule = _batch_leading
+    taylor = "linear"
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         x = inputs[0]
@@ -234,6 +235,7 @@ class SumPooling(_Pool):
 class AveragePooling(_Pool):
     need_inputs = False
     batch_rule = _batch_leading
+    taylor = "linear"
 
     def __init__(self, *, including_pad: bool, **params: Any) -> None:
         super().__init__(**params)
@@ -317,6 +319,8 @@ class MaxPooling(Function):
     """
 
     need_inputs = (1,)
+    taylor = "linear"
+    linear_in = (0,)
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         x, index = inputs

@@ -105,6 +105,7 @@ class _Reduce(Function, register=False):
 
 class Sum(_Reduce):
     need_inputs = False
+    taylor = "linear"
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         x = inputs[0]
@@ -171,12 +172,24 @@ class _Extremum(_Reduce, register=False):
             raise ValueError(f"{self.name}: cannot reduce the empty axes {axes} of shape {x.shape}")
         return super().setup_impl(inputs)
 
+    def weights(self, x: Any) -> Any:
+        """``dy/dx``: 1/(number of extrema of the slice) at each extremum, 0 elsewhere (a
+        tie splits the derivative evenly); locally constant, read by reverse and Taylor mode.
+        """
+        return _greduction.tie_weights(x, self._axes(len(x.shape)), self.mode)
+
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # gy goes to the arg-extrema, split evenly among ties
         if prop_down[0]:
             x = inputs[0]
-            w = _greduction.tie_weights(x.data, self._axes(len(x.shape)), self.mode)
-            x.store(self.expand(outputs[0].grad, x.shape) * w, accum[0])
+            x.store(self.expand(outputs[0].grad, x.shape) * self.weights(x.data), accum[0])
+
+    def jet_rule(self, jp: Any, ins: list[Any], outs: list[Any]) -> list[Any]:
+        # piecewise linear: y_k = sum over the axes of w x_k, w = weights(x0) (as backward)
+        x = jp.val(self.inputs[0])
+        w = self.weights(x)
+        axes = tuple(a + 1 for a in self._axes(len(x.shape)))  # behind the direction axis
+        return [[None if c is None else sum(c * w, axes, self.keepdims) for c in ins[0]]]
 
 
 class Max(_Extremum):
@@ -234,6 +247,7 @@ class LogSumExp(_Reduce):
 
     name = "logsumexp"
     need_outputs = True
+    taylor = "composite"
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         x = inputs[0]
@@ -253,6 +267,21 @@ class LogSumExp(_Reduce):
             gy = self.expand(outputs[0].grad, x.shape)
             x.store(gy * _math.exp(x.data - y), accum[0])
 
+    def composition(self, x: Any) -> Any:
+        # Taylor mode: log(sum(exp(x - m))) + m, m the max held constant (no jet depends on it)
+        axes = self._axes(x.ndim)
+        m = max_shift(x, axes)
+        y = _math.log(sum(_math.exp(x - m), axes, True)) + m
+        return y if self.keepdims else _array.reshape(y, tuple(self.output_shape(0)))
+
+
+def max_shift(x: Any, axis: Any) -> Any:
+    """The max of ``x``'s value along ``axis`` (kept), an array: a constant shift that makes an
+    exponential stable, on which no Taylor coefficient depends.
+    """
+    a = x.d if isinstance(x, Variable) else x
+    return a.max(axis=axis, keepdims=True) if a.size else a
+
 
 def _batch_cumulative(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
     (x,) = inputs
@@ -263,6 +292,7 @@ class CumSum(Function):
     name = "cumsum"
     need_inputs = False
     batch_rule = _batch_cumulative
+    taylor = "linear"
 
     def __init__(self, *, axis: int = 0, exclusive: bool = False, reverse: bool = False) -> None:
         self.axis = axis
@@ -370,7 +400,8 @@ def max(
     with_index: bool = False,
     only_index: bool = False,
 ) -> Any:
-    """Maximum over ``axis``; the gradient goes to the maxima, split evenly among ties.
+    """Maximum over ``axis``; the derivative goes to the maxima, split evenly among ties (in
+    reverse mode, ``hd.jvp`` and Taylor mode alike).
 
     Args:
         x: input of any shape.
@@ -402,7 +433,7 @@ def min(
 ) -> Any:
     """``y = min(x)`` over ``axis`` (shape as in numpy).
 
-    The gradient goes to the minima, split evenly among ties. ``with_index`` and
+    The derivative goes to the minima, split evenly among ties (in every mode). ``with_index`` and
     ``only_index`` as in :func:`max` (the index of the first minimum).
 
     >>> import numpy as np, hodiff.functions as F

@@ -106,6 +106,8 @@ class _Cast(Function, register=False):
 class Cast(_Cast):
     """A cast between float dtypes: the gradient is cast back to the input's dtype."""
 
+    taylor = "linear"
+
     def __init__(self, *, dtype: Any, source: Any) -> None:
         super().__init__(dtype=dtype)
         self.source = np.dtype(source)

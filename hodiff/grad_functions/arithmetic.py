@@ -30,6 +30,7 @@ class SumTo(Function):
     """Sums a broadcast gradient back to ``shape``: the transpose of ``broadcast``."""
 
     need_inputs = False
+    taylor = "linear"
 
     def __init__(self, *, shape: Sequence[int]) -> None:
         self.shape = tuple(shape)
@@ -109,6 +110,7 @@ class MulN(Function):
     """
 
     batch_rule = _batching.elementwise
+    taylor = "multilinear"
 
     @records_arguments
     def __init__(self, *, val: float = 1.0) -> None:

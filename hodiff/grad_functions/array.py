@@ -31,6 +31,7 @@ class IndexAdd(Function):
     """Zeros of ``shape`` with ``y`` added at ``key``: the transpose of ``x[key]``."""
 
     need_inputs = False
+    taylor = "linear"
 
     def __init__(self, *, key: tuple[Any, ...], shape: Sequence[int]) -> None:
         self.key = key
@@ -78,6 +79,8 @@ class GatherAdd(Function):
     """
 
     need_inputs = (1,)
+    taylor = "linear"
+    linear_in = (0,)
 
     def __init__(self, *, shape: Sequence[int], axis: int = 0, batch_dims: int = 0) -> None:
         self.shape = tuple(int(s) for s in shape)

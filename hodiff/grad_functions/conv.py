@@ -31,6 +31,7 @@ class ConvolutionFilterGrad(Function):
     """
 
     need_inputs = (0, 1)
+    taylor = "multilinear"
 
     def __init__(self, *, kernel: Sequence[int], **params: Any) -> None:
         self.kernel = tuple(int(k) for k in kernel)

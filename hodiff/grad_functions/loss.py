@@ -48,6 +48,8 @@ class SelectByLabel(Function):
 
     need_inputs = (1,)
     batch_rule = _batch_select
+    taylor = "linear"
+    linear_in = (0,)
 
     def __init__(self, *, axis: int | None = None, caller: str = "select_by_label") -> None:
         self.axis = axis
@@ -83,6 +85,8 @@ class ScatterByLabel(Function):
 
     need_inputs = (1,)
     batch_rule = _batch_select
+    taylor = "linear"
+    linear_in = (0,)
 
     def __init__(self, *, axis: int, size: int) -> None:
         self.axis = int(axis)

@@ -94,6 +94,7 @@ class _GradNode(Function, register=False):
 
     _second: str = "y"  # the second input's name, for messages
     batch_rule = _batching.elementwise
+    taylor = "composite"  # the jet of ``composition``
 
     def setup_impl(self, inputs: Sequence[Variable]) -> list[tuple[tuple[int, ...], Any]]:
         gy, y = inputs
@@ -124,6 +125,9 @@ class TanhBackward(_GradNode):
         if prop_down[1]:
             inputs[1].store(_garith.mul_n(ggx, gy, y, val=-2.0), accum[1])
 
+    def composition(self, gy: Any, y: Any) -> Any:
+        return gy * (1.0 - y * y)  # Taylor mode: the jet of the expression
+
 
 class SigmoidBackward(_GradNode):
     """``gx = gy y (1 - y)``, the backward of ``y = sigmoid(x)``."""
@@ -139,6 +143,9 @@ class SigmoidBackward(_GradNode):
             inputs[0].store(sigmoid_backward(ggx, y), accum[0])
         if prop_down[1]:
             inputs[1].store(ggx * gy * (1.0 - y * 2.0), accum[1])
+
+    def composition(self, gy: Any, y: Any) -> Any:
+        return gy * y * (1.0 - y)  # Taylor mode: the jet of the expression
 
 
 class SoftplusBackward(_GradNode):
@@ -164,6 +171,9 @@ class SoftplusBackward(_GradNode):
         if prop_down[1]:
             g = ggx * gy if beta == 1.0 else _garith.mul_n(ggx, gy, val=beta)
             inputs[1].store(sigmoid_backward(g, s), accum[1])
+
+    def composition(self, gy: Any, x: Any) -> Any:
+        return gy * _activation.sigmoid(x * self.beta)  # Taylor mode: the jet of the expression
 
 
 def tanh_backward(gy: Any, y: Any) -> Variable:

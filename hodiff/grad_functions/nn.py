@@ -20,6 +20,8 @@ class EmbedWeightGrad(Function):
     """``gw[k] = sum of gy[i...] over the ids x[i...] == k``: the transpose of ``embed``."""
 
     need_inputs = (1,)
+    taylor = "linear"
+    linear_in = (0,)
 
     def __init__(self, *, n: int) -> None:
         self.n = int(n)

@@ -35,6 +35,7 @@ class PoolingBackward(Function):
     """``gx = P^T gy`` for the sum or average pooling ``P`` of an input of ``shape``."""
 
     need_inputs = False
+    taylor = "linear"
 
     def __init__(
         self, *, shape: Sequence[int], average: bool, including_pad: bool, **params: Any
@@ -81,6 +82,8 @@ class MaxPoolingBackward(Function):
     """``gx.flat[index] += gy``: scatters each window's gradient to its maximum."""
 
     need_inputs = (1,)
+    taylor = "linear"
+    linear_in = (0,)
 
     def __init__(self, *, shape: Sequence[int]) -> None:
         self.shape = tuple(int(s) for s in shape)

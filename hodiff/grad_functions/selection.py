@@ -76,6 +76,8 @@ class TakeAlongAxis(Function):
 
     need_inputs = (1,)
     batch_rule = _batch_along
+    taylor = "linear"
+    linear_in = (0,)
 
     def __init__(self, *, axis: int) -> None:
         self.axis = axis
@@ -101,6 +103,8 @@ class ScatterAlongAxis(Function):
 
     need_inputs = (1,)
     batch_rule = _batch_along
+    taylor = "linear"
+    linear_in = (0,)
 
     def __init__(self, *, axis: int, shape: Sequence[int]) -> None:
         self.axis = axis
@@ -144,6 +148,8 @@ class GatherNd(Function):
     """``y[j...] = x[idx[0, j...], ..., idx[M-1, j...], ...]`` (NNabla's gather_nd)."""
 
     need_inputs = (1,)
+    taylor = "linear"
+    linear_in = (0,)
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         x, idx = inputs
@@ -174,6 +180,8 @@ class ScatterNdAdd(Function):
     """Zeros of ``shape`` plus ``out[idx[0, j...], ..., idx[M-1, j...], ...] += y[j...]``."""
 
     need_inputs = (1,)
+    taylor = "linear"
+    linear_in = (0,)
 
     def __init__(self, *, shape: Sequence[int]) -> None:
         self.shape = tuple(int(s) for s in shape)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -24,7 +24,11 @@ class Spec:
             when the forward is checked elsewhere.
         kwargs: static arguments.
         domain: sampling interval of float inputs.
-        kinks: points where the function is not smooth; samples avoid them.
+        kinks: points where the function is not smooth; samples avoid them, and
+            :meth:`sample_at_kinks` puts elements exactly on them.
+        kink_args: per input, as ``args``, inputs at the kinks that are not fixed values
+            (ties of a max, of a ``maximum2``); None: :meth:`sample_at_kinks` puts
+            elements on ``kinks``.
         distinct: float inputs are drawn with every two elements, and every two
             magnitudes, at least this far apart (ties of a max are kinks: pooling,
             ``norm(p=inf)``); 0: no such rule.
@@ -47,6 +51,7 @@ class Spec:
     kwargs: dict[str, Any] = field(default_factory=dict)
     domain: tuple[float, float] = (-2.0, 2.0)
     kinks: tuple[float, ...] = ()
+    kink_args: tuple[Arg, ...] | None = None
     gap: float = 0.1
     distinct: float = 0.0
     order: int = 3
@@ -81,6 +86,25 @@ class Spec:
                 )
             out.append(np.asarray(x, dtype=np.float64))
         return out
+
+    def sample_at_kinks(self, seed: int = 0) -> list[np.ndarray] | None:
+        """Inputs in float64 at which the function is not smooth (None for a smooth row):
+        ``kink_args`` drawn as ``args`` are, or :meth:`sample` with every other element of
+        the first input drawn by shape set exactly on a kink, in turn (``kinks`` are those of
+        that input: ``atan2``'s cut ``y = 0`` where ``x`` is not 0, ``prelu``'s ``x = 0``).
+        """
+        if self.kink_args is not None:
+            return replace(self, args=self.kink_args, kinks=(), distinct=0.0).sample(seed)
+        drawn = [i for i, a in enumerate(self.args) if not callable(a)]
+        if not self.kinks or not drawn:
+            return None
+        xs = self.sample(seed)
+        i = drawn[0]
+        flat = xs[i].reshape(-1).copy()
+        for e in range(0, flat.size, 2):
+            flat[e] = self.kinks[(e // 2) % len(self.kinks)]
+        xs[i] = flat.reshape(xs[i].shape)
+        return xs
 
 
 def avoid_kinks(x: Any, kinks: tuple[float, ...], gap: float) -> np.ndarray:

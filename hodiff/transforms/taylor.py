@@ -16,17 +16,24 @@ functions, so:
 - with ``create_graph=True`` they run on Variables and record a graph connected to
   everything ``f`` uses (its parameters too), differentiable again at any order.
 
-Most primitives need no code of their own (see :data:`LINEAR`, :data:`MULTILINEAR`,
-:func:`_elementwise`): a linear function applies to each coefficient (through its
-``batch_rule``, the rule that makes it carry a leading axis for ``hd.vmap``); a
-multilinear one follows Leibniz' rule; a unary elementwise one follows from its
-derivative ``z = f'(x)`` (the ``dydx`` hook), itself a graph of primitives whose jet is
-computed the same way: ``y' = z x'`` gives ``y_k = sum_j C(k-1, j) z_j x_{k-j}``. Any
-other primitive takes :func:`_generic`: nested first derivatives in ``t`` of the
-primitive along its input curves (each a transposed vjp), exact and differentiable, only
-slower; :func:`rule_kinds` says which rule each primitive takes.
+Each primitive declares the kind of its rule in its class body (``taylor = ...``, beside
+``batch_rule``; :attr:`hodiff.engine.function.Function.taylor`), and the kinds are
+implemented here, once: a ``"linear"`` primitive applies to each coefficient (its linear
+part, :meth:`Function.linear_part`, through its ``batch_rule``, the rule that makes it
+carry a leading axis for ``hd.vmap``), in the inputs ``linear_in``; a ``"multilinear"``
+one follows Leibniz' rule in its ``linear_in`` inputs (plus a bias); an ``"elementwise"``
+one follows from its derivative ``z = f'(x)`` (its ``dydx``, the fact its backward reads
+too), itself a graph of primitives whose jet is computed the same way: ``y' = z x'``
+gives ``y_k = sum_j C(k-1, j) z_j x_{k-j}``; a ``"composite"`` one is the jet of its
+``composition``, a short expression in other primitives; a ``"constant"`` one (and any
+non-differentiable one) has no coefficient. A primitive that declares nothing takes
+:func:`_generic`: nested first derivatives in ``t`` of the primitive along its input
+curves (each a transposed vjp), exact and differentiable, only slower; :func:`rule_kinds`
+says which rule each primitive takes, and tests/test_taylor_facts.py pins the list of
+those on the generic one. A rule module never imports this one: the class says what it
+is, the transform asks.
 
-A node class may also bring its *own* rule (kind ``"own"``): a method
+A class may also bring its *own* rule (kind ``"own"``; ``div2``, ``max``): a method
 ``jet_rule(self, jp, ins, outs)`` (``jp`` the :class:`JetPass`, ``ins`` per input its
 coefficients or None, ``outs`` the output Variables, None where dead) returning per output
 its coefficients 1..K (None where zero), computed in the pass's mode (raw arrays, or
@@ -62,113 +69,22 @@ from hodiff.engine.autograd import grad as _autograd_grad
 from hodiff.engine.context import auto_forward
 from hodiff.engine.function import Elementwise, Function, array_module_of
 from hodiff.engine.variable import Variable
-from hodiff.functions import activation as _activation
-from hodiff.functions import arithmetic as _arith
-from hodiff.functions import array as _array
-from hodiff.functions import conv as _conv
-from hodiff.functions import indexing as _indexing
 from hodiff.functions import linalg as _linalg
-from hodiff.functions import loss as _loss
-from hodiff.functions import math as _math
-from hodiff.functions import nn as _nn
-from hodiff.functions import pooling as _pooling
-from hodiff.functions import reduction as _reduction
-from hodiff.functions import rounding as _rounding
-from hodiff.functions import shaping as _shaping
-from hodiff.grad_functions import arithmetic as _garith
-from hodiff.grad_functions import loss as _gloss
-from hodiff.grad_functions import math as _gmath
-from hodiff.grad_functions import selection as _gselection
 
 __all__ = ["JetPass", "clock", "jet", "push", "rule_kinds", "run_jet"]
 
 Coeffs = list[Any]  # c_1..c_K, each (R_k, *shape) or None (zero)
 
 
-def _cls(module: Any, *names: str) -> tuple[type, ...]:
-    return tuple(getattr(module, n) for n in names if hasattr(module, n))
-
-
-#: primitives linear in all their (float) inputs jointly: ``y_k = f(x_k)`` (a missing
-#: input coefficient is zero)
-LINEAR: tuple[type, ...] = (
-    *_cls(_arith, "Add2", "Sub2", "MulScalar", "Identity"),
-    *_cls(_array, "Reshape", "Broadcast", "Concatenate", "Stack", "Split", "Flip", "Identity"),
-    *_cls(_indexing, "Transpose", "GetItem"),
-    *_cls(_shaping, "Reshape", "Broadcast", "Concatenate", "Stack", "Split", "Flip", "Transpose"),
-    *_cls(_reduction, "Sum", "CumSum"),
-    *_cls(_garith, "SumTo"),
-    *_cls(_pooling, "SumPooling", "AveragePooling"),
-)
-
-#: primitives linear in some inputs, the others constant (integer indices, masks)
-LINEAR_IN: dict[type, tuple[int, ...]] = {
-    **dict.fromkeys(_cls(_indexing, "Gather"), (0,)),
-    **dict.fromkeys(_cls(_array, "Gather", "BroadcastLike"), (0,)),
-    **dict.fromkeys(_cls(_array, "Where"), (1, 2)),
-    **dict.fromkeys(_cls(_arith, "Where"), (1, 2)),
-    **dict.fromkeys(_cls(_gselection, "TakeAlongAxis", "GatherNd"), (0,)),
-    **dict.fromkeys(_cls(_gloss, "SelectByLabel"), (0,)),
-    **dict.fromkeys(_cls(_nn, "Embed"), (1,)),
-    **dict.fromkeys(_cls(_pooling, "Interpolate"), (0,)),
-}
-
-#: primitives multilinear in two inputs, plus (optionally) linear in a third (a bias):
-#: Leibniz' rule ``y_k = sum_j C(k, j) f(a_j, b_{k-j}) + c_k``
-MULTILINEAR: tuple[type, ...] = (
-    *_cls(_arith, "Mul2"),
-    *_cls(_linalg, "Affine", "BatchMatmul"),
-    *_cls(_conv, "Convolution", "Deconvolution"),
-)
-
-#: unary elementwise primitives whose derivative is not a ``dydx`` hook: ``f'(x, y)``
-_DERIVATIVE: dict[type, Callable[[Any, Any, Any], Any]] = {
-    **dict.fromkeys(_cls(_math, "Tanh"), lambda f, x, y: 1.0 - y * y),
-    **dict.fromkeys(_cls(_activation, "Sigmoid"), lambda f, x, y: y * (1.0 - y)),
-    **dict.fromkeys(_cls(_arith, "PowScalar"), lambda f, x, y: _pow_derivative(f.val, x)),
-    **dict.fromkeys(_cls(_arith, "RDivScalar"), lambda f, x, y: -y / x),
-    **dict.fromkeys(_cls(_activation, "Softplus"), lambda f, x, y: F.sigmoid(x * f.beta)),
-    **dict.fromkeys(_cls(_arith, "RPowScalar"), lambda f, x, y: _rpow_derivative(f.val, y)),
-}
-
-
-def _pow_derivative(c: float, x: Any) -> Any:
-    """``d x^c / dx = c x^(c-1)``; a constant for ``c`` in (0, 1), ``x`` itself for 2."""
-    if c == 0.0 or c == 1.0:
-        return float(c)
-    if c == 2.0:
-        return x * 2.0
-    return x ** (c - 1.0) * float(c)
-
-
-def _rpow_derivative(c: float, y: Any) -> Any:
-    """``d c^x / dx = c^x log(c)``; 0 for ``c = 0`` (``0^x`` is constant), NaN for ``c < 0``
-    (as the backward rule).
-    """
-    if c == 0.0:
-        return 0.0
-    return y * (math.log(c) if c > 0.0 else math.nan)
-
-
-#: the derivative is a constant mask of the input (piecewise linear): ``y_k = m(x0) x_k``
-_PIECEWISE_LINEAR: dict[type, Callable[[Any, Any], Any]] = {
-    **dict.fromkeys(_cls(_arith, "Abs"), lambda f, x: F.sign(x)),
-    **dict.fromkeys(_cls(_arith, "MaximumScalar"), lambda f, x: F.greater(x, f.val)),
-    **dict.fromkeys(_cls(_arith, "MinimumScalar"), lambda f, x: F.less(x, f.val)),
-}
-
-#: derivative zero almost everywhere: the output is locally constant
-_LOCALLY_CONSTANT: tuple[type, ...] = (
-    *_cls(_rounding, "Round", "Floor", "Ceil", "Sign"),
-    *_cls(_arith, "Sign", "Round", "Floor", "Ceil"),
-)
+#: the rule kinds a primitive may declare in its class body (``taylor = ...``)
+KINDS = ("linear", "multilinear", "elementwise", "composite", "constant")
 
 
 def rule_kinds() -> dict[str, str]:
-    """Which rule each registered primitive takes, by name: ``"linear"``, ``"multilinear"``,
-    ``"elementwise"``, ``"custom"``, ``"composite"`` (:data:`_EXPAND`), ``"constant"``,
-    ``"own"`` (the node's ``jet_rule`` method, see the module's docstring) or ``"generic"``
-    (:func:`_generic`).
+    """Which rule each primitive takes, by class name, as its class declares it (see
+    :attr:`hodiff.engine.function.Function.taylor`): ``"linear"``, ``"multilinear"``,
+    ``"elementwise"``, ``"composite"``, ``"constant"``, ``"own"`` (the class's ``jet_rule``
+    method) or ``"generic"`` (it declares none: :func:`_generic`, exact but slow).
     """
     out = {}
     for cls in _all_primitives(Function):
@@ -187,26 +103,29 @@ def _all_primitives(base: type) -> list[type]:
     return found
 
 
-def _kind(cls: type) -> str:
-    if not getattr(cls, "differentiable", True) or cls in _LOCALLY_CONSTANT:
+def _kind(cls: Any) -> str:
+    """The rule ``cls`` declares (a non-differentiable primitive: ``"constant"``); a kind it
+    declares without the method that kind reads raises TypeError naming it.
+    """
+    if not cls.differentiable:
         return "constant"
     if callable(getattr(cls, "jet_rule", None)):
         return "own"
-    if issubclass(cls, LINEAR) or cls in LINEAR_IN:
-        return "linear"
-    if issubclass(cls, MULTILINEAR):
-        return "multilinear"
-    if cls in _CUSTOM:
-        return "custom"
-    if cls in _EXPAND:
-        return "composite"
-    if cls in _DERIVATIVE or cls in _PIECEWISE_LINEAR or _has_dydx(cls):
-        return "elementwise"
-    return "generic"
+    kind: str = cls.taylor
+    if not kind:
+        return "generic"
+    if kind not in KINDS:
+        raise TypeError(f"{cls.__name__}: taylor = {kind!r} is not a rule kind {KINDS}")
+    if kind == "composite" and not callable(getattr(cls, "composition", None)):
+        raise TypeError(f"{cls.__name__}: taylor = 'composite' needs a method composition")
+    if kind == "elementwise" and not _has_dydx(cls):
+        return "generic"  # an Elementwise whose backward is its own, without dydx
+    return kind
 
 
-def _has_dydx(cls: type) -> bool:
-    return issubclass(cls, Elementwise) and cls.dydx is not Elementwise.dydx
+def _has_dydx(cls: Any) -> bool:
+    dydx = getattr(cls, "dydx", None)
+    return callable(dydx) and dydx is not Elementwise.dydx
 
 
 # ---------------------------------------------------------------- the pass
@@ -333,8 +252,7 @@ def _add_all(terms: list[Any]) -> Any:
 
 
 def _rule(jp: JetPass, f: Function, ins: list[Coeffs | None], outs: list[Any]) -> list[Any]:
-    cls = type(f)
-    kind = _kind(cls)
+    kind = _kind(type(f))
     if kind == "constant":
         return [None] * len(outs)
     if kind == "linear":
@@ -343,8 +261,6 @@ def _rule(jp: JetPass, f: Function, ins: list[Coeffs | None], outs: list[Any]) -
         return _multilinear(jp, f, ins, outs)
     if kind == "own":
         return f.jet_rule(jp, ins, outs)  # type: ignore[attr-defined,no-any-return]
-    if kind == "custom":
-        return _CUSTOM[cls](jp, f, ins, outs)
     if kind == "composite":
         return _composite(jp, f, ins, outs)
     if kind == "elementwise":
@@ -375,13 +291,18 @@ def _dirs(jp: JetPass, ins: list[Coeffs | None], k: int) -> int:
 
 
 def _linear(jp: JetPass, f: Function, ins: list[Coeffs | None], outs: list[Any]) -> list[Any]:
-    which = LINEAR_IN.get(type(f))
-    for i, s in enumerate(ins):
-        if s is not None and which is not None and i not in which:
-            return _generic(jp, f, ins, outs)  # a series into a constant slot
+    """``y_k = L(x_k)``, ``L`` the primitive's linear part applied through its ``batch_rule``
+    to the stacked coefficients of the inputs it declares (``linear_in``); its other inputs
+    do not move the output (indices, masks) and enter as values.
+    """
+    which = f.linear_in
+    g = f.linear_part()
     result: list[Coeffs] = [[] for _ in outs]
     for k in range(1, jp.kk + 1):
-        cs = [None if s is None else s[k - 1] for s in ins]
+        cs = [
+            None if s is None or (which is not None and i not in which) else s[k - 1]
+            for i, s in enumerate(ins)
+        ]
         if all(c is None for c in cs):
             for r in result:
                 r.append(None)
@@ -399,40 +320,65 @@ def _linear(jp: JetPass, f: Function, ins: list[Coeffs | None], outs: list[Any])
             else:
                 args.append(c)
                 axes.append(0)
-        ys = _batched(f, args, axes)
+        ys = _batched(g, args, axes)
         for r, y in zip(result, ys, strict=True):
             r.append(y)
     return result
 
 
 def _multilinear(jp: JetPass, f: Function, ins: list[Coeffs | None], outs: list[Any]) -> list[Any]:
-    a, b = f.inputs[0], f.inputs[1]
-    sa, sb = ins[0], ins[1]
-    bias = ins[2] if len(ins) > 2 else None
+    """Leibniz' rule in the ``n`` inputs ``linear_in`` (all when None)::
+
+        y_k = sum_{j_1 + ... + j_n = k} k! / (j_1! ... j_n!) f(x1_{j_1}, ..., xn_{j_n})
+
+    (``x_0`` the value), plus each other input's own coefficient (a bias, added). A term
+    with the whole order on one input holds its top coefficient; the others are products
+    of lower orders, summed over the directions at a collapsed top.
+    """
+    which = f.linear_in if f.linear_in is not None else tuple(range(len(ins)))
+    vals = [jp.val(f.inputs[i]) for i in which]
+    series = [ins[i] for i in which]
     out: Coeffs = []
     for k in range(1, jp.kk + 1):
         per_dir: list[Any] = []
         with_top: list[Any] = []
-        for j in range(k + 1):
-            ca = jp.val(a) if j == 0 else (None if sa is None else sa[j - 1])
-            cb = jp.val(b) if j == k else (None if sb is None else sb[k - j - 1])
-            if ca is None or cb is None:
+        for js in _compositions(k, len(which)):
+            cs = [
+                v if j == 0 else (None if s is None else s[j - 1])
+                for v, s, j in zip(vals, series, js, strict=True)
+            ]
+            if any(c is None for c in cs):
                 continue
-            if j > 0 and j == k and _rows_repeat(f, ca):
-                t = _on_one_row(f, ca, cb)  # the same direction for every row (a Laplacian's)
-            elif j > 0 and j == k and _plain_affine(jp, f, ca, cb):
-                t = (ca.reshape(-1, ca.shape[-1]) @ cb).reshape((*ca.shape[:-1], cb.shape[1]))
-            else:
-                (t,) = _batched(f, [ca, cb], [None if j == 0 else 0, None if j == k else 0])
-            if (j == 0 or j == k) and k > 0:
-                with_top.append(t if comb(k, j) == 1 else t * float(comb(k, j)))
-            else:
-                per_dir.append(t * float(comb(k, j)))
-        if bias is not None and bias[k - 1] is not None:
-            c = bias[k - 1]
-            with_top.append(_bias_term(f, c))
+            t = _product(jp, f, cs, js)
+            m = math.factorial(k) // math.prod(math.factorial(j) for j in js)
+            t = t if m == 1 else t * float(m)
+            (with_top if k in js else per_dir).append(t)
+        for i, s in enumerate(ins):
+            if i not in which and s is not None and s[k - 1] is not None:
+                with_top.append(_bias_term(f, s[k - 1]))
         out.append(jp.combine(k, per_dir, with_top))
     return [out]
+
+
+def _compositions(k: int, n: int) -> list[tuple[int, ...]]:
+    """Every ``(j_1, ..., j_n)`` of non-negative integers with sum ``k``."""
+    if n == 1:
+        return [(k,)]
+    return [(j, *rest) for j in range(k, -1, -1) for rest in _compositions(k - j, n - 1)]
+
+
+def _product(jp: JetPass, f: Function, cs: list[Any], js: tuple[int, ...]) -> Any:
+    """``f`` of the multilinear inputs ``cs`` (values where ``j = 0``, coefficients with a
+    direction axis elsewhere); an affine weight times a coefficient of ``x`` as one GEMM.
+    """
+    if len(cs) == 2 and js[1] == 0:
+        ca, cb = cs
+        if _rows_repeat(f, ca):
+            return _on_one_row(f, ca, cb)  # the same direction for every row (a Laplacian's)
+        if _plain_affine(jp, f, ca, cb):
+            return (ca.reshape(-1, ca.shape[-1]) @ cb).reshape((*ca.shape[:-1], cb.shape[1]))
+    (t,) = _batched(f, cs, [None if j == 0 else 0 for j in js])
+    return t
 
 
 def _plain_affine(jp: JetPass, f: Function, c: Any, w: Any) -> bool:
@@ -490,13 +436,8 @@ def _bias_term(f: Function, c: Any) -> Any:
 
 # ---------------------------------------------------------------- elementwise
 def _derivative(jp: JetPass, f: Function, x: Any, y: Any) -> Any:
-    cls = type(f)
-    if cls in _DERIVATIVE:
-        return _DERIVATIVE[cls](f, x, y)
-    return f.dydx(  # type: ignore[attr-defined]
-        x if getattr(f, "need_inputs", True) else None,
-        y if getattr(f, "need_outputs", False) else None,
-    )
+    """``f'(x)`` elementwise: the class's ``dydx``, the fact its backward reads too."""
+    return f.dydx(x, y)  # type: ignore[attr-defined]
 
 
 def _elementwise(jp: JetPass, f: Function, sx: Coeffs | None, y: Variable) -> Coeffs:
@@ -512,9 +453,8 @@ def _elementwise(jp: JetPass, f: Function, sx: Coeffs | None, y: Variable) -> Co
     """
     assert sx is not None
     x = f.inputs[0]
-    cls = type(f)
-    if cls in _PIECEWISE_LINEAR:
-        m = _PIECEWISE_LINEAR[cls](f, jp.val(x))
+    if f.piecewise_linear:  # a locally constant dydx: y_k = dydx(x0) x_k
+        m = _derivative(jp, f, jp.val(x), jp.val(y))
         return [None if c is None else c * m for c in sx]
     kk = jp.kk
     z0 = _derivative(jp, f, jp.val(x), jp.val(y))
@@ -623,112 +563,12 @@ def _leaf(a: Any) -> Variable:
     return Variable.from_array(a, need_grad=kind == "f", copy=False)
 
 
-# ---------------------------------------------------------------- custom rules
-def _add_scalar(jp: JetPass, f: Function, ins: list[Any], outs: list[Any]) -> list[Any]:
-    return [list(ins[0])]  # (x + c)_k = x_k
-
-
-def _rsub_scalar(jp: JetPass, f: Function, ins: list[Any], outs: list[Any]) -> list[Any]:
-    return [[None if c is None else -c for c in ins[0]]]  # (c - x)_k = -x_k
-
-
-def _div2(jp: JetPass, f: Function, ins: list[Any], outs: list[Any]) -> list[Any]:
-    """``y = a / b`` from ``y b = a``: ``y_k = (a_k - sum_{j<k} C(k, j) y_j b_{k-j}) / b0``."""
-    b = f.inputs[1]
-    ndim = len(f.output_shape(0))
-    sa, sb = ([_align(c, ndim) for c in s] if s is not None else None for s in ins)
-    b0 = jp.val(b)
-    y0 = jp.val(outs[0])
-    ys: Coeffs = []
-    for k in range(1, jp.kk + 1):
-        per_dir: list[Any] = []
-        with_top: list[Any] = []
-        if sa is not None and sa[k - 1] is not None:
-            with_top.append(sa[k - 1])
-        if sb is not None:
-            for j in range(k):
-                cb = sb[k - j - 1]
-                cy = y0 if j == 0 else ys[j - 1]
-                if cb is None or cy is None:
-                    continue
-                t = -(cy * cb) * float(comb(k, j))
-                (with_top if j == 0 else per_dir).append(t)
-        c = jp.combine(k, per_dir, with_top)
-        ys.append(None if c is None else c / b0)
-    return [ys]
-
-
-def _align(c: Any, ndim: int) -> Any:
-    """A coefficient ``(R, *shape)`` with axes of 1 after ``R`` up to ``ndim`` per-direction
-    dimensions (numpy's broadcasting aligns the trailing axes: the direction axis stays first).
-    """
-    if c is None or c.ndim - 1 >= ndim:
-        return c
-    return F.reshape(c, (c.shape[0], *(1,) * (ndim - c.ndim + 1), *c.shape[1:]))
-
-
-_CUSTOM: dict[type, Callable[[JetPass, Function, list[Any], list[Any]], list[Any]]] = {
-    **dict.fromkeys(_cls(_arith, "AddScalar"), _add_scalar),
-    **dict.fromkeys(_cls(_arith, "RSubScalar"), _rsub_scalar),
-    **dict.fromkeys(_cls(_arith, "Div2"), _div2),
-}
-
-
 # ---------------------------------------------------------------- composite rules
-def _shift(x: Any, axis: Any) -> Any:
-    """A constant shift (the max along ``axis`` of ``x``'s value) for a stable exponential:
-    a jet does not depend on it (``softmax(x - c) = softmax(x)`` for a constant ``c``).
-    """
-    a = x.d if isinstance(x, Variable) else x
-    return a.max(axis=axis, keepdims=True) if a.size else a
-
-
-def _softmax_expr(f: Any, x: Any) -> Any:
-    ax = f._axis(x.ndim)
-    e = F.exp(x - _shift(x, ax))
-    return e / F.sum(e, axis=ax, keepdims=True)
-
-
-def _log_softmax_expr(f: Any, x: Any) -> Any:
-    ax = f._axis(x.ndim)
-    z = x - _shift(x, ax)
-    return z - F.log(F.sum(F.exp(z), axis=ax, keepdims=True))
-
-
-def _logsumexp_expr(f: Any, x: Any) -> Any:
-    axes = f._axes(x.ndim)
-    m = _shift(x, axes)
-    y = F.log(F.sum(F.exp(x - m), axis=axes, keepdims=True)) + m
-    return y if f.keepdims else F.reshape(y, tuple(f.output_shape(0)))
-
-
-def _extremum2_expr(f: Any, a: Any, b: Any, larger: bool) -> Any:
-    av = a.d if isinstance(a, Variable) else a
-    bv = b.d if isinstance(b, Variable) else b
-    m = (av >= bv) if larger else (av <= bv)  # the selected side, constant near the point
-    m = np.asarray(m, dtype=np.result_type(av.dtype, bv.dtype, np.float32))
-    return a * m + b * (1.0 - m)
-
-
-#: primitives whose jet is that of a short expression in other primitives (traced on the
-#: node's inputs, then pushed through with the same pass settings)
-_EXPAND: dict[type, Callable[..., Any]] = {
-    **dict.fromkeys(_cls(_gmath, "TanhBackward"), lambda f, gy, y: gy * (1.0 - y * y)),
-    **dict.fromkeys(_cls(_gmath, "SigmoidBackward"), lambda f, gy, y: gy * y * (1.0 - y)),
-    **dict.fromkeys(_cls(_gmath, "SoftplusBackward"), lambda f, gy, x: gy * F.sigmoid(x * f.beta)),
-    **dict.fromkeys(_cls(_loss, "Softmax"), _softmax_expr),
-    **dict.fromkeys(_cls(_loss, "LogSoftmax"), _log_softmax_expr),
-    **dict.fromkeys(_cls(_reduction, "LogSumExp"), _logsumexp_expr),
-    **dict.fromkeys(_cls(_arith, "Maximum2"), lambda f, a, b: _extremum2_expr(f, a, b, True)),
-    **dict.fromkeys(_cls(_arith, "Minimum2"), lambda f, a, b: _extremum2_expr(f, a, b, False)),
-}
-
-
 def _composite(jp: JetPass, f: Function, ins: list[Coeffs | None], outs: list[Any]) -> list[Any]:
     with api.recording():
         xs = [jp.val(x) if jp.record else _leaf(api.value_of(x)) for x in f.inputs]
         start = api.clock()
-        y = _EXPAND[type(f)](f, *xs)
+        y = f.composition(*xs)  # type: ignore[attr-defined]
     sub = JetPass(jp.kk, collapsed=jp.collapsed, record=jp.record)
     for x, s in zip(xs, ins, strict=True):
         if s is not None:

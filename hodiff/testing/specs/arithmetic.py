@@ -25,8 +25,23 @@ SPECS = [
     Spec(F.r_sub_scalar, ((2, 3),), lambda x, val: val - x, kwargs={"val": 1.5}, linear=True),
     Spec(F.r_div_scalar, (positive((2, 3)),), lambda x, val: val / x, kwargs={"val": 1.5}),
     Spec(F.r_pow_scalar, ((2, 3),), lambda x, val: val**x, kwargs={"val": 1.5}),
-    Spec(F.minimum2, ((2, 3), (2, 3)), np.minimum, linear=True),
-    Spec(F.maximum2, ((2, 3), (3,)), np.maximum, linear=True),
+    Spec(
+        F.minimum2,
+        ((2, 3), (2, 3)),
+        np.minimum,
+        linear=True,
+        kink_args=(
+            fixed([[0.5, -1.0, 2.0], [1.5, 0.3, -0.7]]),
+            fixed([[0.5, 0.2, 2.0], [-1.0, 0.3, 0.4]]),
+        ),
+    ),
+    Spec(
+        F.maximum2,
+        ((2, 3), (3,)),
+        np.maximum,
+        linear=True,
+        kink_args=(fixed([[0.5, -1.0, 2.0], [1.5, 0.3, -0.7]]), fixed([0.5, 0.3, 2.0])),
+    ),
     Spec(
         F.minimum_scalar,
         ((2, 3),),

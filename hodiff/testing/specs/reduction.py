@@ -112,7 +112,7 @@ SPECS = [
         linear=True,
         id="keepdims",
     ),
-    Spec(F.max, ((2, 3),), np.max, kwargs={"axis": 1}, linear=True),
+    Spec(F.max, ((2, 3),), np.max, kwargs={"axis": 1}, linear=True, kink_args=(TIES,)),
     Spec(
         F.max,
         ((2, 3, 4),),
@@ -146,7 +146,13 @@ SPECS = [
         order=0,
         id="only_index",
     ),
-    Spec(F.min, ((2, 3),), np.min, linear=True),
+    Spec(
+        F.min,
+        ((2, 3),),
+        np.min,
+        linear=True,
+        kink_args=(fixed([[0.5, -1.0, 2.0], [-1.0, 0.3, 0.4]]),),
+    ),
     Spec(F.min, ((2, 3, 4),), np.min, kwargs={"axis": -1}, linear=True, id="last"),
     Spec(
         F.min,
