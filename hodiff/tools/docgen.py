@@ -69,7 +69,7 @@ records and have their own rules and spec rows (e.g. `sum_to`, the scatter-adds 
 `getitem`/`gather`/`embed`, the filter gradient of `convolution`, the scatters of pooling).
 """
 
-PATH = pathlib.Path(__file__).resolve().parents[1] / "docs" / "functions.md"
+PATH = pathlib.Path(__file__).resolve().parents[2] / "docs" / "functions.md"
 
 
 def _title(module: ModuleType) -> str:
