@@ -108,27 +108,13 @@ def index_key(key: Any, shape: tuple[int, ...]) -> tuple[tuple[Any, ...], tuple[
         if k is None or k is Ellipsis:
             out.append(k)
         elif isinstance(k, builtins.slice):
-            try:
-                parts = [
-                    None if p is None else operator.index(p) for p in (k.start, k.stop, k.step)
-                ]
-            except TypeError:
-                raise TypeError(f"getitem: slice {k} must hold ints or None") from None
-            if parts[2] == 0:
-                raise ValueError(f"getitem: slice {k} has a zero step")
-            out.append(builtins.slice(*parts))
+            out.append(_int_slice(k))
         elif isinstance(k, bool | np.bool_):
             raise TypeError("getitem: a boolean scalar is not a supported index")
         elif isinstance(k, int | np.integer):
             out.append(int(k))
         else:
-            a = np.asarray(k.get() if hasattr(k, "get") and not isinstance(k, dict) else k)
-            if a.dtype.kind == "b":
-                out.extend(np.nonzero(a))
-            elif a.dtype.kind in "iu" or a.size == 0:
-                out.append(a.astype(np.intp))
-            else:
-                raise TypeError(f"getitem: index arrays must hold integers or bools, got {a.dtype}")
+            out.extend(_index_arrays(k))
     key = tuple(out)
     try:
         selected = np.broadcast_to(np.zeros((), np.int8), shape)[key].shape
@@ -137,6 +123,29 @@ def index_key(key: Any, shape: tuple[int, ...]) -> tuple[tuple[Any, ...], tuple[
             f"getitem: index {key!r} does not fit x of shape {shape}: {e}"
         ) from None
     return key, tuple(selected)
+
+
+def _int_slice(k: builtins.slice) -> builtins.slice:
+    """The slice with its start, stop and step as ints (or None); a zero step raises."""
+    try:
+        parts = [None if p is None else operator.index(p) for p in (k.start, k.stop, k.step)]
+    except TypeError:
+        raise TypeError(f"getitem: slice {k} must hold ints or None") from None
+    if parts[2] == 0:
+        raise ValueError(f"getitem: slice {k} has a zero step")
+    return builtins.slice(*parts)
+
+
+def _index_arrays(k: Any) -> list[np.ndarray]:
+    """An index array (numpy, cupy or a list) as intp arrays: itself, or a mask's
+    ``nonzero()``.
+    """
+    a = np.asarray(k.get() if hasattr(k, "get") and not isinstance(k, dict) else k)
+    if a.dtype.kind == "b":
+        return list(np.nonzero(a))
+    if a.dtype.kind in "iu" or a.size == 0:
+        return [a.astype(np.intp)]
+    raise TypeError(f"getitem: index arrays must hold integers or bools, got {a.dtype}")
 
 
 def has_arrays(key: tuple[Any, ...]) -> bool:

@@ -86,18 +86,10 @@ def _merged_target(
     result = list(target)
     p = q = 0
     while p < len(ins) or q < len(outs):
-        # the next group: input axes ins[p:p2] and output axes outs[q:q2] of equal size
-        p2, q2, a, b = p + 1, q + 1, old[ins[p]] if p < len(ins) else 1, 1
-        b = target[outs[q]] if q < len(outs) else 1
-        while a != b:
-            if a < b and p2 < len(ins):
-                a *= old[ins[p2]]
-                p2 += 1
-            elif b < a and q2 < len(outs):
-                b *= target[outs[q2]]
-                q2 += 1
-            else:
-                return None
+        ends = _next_group(old, target, ins, outs, p, q)
+        if ends is None:
+            return None
+        p2, q2 = ends
         group = ins[p:p2]
         if any(i in changed for i in group):
             if q2 - q != 1:
@@ -105,6 +97,26 @@ def _merged_target(
             result[outs[q]] = math.prod(new[i] for i in group)
         p, q = p2, q2
     return tuple(result)
+
+
+def _next_group(
+    old: tuple[int, ...], target: tuple[int, ...], ins: list[int], outs: list[int], p: int, q: int
+) -> tuple[int, int] | None:
+    """The ends ``(p2, q2)`` of the next group: input axes ``ins[p:p2]`` and output axes
+    ``outs[q:q2]`` of equal size; None where the sizes cannot be matched.
+    """
+    p2, q2, a, b = p + 1, q + 1, old[ins[p]] if p < len(ins) else 1, 1
+    b = target[outs[q]] if q < len(outs) else 1
+    while a != b:
+        if a < b and p2 < len(ins):
+            a *= old[ins[p2]]
+            p2 += 1
+        elif b < a and q2 < len(outs):
+            b *= target[outs[q2]]
+            q2 += 1
+        else:
+            return None
+    return p2, q2
 
 
 class Reshape(Function):

@@ -213,28 +213,9 @@ def multi_head_attention(
     >>> y.shape, a.shape, a.d[0, 0]
     ((2, 1, 4), (2, 2, 2), array([0.5, 0.5]))
     """
-    name = "multi_head_attention"
-    (lt, b, _), (ls, bk, _) = shape_of(query), shape_of(key)
-    e, e_v = shape_of(q_weight)[1], shape_of(v_weight)[1]
-    if shape_of(k_weight)[1] != e:
-        raise ValueError(
-            f"{name}: q_weight of shape {shape_of(q_weight)} and k_weight of shape"
-            f" {shape_of(k_weight)} must embed into the same size"
-        )
-    if isinstance(num_heads, bool) or not isinstance(num_heads, int | np.integer) or num_heads < 1:
-        raise ValueError(f"{name}: num_heads={num_heads} must be an int >= 1")
-    if e % num_heads or e_v % num_heads:
-        raise ValueError(
-            f"{name}: the embedding sizes E={e} and E_v={e_v} must be multiples of"
-            f" num_heads={num_heads}"
-        )
-    if bk != b or shape_of(value)[:2] != (ls, b):
-        raise ValueError(
-            f"{name}: query {shape_of(query)}, key {shape_of(key)} and value"
-            f" {shape_of(value)} must be (L_T, B, D), (L_S, B, D_k), (L_S, B, D_v)"
-        )
+    lt, b, ls, e, e_v = _attention_sizes(query, key, value, num_heads, q_weight, k_weight, v_weight)
     if (attn_bias_k is None) != (attn_bias_v is None):
-        raise ValueError(f"{name}: attn_bias_k and attn_bias_v go together")
+        raise ValueError("multi_head_attention: attn_bias_k and attn_bias_v go together")
     h, d, d_v = int(num_heads), e // num_heads, e_v // num_heads
     q = affine(query, q_weight, q_bias, base_axis=2) * (float(d) ** -0.5)
     k = affine(key, k_weight, k_bias, base_axis=2)
@@ -268,6 +249,35 @@ def multi_head_attention(
     o = batch_matmul(weights, heads(v, ls, d_v))  # (B H, L_T, d_v)
     o = _array.reshape(_array.transpose(o, (1, 0, 2)), (lt, b, e_v))
     return affine(o, out_weight, out_bias, base_axis=2), weights
+
+
+def _attention_sizes(
+    query: Any, key: Any, value: Any, num_heads: Any, q_weight: Any, k_weight: Any, v_weight: Any
+) -> tuple[int, int, int, int, int]:
+    """``(L_T, B, L_S, E, E_v)``; raises unless q and k embed into one size, ``num_heads``
+    divides both embedding sizes and query, key and value agree on their lengths and batch.
+    """
+    name = "multi_head_attention"
+    (lt, b, _), (ls, bk, _) = shape_of(query), shape_of(key)
+    e, e_v = shape_of(q_weight)[1], shape_of(v_weight)[1]
+    if shape_of(k_weight)[1] != e:
+        raise ValueError(
+            f"{name}: q_weight of shape {shape_of(q_weight)} and k_weight of shape"
+            f" {shape_of(k_weight)} must embed into the same size"
+        )
+    if isinstance(num_heads, bool) or not isinstance(num_heads, int | np.integer) or num_heads < 1:
+        raise ValueError(f"{name}: num_heads={num_heads} must be an int >= 1")
+    if e % num_heads or e_v % num_heads:
+        raise ValueError(
+            f"{name}: the embedding sizes E={e} and E_v={e_v} must be multiples of"
+            f" num_heads={num_heads}"
+        )
+    if bk != b or shape_of(value)[:2] != (ls, b):
+        raise ValueError(
+            f"{name}: query {shape_of(query)}, key {shape_of(key)} and value"
+            f" {shape_of(value)} must be (L_T, B, D), (L_S, B, D_k), (L_S, B, D_v)"
+        )
+    return lt, b, ls, e, e_v
 
 
 def spectral_norm(

@@ -517,6 +517,24 @@ def tensordot(a: Any, b: Any, axes: Any = 2) -> Variable:
     (2, 4)
     """
     sa, sb = shape_of(a), shape_of(b)
+    ia, ib = _paired_axes(axes, sa, sb)
+    letters = iter(string.ascii_letters)
+    la = [next(letters) for _ in sa]
+    lb = [next(letters) for _ in sb]
+    for i, j in zip(ia, ib, strict=True):
+        lb[j] = la[i]
+    out = [la[i] for i in range(len(sa)) if i not in ia] + [
+        lb[j] for j in range(len(sb)) if j not in ib
+    ]
+    return einsum(f"{''.join(la)},{''.join(lb)}->{''.join(out)}", a, b)
+
+
+def _paired_axes(
+    axes: Any, sa: tuple[int, ...], sb: tuple[int, ...]
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """tensordot's ``axes`` as the contracted axes of ``a`` and of ``b`` (non-negative),
+    pairwise of equal sizes.
+    """
     if isinstance(axes, int | np.integer):
         if not 0 <= axes <= min(len(sa), len(sb)):
             raise ValueError(f"tensordot: axes={axes} out of range for {sa} and {sb}")
@@ -529,12 +547,4 @@ def tensordot(a: Any, b: Any, axes: Any = 2) -> Variable:
         ib = tuple(i % len(sb) for i in ib)
     if len(ia) != len(ib) or any(sa[i] != sb[j] for i, j in zip(ia, ib, strict=True)):
         raise ValueError(f"tensordot: axes {axes} do not pair equal sizes of {sa} and {sb}")
-    letters = iter(string.ascii_letters)
-    la = [next(letters) for _ in sa]
-    lb = [next(letters) for _ in sb]
-    for i, j in zip(ia, ib, strict=True):
-        lb[j] = la[i]
-    out = [la[i] for i in range(len(sa)) if i not in ia] + [
-        lb[j] for j in range(len(sb)) if j not in ib
-    ]
-    return einsum(f"{''.join(la)},{''.join(lb)}->{''.join(out)}", a, b)
+    return ia, ib

@@ -193,16 +193,29 @@ class Affine(Function):
                 if len(inputs) == 3 and prop_down[2]:
                     inputs[2].store(_sum_rows(gy), accum[2])
                 return
-            if prop_down[0]:
-                x.store(batch_matmul(gy, w.data, transpose_b=True), accum[0])
-            if prop_down[1]:
-                w.store(batch_matmul(x.data, gy, transpose_a=True), accum[1])
-            if len(inputs) == 3 and prop_down[2]:
-                inputs[2].store(_reduction.sum(gy, axis=0), accum[2])
+            self._matrix_grads(inputs, gy, prop_down, accum)
             return
+        self._reshaped_grads(inputs, outputs, prop_down, accum)
+
+    @staticmethod
+    def _matrix_grads(inputs: Slots, gy: Any, prop_down: Flags, accum: Flags) -> None:
+        """The recorded rule when x is ``(N, K)``, w ``(K, M)`` and gy ``(N, M)`` already."""
+        x, w = inputs[0], inputs[1]
+        if prop_down[0]:
+            x.store(batch_matmul(gy, w.data, transpose_b=True), accum[0])
+        if prop_down[1]:
+            w.store(batch_matmul(x.data, gy, transpose_a=True), accum[1])
+        if len(inputs) == 3 and prop_down[2]:
+            inputs[2].store(_reduction.sum(gy, axis=0), accum[2])
+
+    def _reshaped_grads(
+        self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags
+    ) -> None:
+        """The rule, plain or recorded, on the (N, K), (K, M), (N, M) views of x, w, gy."""
+        x, w = inputs[0], inputs[1]
         ba = self._axis(len(x.shape))
         n, k, m = _affine_sizes(x, w, ba)
-        gy = _to_shape(gy, (n, m))
+        gy = _to_shape(outputs[0].grad, (n, m))
         if prop_down[0]:
             gx = batch_matmul(gy, _to_shape(w.data, (k, m)), transpose_b=True)
             x.store(_to_shape(gx, x.shape), accum[0])
@@ -339,18 +352,10 @@ def _split_ellipsis(subscripts: str, term: str, where: str) -> tuple[str, str, b
 
 
 @functools.lru_cache(maxsize=4096)
-def einsum_plan(subscripts: str, shapes: tuple[tuple[int, ...], ...]) -> EinsumPlan:  # noqa: C901 (one validation branch per einsum subscript error)
+def einsum_plan(subscripts: str, shapes: tuple[tuple[int, ...], ...]) -> EinsumPlan:
     """Parses numpy einsum ``subscripts`` for operands of ``shapes`` (ValueError if invalid)."""
     s = subscripts.replace(" ", "")
-    if s.count("->") > 1 or ("->" not in s and ">" in s.replace("->", "")):
-        raise ValueError(f"einsum: subscripts {subscripts!r}: misplaced '->'")
-    lhs, arrow, rhs = s.partition("->")
-    terms = lhs.split(",")
-    if len(terms) != len(shapes):
-        raise ValueError(
-            f"einsum: subscripts {subscripts!r} name {len(terms)} operand(s) but "
-            f"{len(shapes)} were given"
-        )
+    lhs, arrow, rhs = _einsum_sides(subscripts, s, len(shapes))
     used = set(s) & set(string.ascii_letters)
     pool = iter(c for c in string.ascii_letters if c not in used)
 
@@ -360,6 +365,45 @@ def einsum_plan(subscripts: str, shapes: tuple[tuple[int, ...], ...]) -> EinsumP
             raise ValueError(f"einsum: subscripts {subscripts!r} use too many distinct indices")
         return c
 
+    parsed, n_ell = _einsum_operands(subscripts, lhs.split(","), shapes)
+    ell_letters = "".join(fresh() for _ in range(n_ell))
+    labels = [pre + ell_letters[n_ell - k :] + post for pre, post, k in parsed]
+    sizes = _einsum_sizes(subscripts, labels, shapes, ell_letters)
+    out = _einsum_output(subscripts, lhs, arrow, rhs, ell_letters)
+
+    # a size-1 axis broadcast against a longer one gets a private letter
+    final = []
+    for lab, shape in zip(labels, shapes, strict=True):
+        rename: dict[str, str] = {}
+        for c, d in zip(lab, shape, strict=True):
+            if d == 1 and sizes[c] > 1 and c not in rename:
+                rename[c] = fresh()
+        final.append("".join(rename.get(c, c) for c in lab))
+    return EinsumPlan(tuple(final), out, tuple(sizes[c] for c in out))
+
+
+def _einsum_sides(subscripts: str, s: str, n_operands: int) -> tuple[str, str, str]:
+    """``s`` (``subscripts`` without spaces) split at its one ``'->'``: ``(lhs, arrow, rhs)``,
+    the left side naming ``n_operands`` operands.
+    """
+    if s.count("->") > 1 or ("->" not in s and ">" in s.replace("->", "")):
+        raise ValueError(f"einsum: subscripts {subscripts!r}: misplaced '->'")
+    lhs, arrow, rhs = s.partition("->")
+    n_terms = len(lhs.split(","))
+    if n_terms != n_operands:
+        raise ValueError(
+            f"einsum: subscripts {subscripts!r} name {n_terms} operand(s) but "
+            f"{n_operands} were given"
+        )
+    return lhs, arrow, rhs
+
+
+def _einsum_operands(
+    subscripts: str, terms: list[str], shapes: tuple[tuple[int, ...], ...]
+) -> tuple[list[tuple[str, str, int]], int]:
+    """Each operand's letters before and after its ``'...'`` and the number of axes the
+    ``'...'`` stands for there; and the most axes any ``'...'`` stands for.
+    """
     parsed = []
     n_ell = 0
     for i, (term, shape) in enumerate(zip(terms, shapes, strict=True)):
@@ -372,9 +416,13 @@ def einsum_plan(subscripts: str, shapes: tuple[tuple[int, ...], ...]) -> EinsumP
             )
         parsed.append((pre, post, len(shape) - named))
         n_ell = max(n_ell, len(shape) - named)
-    ell_letters = "".join(fresh() for _ in range(n_ell))
-    labels = [pre + ell_letters[n_ell - k :] + post for pre, post, k in parsed]
+    return parsed, n_ell
 
+
+def _einsum_sizes(
+    subscripts: str, labels: list[str], shapes: tuple[tuple[int, ...], ...], ell_letters: str
+) -> dict[str, int]:
+    """The size of each letter: the same wherever it appears, or 1 (broadcast)."""
     sizes: dict[str, int] = {}
     for i, (lab, shape) in enumerate(zip(labels, shapes, strict=True)):
         own: dict[str, int] = {}
@@ -391,34 +439,28 @@ def einsum_plan(subscripts: str, shapes: tuple[tuple[int, ...], ...]) -> EinsumP
                     f"earlier operand and {d} in operand {i} of shape {shape}"
                 )
             sizes[c] = max(sizes.get(c, 1), d)
+    return sizes
 
+
+def _einsum_output(subscripts: str, lhs: str, arrow: str, rhs: str, ell_letters: str) -> str:
+    """The output's letters: the explicit ``rhs`` (each once, each in some operand, the
+    ``'...'`` axes kept), or numpy's implicit output: the ``'...'`` axes, then the indices
+    seen once, sorted.
+    """
     user = [c for c in lhs if c.isalpha()]
-    if arrow:
-        pre, post, ell = _split_ellipsis(subscripts, rhs, "the output")
-        if n_ell and not ell:
+    if not arrow:
+        return ell_letters + "".join(sorted(c for c in set(user) if user.count(c) == 1))
+    pre, post, ell = _split_ellipsis(subscripts, rhs, "the output")
+    if ell_letters and not ell:
+        raise ValueError(f"einsum: subscripts {subscripts!r}: the output must keep the '...' axes")
+    for c in pre + post:
+        if (pre + post).count(c) > 1:
+            raise ValueError(f"einsum: subscripts {subscripts!r}: output index {c!r} repeated")
+        if c not in user:
             raise ValueError(
-                f"einsum: subscripts {subscripts!r}: the output must keep the '...' axes"
+                f"einsum: subscripts {subscripts!r}: output index {c!r} is in no operand"
             )
-        for c in pre + post:
-            if (pre + post).count(c) > 1:
-                raise ValueError(f"einsum: subscripts {subscripts!r}: output index {c!r} repeated")
-            if c not in user:
-                raise ValueError(
-                    f"einsum: subscripts {subscripts!r}: output index {c!r} is in no operand"
-                )
-        out = pre + (ell_letters if ell else "") + post
-    else:  # numpy's implicit output: the '...' axes, then indices seen once, sorted
-        out = ell_letters + "".join(sorted(c for c in set(user) if user.count(c) == 1))
-
-    # a size-1 axis broadcast against a longer one gets a private letter
-    final = []
-    for lab, shape in zip(labels, shapes, strict=True):
-        rename: dict[str, str] = {}
-        for c, d in zip(lab, shape, strict=True):
-            if d == 1 and sizes[c] > 1 and c not in rename:
-                rename[c] = fresh()
-        final.append("".join(rename.get(c, c) for c in lab))
-    return EinsumPlan(tuple(final), out, tuple(sizes[c] for c in out))
+    return pre + (ell_letters if ell else "") + post
 
 
 class Einsum(Function):

@@ -294,27 +294,9 @@ def batch_normalization(
     kept = _axes(name, "axes", axes, x.ndim)
     p_shape = tuple(s if i in kept else 1 for i, s in enumerate(x.shape))
     xp = array_module(x._data) if x._data is not None else get_default_context().xp
-    params = []
-    for arg, v, fill in (
-        ("beta", beta, 0.0),
-        ("gamma", gamma, 1.0),
-        ("mean", mean, 0.0),
-        ("variance", variance, 1.0),
-    ):
-        if v is None:
-            if not batch_stat and arg in ("mean", "variance"):
-                raise ValueError(f"{name}: {arg} must be given when batch_stat is False")
-            v = Variable.from_array(xp.full(p_shape, fill, dtype=x.dtype))
-        elif arg in ("mean", "variance") and not isinstance(v, Variable) and hasattr(v, "shape"):
-            v = Variable.from_array(v, copy=False)  # the caller's array is updated in place
-        params.append(v)
+    params = _bn_parameters(name, (beta, gamma, mean, variance), p_shape, x.dtype, xp, batch_stat)
     if batch_stat:
-        for arg, v in zip(("mean", "variance"), params[2:], strict=True):
-            if isinstance(v, Variable) and v.parent is not None:
-                raise ValueError(
-                    f"{name}: {arg} must be a leaf Variable (it is updated in place) when"
-                    " batch_stat is True"
-                )
+        _check_running_leaves(name, params[2:])
     if output_stat and not batch_stat:
         raise ValueError(f"{name}: output_stat=True needs batch_stat=True (the batch statistics)")
     fn = BatchNormalization(axes=kept, decay_rate=decay_rate, eps=eps, batch_stat=batch_stat)
@@ -324,6 +306,42 @@ def batch_normalization(
     if output_stat and params[2].shape != p_shape:  # the stored statistics' shape, as NNabla
         out = (y, _array.reshape(out[1], params[2].shape), _array.reshape(out[2], params[2].shape))
     return out
+
+
+def _bn_parameters(
+    name: str,
+    given: tuple[Any, Any, Any, Any],
+    p_shape: tuple[int, ...],
+    dtype: Any,
+    xp: Any,
+    batch_stat: bool,
+) -> list[Any]:
+    """beta, gamma, mean, variance: each given one, or a constant of ``p_shape`` (0, 1, 0, 1)
+    where None (the running statistics must be given in inference); a running statistic
+    given as an array is wrapped without a copy, so that it is updated in place.
+    """
+    params = []
+    for (arg, fill), v in zip(
+        (("beta", 0.0), ("gamma", 1.0), ("mean", 0.0), ("variance", 1.0)), given, strict=True
+    ):
+        if v is None:
+            if not batch_stat and arg in ("mean", "variance"):
+                raise ValueError(f"{name}: {arg} must be given when batch_stat is False")
+            v = Variable.from_array(xp.full(p_shape, fill, dtype=dtype))
+        elif arg in ("mean", "variance") and not isinstance(v, Variable) and hasattr(v, "shape"):
+            v = Variable.from_array(v, copy=False)  # the caller's array is updated in place
+        params.append(v)
+    return params
+
+
+def _check_running_leaves(name: str, running: list[Any]) -> None:
+    """Raises unless the running mean and variance are leaves (training writes into them)."""
+    for arg, v in zip(("mean", "variance"), running, strict=True):
+        if isinstance(v, Variable) and v.parent is not None:
+            raise ValueError(
+                f"{name}: {arg} must be a leaf Variable (it is updated in place) when"
+                " batch_stat is True"
+            )
 
 
 def layer_normalization(

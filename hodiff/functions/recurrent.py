@@ -141,29 +141,46 @@ def _run(
     for layer in range(n_layers):
         if layer > 0 and training and ratio > 0.0:
             seq = _dropout(seq, p=ratio)  # between layers, as cuDNN and PyTorch do
-        n_in = seq.shape[2]
         outs: list[Variable] = []
         for d in range(n_dir):
             wl = w0[d] if layer == 0 else w[layer - 1, d]  # type: ignore[index]
-            wt = transpose(wl, (wl.ndim - 1, *range(wl.ndim - 1)))  # (In + H, [G,] H)
-            wx, wh = wt[:n_in], wt[n_in:]
-            bx = bhn = None
-            if b is not None:
-                bx = b[layer, d]
-                if split_bias:  # gru: b_r, b_z, b_in act on x; b_hn on h inside r * (.)
-                    bx, bhn = bx[:3], bx[3]
-            steps = split(affine(seq, wx, bx, base_axis=2), axis=0)  # x W_x + b, all steps
-            s = [st[layer, d] for st in states]
-            hs = []
-            for p in reversed(steps) if d == 1 else steps:
-                s = cell(p, s, wh, bhn)
-                hs.append(s[0])
-            outs.append(stack(*(reversed(hs) if d == 1 else hs), axis=0))
+            y, s = _one_direction(seq, states, wl, b, cell, split_bias, layer, d)
+            outs.append(y)
             for acc, v in zip(last, s, strict=True):
                 acc.append(v)
         seq = outs[0] if n_dir == 1 else concatenate(*outs, axis=2)
     shape = (n_layers, n_dir, x.shape[1], hid)
     return seq, [reshape(stack(*vs, axis=0), shape) for vs in last]
+
+
+def _one_direction(
+    seq: Variable,
+    states: list[Variable],
+    wl: Variable,
+    b: Variable | None,
+    cell: Cell,
+    split_bias: bool,
+    layer: int,
+    d: int,
+) -> tuple[Variable, list[Variable]]:
+    """Layer ``layer`` in direction ``d`` (1: the steps backwards), with its weights ``wl``
+    (``([G,] In + H, H)``): the hidden states ``(T, B, H)`` in time order, and the final states.
+    """
+    n_in = seq.shape[2]
+    wt = transpose(wl, (wl.ndim - 1, *range(wl.ndim - 1)))  # (In + H, [G,] H)
+    wx, wh = wt[:n_in], wt[n_in:]
+    bx = bhn = None
+    if b is not None:
+        bx = b[layer, d]
+        if split_bias:  # gru: b_r, b_z, b_in act on x; b_hn on h inside r * (.)
+            bx, bhn = bx[:3], bx[3]
+    steps = split(affine(seq, wx, bx, base_axis=2), axis=0)  # x W_x + b, all steps
+    s = [st[layer, d] for st in states]
+    hs = []
+    for p in reversed(steps) if d == 1 else steps:
+        s = cell(p, s, wh, bhn)
+        hs.append(s[0])
+    return stack(*(reversed(hs) if d == 1 else hs), axis=0), s
 
 
 def _rnn_cell(act: Callable[[Any], Any]) -> Cell:

@@ -457,20 +457,12 @@ def _with_index(
     if not (with_index or only_index):
         return cls(axis=axis, keepdims=keepdims)(x)
     shape = shape_of(x)
-    red = normalize_axes(name, axis, len(shape))
-    if not red or any(shape[a] == 0 for a in red):
-        raise ValueError(
-            f"{name}: with_index needs a non-empty reduction (x of shape {shape}, axis {axis})"
-        )
-    kept = tuple(a for a in range(len(shape)) if a not in red)
-    order = (*kept, *red)
-    moved = x if order == tuple(range(len(shape))) else _array.transpose(x, order)
-    flat = _array.reshape(moved, (*(shape[a] for a in kept), -1))
-    arg = _stats.argmax if name == "max" else _stats.argmin
+    red, kept, flat = _reduced_last(name, x, axis, shape)
     out_shape = kept_shape(shape, red) if keepdims else tuple(shape[a] for a in kept)
     value = None
     dtype = x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype
     if only_index or np.dtype(dtype).kind != "f":
+        arg = _stats.argmax if name == "max" else _stats.argmin
         index = arg(flat, axis=-1)
     else:
         # NNabla's one function: the index is computed from the value, so that a forward of
@@ -487,6 +479,23 @@ def _with_index(
     if value is None:
         value = cls(axis=axis, keepdims=keepdims)(x)
     return value, index
+
+
+def _reduced_last(
+    name: str, x: Any, axis: Any, shape: tuple[int, ...]
+) -> tuple[tuple[int, ...], tuple[int, ...], Any]:
+    """The reduced and kept axes of ``x``, and ``x`` with its kept axes first and its
+    reduced ones flattened into the last (raises on an empty reduction).
+    """
+    red = normalize_axes(name, axis, len(shape))
+    if not red or any(shape[a] == 0 for a in red):
+        raise ValueError(
+            f"{name}: with_index needs a non-empty reduction (x of shape {shape}, axis {axis})"
+        )
+    kept = tuple(a for a in range(len(shape)) if a not in red)
+    order = (*kept, *red)
+    moved = x if order == tuple(range(len(shape))) else _array.transpose(x, order)
+    return red, kept, _array.reshape(moved, (*(shape[a] for a in kept), -1))
 
 
 def prod(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:

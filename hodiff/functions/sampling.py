@@ -180,20 +180,7 @@ def warp_by_grid(
     >>> F.warp_by_grid(x, np.zeros((1, 1, 1, 2)), align_corners=True).d
     array([[[[1.5]]]])
     """
-    if mode not in ("linear", "nearest"):
-        raise ValueError(f"warp_by_grid: mode must be 'linear' or 'nearest', got {mode!r}")
-    if padding_mode not in ("zero", "repeat", "reflect"):
-        raise ValueError(
-            f"warp_by_grid: padding_mode must be 'zero', 'repeat' or 'reflect', "
-            f"got {padding_mode!r}"
-        )
-    xs, gs = shape_of(x), shape_of(grid)
-    d = len(gs) - 2
-    if d not in (2, 3) or len(xs) != d + 2 or gs[-1] != d or gs[0] != xs[0]:
-        raise ValueError(
-            f"warp_by_grid: x of shape {xs} and grid of shape {gs} must be "
-            "(B, C, H, W) and (B, Ho, Wo, 2), or the 3-D forms"
-        )
+    xs, gs, d = _check_warp(mode, padding_mode, x, grid)
     if channel_last:
         sizes, c = xs[1:-1], xs[-1]
         xc = x
@@ -230,3 +217,26 @@ def warp_by_grid(
     )
     y = _array.reshape(y, (b, *out, c))
     return y if channel_last else _array.transpose(y, (0, d + 1, *range(1, d + 1)))
+
+
+def _check_warp(
+    mode: str, padding_mode: str, x: Any, grid: Any
+) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+    """Raises unless the modes are known and the shapes of x and grid fit; returns the
+    shapes and D (2 or 3).
+    """
+    if mode not in ("linear", "nearest"):
+        raise ValueError(f"warp_by_grid: mode must be 'linear' or 'nearest', got {mode!r}")
+    if padding_mode not in ("zero", "repeat", "reflect"):
+        raise ValueError(
+            f"warp_by_grid: padding_mode must be 'zero', 'repeat' or 'reflect', "
+            f"got {padding_mode!r}"
+        )
+    xs, gs = shape_of(x), shape_of(grid)
+    d = len(gs) - 2
+    if d not in (2, 3) or len(xs) != d + 2 or gs[-1] != d or gs[0] != xs[0]:
+        raise ValueError(
+            f"warp_by_grid: x of shape {xs} and grid of shape {gs} must be "
+            "(B, C, H, W) and (B, Ho, Wo, 2), or the 3-D forms"
+        )
+    return xs, gs, d

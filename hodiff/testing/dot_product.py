@@ -81,6 +81,44 @@ def _flat(ys: Sequence[Variable]) -> Variable:
     return parts[0] if len(parts) == 1 else F.concatenate(*parts, axis=0)
 
 
+def _float64_inputs(inputs: Any) -> tuple[list[Any], list[int]]:
+    """The inputs as arrays (floats in float64 copies) and the positions of the float ones;
+    raises when there is none.
+    """
+    raw = list(inputs) if isinstance(inputs, tuple | list) else [inputs]
+    xs: list[Any] = []
+    for a in raw:
+        a = a.d if isinstance(a, Variable) else a
+        a = array_module(a).asarray(a)
+        xs.append(a.astype(np.float64) if a.dtype.kind == "f" else a)
+    diff = [i for i, a in enumerate(xs) if a.dtype.kind == "f"]
+    if not diff:
+        raise TypeError("dot_product_test: no float input to differentiate")
+    return xs, diff
+
+
+def _order_row(
+    k: int, g: Callable[..., Variable], floats: tuple[Any, ...], u: Any, v: tuple[Any, ...]
+) -> DotProductRow:
+    """The test of one order: ``<J v, u>`` by jvp against ``<v, J^T u>`` by vjp of ``g``,
+    held to ``RTOL (|J v| |u| + |v| |J^T u|)``.
+    """
+    _, jv = jvp(g, floats, v)
+    _, jtu = vjp(g, floats, u)
+    jtu = jtu if isinstance(jtu, tuple) else (jtu,)
+    fwd = float((_numpy(jv) * _numpy(u)).sum())
+    rev = float(sum((_numpy(a) * _numpy(b)).sum() for a, b in zip(v, jtu, strict=True)))
+    norm = np.linalg.norm
+    scale = float(norm(_numpy(jv)) * norm(_numpy(u)))
+    scale += float(
+        np.sqrt(sum(norm(_numpy(a)) ** 2 for a in v))
+        * np.sqrt(sum(norm(_numpy(b)) ** 2 for b in jtu))
+    )
+    err = abs(fwd - rev)
+    tol = RTOL * scale
+    return DotProductRow(k, fwd, rev, err, tol, bool(err <= tol))
+
+
 def dot_product_test(
     f: Callable[..., Variable],
     inputs: Any,
@@ -118,15 +156,7 @@ def dot_product_test(
     if not isinstance(order, int) or order < 1:
         raise ValueError(f"dot_product_test: order must be an integer >= 1, got {order!r}")
     refuse_batched("dot_product_test", "inputs", inputs, NOT_PER_EXAMPLE)
-    raw = list(inputs) if isinstance(inputs, tuple | list) else [inputs]
-    xs: list[Any] = []
-    for a in raw:
-        a = a.d if isinstance(a, Variable) else a
-        a = array_module(a).asarray(a)
-        xs.append(a.astype(np.float64) if a.dtype.kind == "f" else a)
-    diff = [i for i, a in enumerate(xs) if a.dtype.kind == "f"]
-    if not diff:
-        raise TypeError("dot_product_test: no float input to differentiate")
+    xs, diff = _float64_inputs(inputs)
     xp = array_module(xs[diff[0]])
     rng = np.random.default_rng(seed)
 
@@ -153,20 +183,7 @@ def dot_product_test(
         shape = g(*[Variable.from_array(a) for a in floats]).shape
         u = xp.asarray(rng.standard_normal(shape))
         v = tuple(xp.asarray(rng.standard_normal(a.shape)) for a in floats)
-        _, jv = jvp(g, floats, v)
-        _, jtu = vjp(g, floats, u)
-        jtu = jtu if isinstance(jtu, tuple) else (jtu,)
-        fwd = float((_numpy(jv) * _numpy(u)).sum())
-        rev = float(sum((_numpy(a) * _numpy(b)).sum() for a, b in zip(v, jtu, strict=True)))
-        norm = np.linalg.norm
-        scale = float(norm(_numpy(jv)) * norm(_numpy(u)))
-        scale += float(
-            np.sqrt(sum(norm(_numpy(a)) ** 2 for a in v))
-            * np.sqrt(sum(norm(_numpy(b)) ** 2 for b in jtu))
-        )
-        err = abs(fwd - rev)
-        tol = RTOL * scale
-        report.rows.append(DotProductRow(k, fwd, rev, err, tol, bool(err <= tol)))
+        report.rows.append(_order_row(k, g, floats, u, v))
         if k < order:
             g = lift(g, xp.asarray(rng.standard_normal(shape)))
     if raise_exception and not report.passed:

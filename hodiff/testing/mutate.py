@@ -154,6 +154,21 @@ def mutation_report(
     mask is zero), so no check could catch it; it is listed, not counted.
     """
     plain: dict[tuple[int, int], np.ndarray] = {}
+    users = _hardest_users(specs)
+    out = []
+    for cls in sorted(REGISTRY, key=lambda c: (family(c), c.__name__)):
+        if not getattr(cls, "differentiable", True):
+            continue
+        row = users.get(cls)
+        for k in orders:
+            out.append(_mutant(cls, k, row, check, plain))
+    return out
+
+
+def _hardest_users(specs: Sequence[Spec]) -> dict[type, Spec]:
+    """For each primitive, the differentiable row that checks it hardest (highest order,
+    own tolerances last); rows that cannot be built are left to the check to report.
+    """
     users: dict[type, Spec] = {}
     for spec in specs:
         if spec.order < 1:
@@ -166,34 +181,37 @@ def mutation_report(
             old = users.get(cls)
             if old is None or _strength(spec) > _strength(old):
                 users[cls] = spec
-    out = []
-    for cls in sorted(REGISTRY, key=lambda c: (family(c), c.__name__)):
-        if not getattr(cls, "differentiable", True):
-            continue
-        row = users.get(cls)
-        for k in orders:
-            name, fam = cls.__name__, family(cls)
-            if row is None:
-                out.append(Mutant(name, fam, k, "-", False, "no spec row uses it"))
-                continue
-            if row.order < k:
-                why = f"{row.name} is checked up to order {row.order}"
-                out.append(Mutant(name, fam, k, row.name, False, why))
-                continue
-            key = (id(row), k)
-            if key not in plain:
-                plain[key] = check(row, k)[1]
-            with mutated(cls, k):
-                passed, values = check(row, k)
-            ref = plain[key]
-            scale = float(np.max(np.abs(ref))) if ref.size else 0.0
-            same = ref.shape == values.shape and bool(
-                np.all(np.abs(values - ref) <= 1e-9 * max(scale, 1e-300))
-            )
-            if passed and same:
-                why = f"equivalent: the mutated term does not change the order-{k} derivative"
-                out.append(Mutant(name, fam, k, row.name, False, why, equivalent=True))
-                continue
-            why = "" if not passed else f"the order-{k} check of {row.name} passed"
-            out.append(Mutant(name, fam, k, row.name, not passed, why))
-    return out
+    return users
+
+
+def _mutant(
+    cls: type[Function],
+    k: int,
+    row: Spec | None,
+    check: Callable[[Spec, int], tuple[bool, np.ndarray]],
+    plain: dict[tuple[int, int], np.ndarray],
+) -> Mutant:
+    """The order-``k`` mutant of ``cls`` checked on ``row`` (``plain`` caches the unmutated
+    analytic values per row and order): caught, survived, equivalent, or unchecked and why.
+    """
+    name, fam = cls.__name__, family(cls)
+    if row is None:
+        return Mutant(name, fam, k, "-", False, "no spec row uses it")
+    if row.order < k:
+        why = f"{row.name} is checked up to order {row.order}"
+        return Mutant(name, fam, k, row.name, False, why)
+    key = (id(row), k)
+    if key not in plain:
+        plain[key] = check(row, k)[1]
+    with mutated(cls, k):
+        passed, values = check(row, k)
+    ref = plain[key]
+    scale = float(np.max(np.abs(ref))) if ref.size else 0.0
+    same = ref.shape == values.shape and bool(
+        np.all(np.abs(values - ref) <= 1e-9 * max(scale, 1e-300))
+    )
+    if passed and same:
+        why = f"equivalent: the mutated term does not change the order-{k} derivative"
+        return Mutant(name, fam, k, row.name, False, why, equivalent=True)
+    why = "" if not passed else f"the order-{k} check of {row.name} passed"
+    return Mutant(name, fam, k, row.name, not passed, why)

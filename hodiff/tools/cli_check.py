@@ -30,7 +30,7 @@ import numpy as np
 from hodiff.engine.variable import Variable
 from hodiff.testing import Spec, all_specs, spec_ids
 from hodiff.testing.harness import outputs_of, scalarized
-from hodiff.testing.mutate import mutation_report
+from hodiff.testing.mutate import Mutant, mutation_report
 from hodiff.tools.check import GradcheckReport, gradcheck
 
 __all__ = [
@@ -140,36 +140,29 @@ def _spec_passes(spec: Spec, k: int) -> tuple[bool, np.ndarray]:
     return passed, np.array(values)
 
 
-def run_mutate(order: int = 3, functions: Sequence[str] | None = None) -> int:
-    """The mutation mode: every primitive's rule broken a little at orders 1..``order``
-    (:mod:`hodiff.testing.mutate`), each caught or listed as a survivor with why.
+def _named(specs: list[Spec], functions: Sequence[str] | None) -> list[Spec]:
+    """The rows of the named functions or variants (all rows when none is named)."""
+    if not functions:
+        return specs
+    wanted = set(functions)
+    return [s for s in specs if s.fn.__name__ in wanted or s.name in wanted]
 
-    Prints the mutation score per family and the survivors; returns 0 when every
-    mutant was caught, 1 otherwise.
-    """
-    specs = all_specs()
-    if functions:
-        wanted = set(functions)
-        specs = [s for s in specs if s.fn.__name__ in wanted or s.name in wanted]
-    start = time.perf_counter()
-    mutants = mutation_report(specs, _spec_passes, orders=range(1, order + 1))
-    if functions:  # only the primitives the selected rows use
-        mutants = [m for m in mutants if m.spec != "-"]
-    elapsed = time.perf_counter() - start
-    families = sorted({m.family for m in mutants})
+
+def _print_scores(mutants: Sequence[Mutant]) -> None:
+    """The score table: per family, the mutants caught of those a check can see."""
     head = f"{'family':<24} {'caught':>7} {'mutants':>8} {'score':>7}"
     print(head)
     print("-" * len(head))
-    for fam in families:
+    for fam in sorted({m.family for m in mutants}):
         mine = [m for m in mutants if m.family == fam and not m.equivalent]
         if not mine:
             continue
         caught = sum(m.caught for m in mine)
         print(f"{fam:<24} {caught:>7} {len(mine):>8} {100 * caught / len(mine):>6.1f}%")
-    equivalent = [m for m in mutants if m.equivalent]
-    counted = [m for m in mutants if not m.equivalent]
-    survivors = [m for m in counted if not m.caught]
-    caught = len(counted) - len(survivors)
+
+
+def _print_survivors(survivors: Sequence[Mutant], equivalent: Sequence[Mutant]) -> None:
+    """The mutants no check caught, then those no check can see, each with why."""
     if survivors:
         print("\nsurvivors:")
         for m in survivors:
@@ -178,11 +171,32 @@ def run_mutate(order: int = 3, functions: Sequence[str] | None = None) -> int:
         print("\nequivalent mutants (not counted: no check can see them):")
         for m in equivalent:
             print(f"  {m.primitive} (order {m.order}, {m.family}, {m.spec}): {m.why}")
+
+
+def run_mutate(order: int = 3, functions: Sequence[str] | None = None) -> int:
+    """The mutation mode: every primitive's rule broken a little at orders 1..``order``
+    (:mod:`hodiff.testing.mutate`), each caught or listed as a survivor with why.
+
+    Prints the mutation score per family and the survivors; returns 0 when every
+    mutant was caught, 1 otherwise.
+    """
+    specs = _named(all_specs(), functions)
+    start = time.perf_counter()
+    mutants = mutation_report(specs, _spec_passes, orders=range(1, order + 1))
+    if functions:  # only the primitives the selected rows use
+        mutants = [m for m in mutants if m.spec != "-"]
+    elapsed = time.perf_counter() - start
+    _print_scores(mutants)
+    equivalent = [m for m in mutants if m.equivalent]
+    counted = [m for m in mutants if not m.equivalent]
+    survivors = [m for m in counted if not m.caught]
+    _print_survivors(survivors, equivalent)
+    caught = len(counted) - len(survivors)
     score = 100 * caught / len(counted) if counted else 100.0
+    n_primitives = len({m.primitive for m in mutants})
     print(
         f"{caught} of {len(counted)} mutants caught ({score:.1f}%; {len(equivalent)} "
-        f"equivalent), {len({m.primitive for m in mutants})} primitives, orders 1..{order}, "
-        f"in {elapsed:.1f}s"
+        f"equivalent), {n_primitives} primitives, orders 1..{order}, in {elapsed:.1f}s"
     )
     return 1 if survivors else 0
 
@@ -267,6 +281,66 @@ def _fmt(x: float) -> str:
     return f"{x:12.2e}" if np.isfinite(x) else f"{'-':>12}"
 
 
+def _pick(
+    specs: Sequence[Spec], names: Sequence[str], functions: Sequence[str] | None
+) -> list[tuple[Spec, str]] | None:
+    """The ``(spec, name)`` pairs the command checks: all, or those of the named functions or
+    variants; None (after printing why, with close matches) when a name has no spec.
+    """
+    if not functions:
+        return list(zip(specs, names, strict=True))
+    wanted = set(functions)
+    known = {s.fn.__name__ for s in specs} | {s.name for s in specs}
+    unknown = sorted(wanted - known)
+    if unknown:
+        for u in unknown:
+            close = difflib.get_close_matches(u, sorted(known), n=3, cutoff=0.6)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            print(f"hodiff check: no spec for {u}{hint}", file=sys.stderr)
+        print("hodiff check: --list shows every function", file=sys.stderr)
+        return None
+    return [
+        (s, n)
+        for s, n in zip(specs, names, strict=True)
+        if s.fn.__name__ in wanted or s.name in wanted
+    ]
+
+
+def _print_rows(rows: Sequence[Row]) -> None:
+    """The table (one line per function and order), then the details of each failure."""
+    width = max([len(r.name) for r in rows] + [8])
+    head = f"{'function':<{width}}  order  {'max abs err':>12}  {'max rel err':>12}  result"
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        result = "pass" if r.passed else "FAIL"
+        print(f"{r.name:<{width}}  {r.order:>5}  {_fmt(r.abs_err)}  {_fmt(r.rel_err)}  {result}")
+    failed = [r for r in rows if not r.passed]
+    if failed:
+        print("\nfailures:")
+        for r in failed:
+            print(f"{r.name} order {r.order}:")
+            print("  " + r.details.replace("\n", "\n  "))
+
+
+def _summary(
+    rows: Sequence[Row], todo: Sequence[tuple[Spec, str]], skipped: int, order: int, elapsed: float
+) -> str:
+    """The last line: checks, functions, specs, time, passed and failed (by name), skipped."""
+    failed = [r for r in rows if not r.passed]
+    bad = {r.name for r in failed}
+    n_functions = len({s.fn.__name__ for s, _ in todo})
+    summary = (
+        f"{len(rows)} checks of {n_functions} functions ({len(todo)} specs, orders 1..{order})"
+        f" in {elapsed:.1f}s: {len(rows) - len(failed)} passed, {len(failed)} failed"
+    )
+    if bad:
+        summary += f" ({', '.join(sorted(bad))})"
+    if skipped:
+        summary += f"; {skipped} not differentiable, skipped"
+    return summary
+
+
 def run_check(order: int = 3, functions: Sequence[str] | None = None) -> int:
     """Checks the spec table (or the named functions) at orders ``1..order``; prints a table.
 
@@ -283,25 +357,9 @@ def run_check(order: int = 3, functions: Sequence[str] | None = None) -> int:
         print(f"hodiff check: --order must be >= 1, got {order}", file=sys.stderr)
         return 2
     specs = all_specs()
-    names = spec_ids(specs)
-    if functions:
-        wanted = set(functions)
-        known = {s.fn.__name__ for s in specs} | {s.name for s in specs}
-        unknown = sorted(wanted - known)
-        if unknown:
-            for u in unknown:
-                close = difflib.get_close_matches(u, sorted(known), n=3, cutoff=0.6)
-                hint = f"; did you mean {', '.join(close)}?" if close else ""
-                print(f"hodiff check: no spec for {u}{hint}", file=sys.stderr)
-            print("hodiff check: --list shows every function", file=sys.stderr)
-            return 2
-        picked = [
-            (s, n)
-            for s, n in zip(specs, names, strict=True)
-            if s.fn.__name__ in wanted or s.name in wanted
-        ]
-    else:
-        picked = list(zip(specs, names, strict=True))
+    picked = _pick(specs, spec_ids(specs), functions)
+    if picked is None:
+        return 2
     top = max([s.order for s, _ in picked] + [0])
     if top >= 1 and order > top:
         print(
@@ -319,28 +377,6 @@ def run_check(order: int = 3, functions: Sequence[str] | None = None) -> int:
         rows.extend(check_spec(spec, order, name))
     elapsed = time.perf_counter() - start
 
-    width = max([len(r.name) for r in rows] + [8])
-    head = f"{'function':<{width}}  order  {'max abs err':>12}  {'max rel err':>12}  result"
-    print(head)
-    print("-" * len(head))
-    for r in rows:
-        result = "pass" if r.passed else "FAIL"
-        print(f"{r.name:<{width}}  {r.order:>5}  {_fmt(r.abs_err)}  {_fmt(r.rel_err)}  {result}")
-    failed = [r for r in rows if not r.passed]
-    if failed:
-        print("\nfailures:")
-        for r in failed:
-            print(f"{r.name} order {r.order}:")
-            print("  " + r.details.replace("\n", "\n  "))
-    bad = {r.name for r in failed}
-    n_functions = len({s.fn.__name__ for s, _ in todo})
-    summary = (
-        f"{len(rows)} checks of {n_functions} functions ({len(todo)} specs, orders 1..{order})"
-        f" in {elapsed:.1f}s: {len(rows) - len(failed)} passed, {len(failed)} failed"
-    )
-    if bad:
-        summary += f" ({', '.join(sorted(bad))})"
-    if skipped:
-        summary += f"; {len(skipped)} not differentiable, skipped"
-    print(summary)
-    return 1 if failed else 0
+    _print_rows(rows)
+    print(_summary(rows, todo, len(skipped), order, elapsed))
+    return 0 if all(r.passed for r in rows) else 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 
 import numpy as np
 
@@ -39,9 +40,19 @@ def run_demo() -> int:
 
     loss = loss_of(*ps)
     print(f"model: 3-8-1 tanh MLP, batch 16, loss = {float(loss.d):.6f}\n")
+    grads = _gradient_lines(loss, params)
+    _hvp_lines(loss_of, grads, ps, rng)
+    _third_derivative_lines(ps)
+    ok = _gradcheck_lines(loss_of, ps)
+    ok = _curvature_line(loss_of, loss, params) and ok
+    ok = _check_function_line(x) and ok
+    _graph_line(x, loss, ps)
+    return 0 if ok else 1
 
-    # 1. gradient: fast path (.backward) and graph path (hd.grad) agree
-    grads = grad(loss, ps)
+
+def _gradient_lines(loss: Variable, params: dict[str, Variable]) -> list[Variable]:
+    """1. The gradient: the fast path (.backward) and the graph path (hd.grad) agree."""
+    grads = grad(loss, list(params.values()))
     loss.backward()
     print("1. gradient (hd.grad vs plain .backward())")
     for (name, p), g in zip(params.items(), grads, strict=True):
@@ -49,8 +60,18 @@ def run_demo() -> int:
             f"   d loss / d {name:<3} |g| = {np.linalg.norm(g.d):.6f}"
             f"   max |graph - plain| = {np.abs(g.d - p.g).max():.1e}"
         )
+    return grads
 
-    # 2. Hessian-vector product: differentiate <grad, v> once more
+
+def _hvp_lines(
+    loss_of: Callable[..., Variable],
+    grads: list[Variable],
+    ps: list[Variable],
+    rng: np.random.Generator,
+) -> None:
+    """2. A Hessian-vector product (differentiate ``<grad, v>`` once more) against the
+    central difference of the gradient along ``v``.
+    """
     vs = [rng.standard_normal(p.shape) for p in ps]
     dot = F.sum(grads[0] * vs[0])
     for g, v in zip(grads[1:], vs[1:], strict=True):
@@ -73,7 +94,9 @@ def run_demo() -> int:
         f"{np.abs(hv - fd).max():.1e}"
     )
 
-    # 3. third derivative of the network output along its input
+
+def _third_derivative_lines(ps: list[Variable]) -> None:
+    """3. The third derivative of the network output along its input."""
     s = Variable.from_array(np.array([[0.3, -0.2, 0.1]]), need_grad=True)
     y = F.sum(mlp(s, *ps))
     d1 = grad(y, s)[0]
@@ -82,7 +105,9 @@ def run_demo() -> int:
     print("\n3. third derivative of the output y(x) at one input x in R^3")
     print(f"   sum_ij d3y/dx_i dx_j dx_k = {d3.d.ravel()}  (k = 1..3)")
 
-    # 4. gradcheck of the whole model, orders 1..3, against finite differences
+
+def _gradcheck_lines(loss_of: Callable[..., Variable], ps: list[Variable]) -> bool:
+    """4. gradcheck of the whole model, orders 1..3, against finite differences."""
     report = gradcheck(lambda *w: loss_of(*w), [p.d for p in ps], order=3, raise_exception=False)
     print("\n4. gradcheck of the loss w.r.t. all parameters (float64 central differences)")
     print(f"   {'order':>5} {'elements':>9} {'max abs err':>12} {'max rel err':>12}  result")
@@ -92,9 +117,16 @@ def run_demo() -> int:
         ok = all(row[6] for row in report.rows if row[1] == k)
         print(f"   {k:>5} {n:>9} {a:>12.2e} {r:>12.2e}  {'pass' if ok else 'FAIL'}")
     print(f"\n{'all derivatives agree' if report else 'MISMATCH'}")
-    ok = bool(report)
+    return bool(report)
 
-    # 5. curvature: Lanczos and Hutchinson on one recorded gradient graph vs the dense Hessian
+
+def _curvature_line(
+    loss_of: Callable[..., Variable], loss: Variable, params: dict[str, Variable]
+) -> bool:
+    """5. Curvature: Lanczos and Hutchinson on one recorded gradient graph vs the dense
+    Hessian; whether the top eigenvalues agree.
+    """
+    ps = list(params.values())
     blocks = hessian(loss_of, tuple(p.d for p in ps))
     dense = np.block(
         [
@@ -104,25 +136,26 @@ def run_demo() -> int:
     )
     top, _ = curvature.eigenvalues(loss, params, k=1)
     tr = curvature.trace(loss, params, n_samples=200)
-    ok = ok and abs(top[0] - np.linalg.eigvalsh(dense)[-1]) < 1e-8
     print(
         f"\n5. curvature: top Hessian eigenvalue {top[0]:.6f} (dense eigvalsh "
         f"{np.linalg.eigvalsh(dense)[-1]:.6f}), trace {float(tr):.4f} +- {tr.stderr:.4f} "
         f"(exact {np.trace(dense):.4f})"
     )
+    return bool(abs(top[0] - np.linalg.eigvalsh(dense)[-1]) < 1e-8)
 
-    # 6. check_function: a custom primitive, and a variant whose rule ignores accum
+
+def _check_function_line(x: Variable) -> bool:
+    """6. check_function on a custom primitive (it passes) and on a variant whose rule
+    ignores ``accum`` (it fails).
+    """
     good = check_function(_Softplus(), x.d[:2, 0], order=2, raise_exception=False)
     bad = check_function(_SoftplusNoAccum(), x.d[:2, 0], order=2, raise_exception=False)
-    ok = ok and bool(good) and not bad
     print(
         f"\n6. check_function: custom Softplus passes {len(good.rows)}/{len(good.rows)} "
         f"checks; a variant ignoring accum fails: "
         f"{', '.join(r.property for r in bad.failures())}"
     )
-
-    _graph_line(x, loss, ps)
-    return 0 if ok else 1
+    return bool(good) and not bad
 
 
 def _graph_line(x: Variable, loss: Variable, ps: list[Variable]) -> None:

@@ -319,24 +319,31 @@ class Communicator:
         single = not isinstance(arrays, list | tuple)
         items = [arrays] if single else list(arrays)
         for i, a in enumerate(items):
-            if isinstance(a, Variable):
-                raise TypeError(
-                    f"all_reduce: arrays[{i}] is a Variable; pass its array (v.d or v.g)"
-                )
-            if not isinstance(a, np.ndarray) and not _is_cupy(a):
-                raise TypeError(
-                    f"all_reduce: arrays[{i}] must be a numpy or cupy array, got {type(a).__name__}"
-                )
-            if isinstance(a, np.ndarray) and not a.flags.writeable:
-                raise ValueError(f"all_reduce: arrays[{i}] (shape {a.shape}) is read-only")
-            if op == "mean" and a.dtype.kind != "f":
-                raise TypeError(
-                    f"all_reduce: op='mean' needs float arrays, arrays[{i}] is {a.dtype}"
-                )
+            self._check_reducible(i, a, op)
         self._check_meta("all_reduce", _meta(items))
         if self.size == 1:
             return arrays
-        # one message per (array module, dtype), in first-appearance order (the same everywhere)
+        self._reduce_grouped(items, op)
+        return arrays
+
+    @staticmethod
+    def _check_reducible(i: int, a: Any, op: str) -> None:
+        """Raises unless ``arrays[i]`` is a writeable numpy or cupy array (float for a mean)."""
+        if isinstance(a, Variable):
+            raise TypeError(f"all_reduce: arrays[{i}] is a Variable; pass its array (v.d or v.g)")
+        if not isinstance(a, np.ndarray) and not _is_cupy(a):
+            raise TypeError(
+                f"all_reduce: arrays[{i}] must be a numpy or cupy array, got {type(a).__name__}"
+            )
+        if isinstance(a, np.ndarray) and not a.flags.writeable:
+            raise ValueError(f"all_reduce: arrays[{i}] (shape {a.shape}) is read-only")
+        if op == "mean" and a.dtype.kind != "f":
+            raise TypeError(f"all_reduce: op='mean' needs float arrays, arrays[{i}] is {a.dtype}")
+
+    def _reduce_grouped(self, items: list[Any], op: str) -> None:
+        """:meth:`all_reduce` after its checks: one message per (array module, dtype), in
+        first-appearance order (the same everywhere); a lone contiguous array goes as itself.
+        """
         groups: dict[Any, list[Any]] = {}
         for a in items:
             groups.setdefault((array_module(a), a.dtype), []).append(a)
@@ -355,7 +362,6 @@ class Communicator:
             for a in group:
                 a[...] = flat[n : n + a.size].reshape(a.shape)
                 n += a.size
-        return arrays
 
     def _sum_over_ranks(self, buf: Any, where: str, check: bool = True) -> None:
         """Blocking in-place sum of one C-contiguous array over the ranks (its shape and dtype
@@ -522,7 +528,7 @@ class Communicator:
             )
 
     # ------------------------------------------------------------ the reverse pass
-    def backward(self, loss: Variable, params: Any) -> None:  # noqa: C901 (the overlapped all-reduce loop: buckets, waits, errors)
+    def backward(self, loss: Variable, params: Any) -> None:
         """Reverse pass from ``loss``; afterwards each parameter's ``.g`` is the mean over ranks.
 
         Runs ``loss``'s plain reverse pass (accumulating into ``.g`` as
@@ -575,6 +581,21 @@ class Communicator:
             plan.digest = _digest(plan.meta)
         # every pass, every rank: the buckets agree (one 16-byte all-reduce), before any .g
         self._check_digest("backward", plan.meta, plan.digest)
+        launched, seen, active, spent = self._launch_during_pass(loss, wanted, plan)
+        t = time.perf_counter()
+        self._finish_buckets(plan.buckets, launched, seen, active)
+        self.comm_time = spent + time.perf_counter() - t
+
+    def _launch_during_pass(
+        self, loss: Variable, wanted: list[Variable], plan: _Plan
+    ) -> tuple[int, set[Variable], list[Any], float]:
+        """The plain reverse pass from ``loss``, each bucket launched (non-blocking, in the
+        plan's order) as soon as its gradients are final.
+
+        Returns the number of buckets launched, the parameters the pass reached, the
+        requests in flight and the seconds spent in communication work. A pass that raises
+        leaves this communicator refusing further passes.
+        """
         buckets = plan.buckets
         where = plan.where
         left = [len(b.members) for b in buckets]
@@ -610,8 +631,16 @@ class Communicator:
             )
             self._plan = None  # requests in flight keep their buffers alive
             raise
-        t = clock()
         self.overlapped_buckets = before_last
+        return launched, seen, active, spent
+
+    def _finish_buckets(
+        self, buckets: list[_Bucket], launched: int, seen: set[Variable], active: list[Any]
+    ) -> None:
+        """Launches the buckets still waiting (a parameter the pass did not reach gives its
+        current ``.g``), waits for every request, and writes each mean back into ``.g``.
+        """
+        clock = time.perf_counter
         for b in range(launched, len(buckets)):  # parameters this pass did not reach
             bucket = buckets[b]
             for i, v in enumerate(bucket.members):
@@ -619,14 +648,13 @@ class Communicator:
                     bucket.put(i, v.g)
             active.append(self._launch(bucket))
         t_wait = clock()
-        mpi.Request.Waitall(active)
+        self._MPI.Request.Waitall(active)
         self.wait_time = clock() - t_wait
         for bucket in buckets:
             bucket.request = None
             bucket.buffer /= self.size
             for i, v in enumerate(bucket.members):
                 bucket.take(i, v)
-        self.comm_time = spent + clock() - t
 
     def _launch(self, bucket: _Bucket) -> Any:
         buf = bucket.buffer

@@ -341,6 +341,21 @@ class Solver:
         lr = arrays.pop("::lr", None)
         if lr is not None:
             lr = _positive(f"{where} ({shown!r})", "lr", _stored_scalar(where, shown, "::lr", lr))
+        states = self._checked_states(where, shown, arrays)
+        for name, st in states.items():  # all checked: now on the device, then set
+            p = self._params[name]
+            for s in self.states:
+                st[s] = array_module(p.d).asarray(st[s], dtype=p.dtype).copy()
+        self._state = states
+        if lr is not None:
+            self._lr = lr
+
+    def _checked_states(
+        self, where: str, shown: str, arrays: dict[str, Any]
+    ) -> dict[str, dict[str, Any]]:
+        """The states of an archive (``"::lr"`` taken out) by parameter name, each checked:
+        a parameter of this solver under its first name, every state it keeps, a step count.
+        """
         first = {k for k, _ in self._unique}
         states: dict[str, dict[str, Any]] = {}
         for key, a in arrays.items():
@@ -354,13 +369,7 @@ class Solver:
                 )
             st = states.setdefault(name, {})
             if s == "t":
-                t = _stored_scalar(where, shown, key, a)
-                if not isinstance(t, np.integer) or t < 0:
-                    raise ValueError(
-                        f"{where}: {shown!r} holds the step count {key!r} = {t!r}; it must be "
-                        "a non-negative integer"
-                    )
-                st["t"] = int(t)
+                st["t"] = _stored_step(where, shown, key, a)
                 continue
             self._check_stored_state(where, shown, key, s, a, p)
             st[s] = a
@@ -368,13 +377,7 @@ class Solver:
             missing = [s for s in (*self.states, "t") if s not in st]
             if missing:
                 raise ValueError(f"{where}: the state of {name!r} in {shown!r} lacks {missing}")
-        for name, st in states.items():  # all checked: now on the device, then set
-            p = self._params[name]
-            for s in self.states:
-                st[s] = array_module(p.d).asarray(st[s], dtype=p.dtype).copy()
-        self._state = states
-        if lr is not None:
-            self._lr = lr
+        return states
 
     def _check_stored_state(
         self, where: str, shown: str, key: str, s: str, a: Any, p: Variable
@@ -400,6 +403,17 @@ class Solver:
                 f"{where}: state {key!r} in {shown!r} (a running sum of squares) holds "
                 "negative values"
             )
+
+
+def _stored_step(where: str, shown: str, key: str, a: Any) -> int:
+    """The step count a state file holds: one non-negative integer."""
+    t = _stored_scalar(where, shown, key, a)
+    if not isinstance(t, np.integer) or t < 0:
+        raise ValueError(
+            f"{where}: {shown!r} holds the step count {key!r} = {t!r}; it must be "
+            "a non-negative integer"
+        )
+    return int(t)
 
 
 def _stored_scalar(where: str, shown: str, key: str, a: Any) -> Any:

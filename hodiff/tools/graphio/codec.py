@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib
 import math
 import pkgutil
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -44,44 +44,20 @@ class Encoder:
         self.arrays[key] = a
         return key
 
-    def __call__(self, v: Any, where: str) -> Any:  # noqa: C901 (one branch per encoded type)
-        if isinstance(v, np.generic):  # first: np.float64 is also a float
-            if v.dtype.hasobject:
-                raise TypeError(f"{where}: numpy object scalar cannot be stored")
-            return {"$scalar": self.array(np.asarray(v))}
-        if v is None or isinstance(v, bool | str):
+    def __call__(self, v: Any, where: str) -> Any:
+        # numpy first: np.float64 is also a float
+        if isinstance(v, np.generic | np.ndarray | np.dtype) or hasattr(
+            v, "__cuda_array_interface__"
+        ):
+            return self.numpy(v, where)
+        if v is None or isinstance(v, bool | int | str):
             return v
-        if isinstance(v, int):
-            return v
-        if isinstance(v, float):
-            return v if math.isfinite(v) else {"$float": repr(v)}
-        if isinstance(v, complex):
-            return {"$complex": [self(v.real, where), self(v.imag, where)]}
-        if isinstance(v, np.ndarray) or hasattr(v, "__cuda_array_interface__"):
-            try:
-                return {"$array": self.array(v)}
-            except TypeError:
-                raise TypeError(f"{where}: object arrays cannot be stored") from None
-        if isinstance(v, np.dtype):
-            if v.hasobject or v.names is not None:
-                raise TypeError(f"{where}: dtype {v} cannot be stored")
-            return {"$dtype": dtype_text(v)}
+        if isinstance(v, float | complex):
+            return self.number(v, where)
         if isinstance(v, type):
-            if issubclass(v, np.generic) and v is not np.object_:
-                return {"$type": "numpy", "dtype": dtype_text(np.dtype(v))}
-            if v in _PY_TYPES.values():
-                return {"$type": v.__name__}
-            if issubclass(v, Function):
-                return {"$type": "function", "class": class_key(v)}
-            raise TypeError(f"{where}: the type {v.__name__} cannot be stored")
-        if isinstance(v, tuple):
-            return {"$tuple": [self(x, where) for x in v]}
-        if isinstance(v, list):
-            return [self(x, where) for x in v]
-        if isinstance(v, dict):
-            return {"$dict": [[self(k, where), self(x, where)] for k, x in v.items()]}
-        if isinstance(v, slice):
-            return {"$slice": [self(v.start, where), self(v.stop, where), self(v.step, where)]}
+            return self.type_entry(v, where)
+        if isinstance(v, tuple | list | dict | slice):
+            return self.container(v, where)
         if v is Ellipsis:
             return {"$ellipsis": None}
         if isinstance(v, Function):
@@ -91,6 +67,47 @@ class Encoder:
             "None, bool, int, float, complex, str, tuples, lists, dicts, slices, Ellipsis, "
             "numpy dtypes, scalars and arrays, and Function instances)"
         )
+
+    def numpy(self, v: Any, where: str) -> dict[str, Any]:
+        """A numpy scalar or dtype, or an array (numpy or cupy) stored in the npz."""
+        if isinstance(v, np.generic):
+            if v.dtype.hasobject:
+                raise TypeError(f"{where}: numpy object scalar cannot be stored")
+            return {"$scalar": self.array(np.asarray(v))}
+        if isinstance(v, np.dtype):
+            if v.hasobject or v.names is not None:
+                raise TypeError(f"{where}: dtype {v} cannot be stored")
+            return {"$dtype": dtype_text(v)}
+        try:
+            return {"$array": self.array(v)}
+        except TypeError:
+            raise TypeError(f"{where}: object arrays cannot be stored") from None
+
+    def number(self, v: float | complex, where: str) -> Any:
+        """A finite float as itself, inf and nan by their repr, a complex by its two parts."""
+        if isinstance(v, complex):
+            return {"$complex": [self(v.real, where), self(v.imag, where)]}
+        return v if math.isfinite(v) else {"$float": repr(v)}
+
+    def type_entry(self, v: type, where: str) -> dict[str, Any]:
+        """A numpy scalar type, a Python number type or a primitive's class."""
+        if issubclass(v, np.generic) and v is not np.object_:
+            return {"$type": "numpy", "dtype": dtype_text(np.dtype(v))}
+        if v in _PY_TYPES.values():
+            return {"$type": v.__name__}
+        if issubclass(v, Function):
+            return {"$type": "function", "class": class_key(v)}
+        raise TypeError(f"{where}: the type {v.__name__} cannot be stored")
+
+    def container(self, v: tuple[Any, ...] | list[Any] | dict[Any, Any] | slice, where: str) -> Any:
+        """A tuple, list, dict or slice, its items encoded one by one."""
+        if isinstance(v, tuple):
+            return {"$tuple": [self(x, where) for x in v]}
+        if isinstance(v, list):
+            return [self(x, where) for x in v]
+        if isinstance(v, dict):
+            return {"$dict": [[self(k, where), self(x, where)] for k, x in v.items()]}
+        return {"$slice": [self(v.start, where), self(v.stop, where), self(v.step, where)]}
 
     def function(self, f: Function, where: str) -> dict[str, Any]:
         args, kwargs = static_arguments(f)
@@ -118,7 +135,7 @@ class Decoder:
             raise CorruptError(f"static array {key!r} is missing from {_VALUES}")
         return self.arrays[key]
 
-    def __call__(self, v: Any) -> Any:  # noqa: C901 (one branch per decoded type)
+    def __call__(self, v: Any) -> Any:
         if v is None or isinstance(v, bool | int | float | str):
             return v
         if isinstance(v, list):
@@ -126,36 +143,35 @@ class Decoder:
         if not isinstance(v, dict) or len(v) == 0:
             raise CorruptError(f"unexpected value {v!r}")
         tag = next(iter(v))
-        body = v[tag]
-        if tag == "$tuple":
-            return tuple(self(x) for x in body)
-        if tag == "$dict":
-            return {self(k): self(x) for k, x in body}
-        if tag == "$float":
-            return float(body)
-        if tag == "$complex":
-            return complex(self(body[0]), self(body[1]))
-        if tag == "$array":
-            return self.array(body)
-        if tag == "$scalar":
-            return self.array(body)[()]
-        if tag == "$dtype":
-            return np.dtype(body)
-        if tag == "$type":
-            if body == "numpy":
-                return np.dtype(v["dtype"]).type
-            if body in _PY_TYPES:
-                return _PY_TYPES[body]
-            if body == "function":
-                return self.cls(v["class"])
-            raise CorruptError(f"unknown type {body!r}")
-        if tag == "$slice":
-            return slice(*(self(x) for x in body))
-        if tag == "$ellipsis":
-            return Ellipsis
-        if tag == "$function":
-            return self.function(body)
-        raise CorruptError(f"unknown tag {tag!r}")
+        decode = self.TAGS.get(tag)
+        if decode is None:
+            raise CorruptError(f"unknown tag {tag!r}")
+        return decode(self, v[tag], v)
+
+    def type_entry(self, body: Any, v: Mapping[str, Any]) -> type:
+        """The type of a ``$type`` entry: a numpy scalar type, a Python one or a class."""
+        if body == "numpy":
+            return np.dtype(v["dtype"]).type
+        if body in _PY_TYPES:
+            return _PY_TYPES[body]
+        if body == "function":
+            return self.cls(v["class"])
+        raise CorruptError(f"unknown type {body!r}")
+
+    # tag -> its value from (decoder, body, entry)
+    TAGS: ClassVar[Mapping[str, Callable[[Decoder, Any, Mapping[str, Any]], Any]]] = {
+        "$tuple": lambda d, body, v: tuple(d(x) for x in body),
+        "$dict": lambda d, body, v: {d(k): d(x) for k, x in body},
+        "$float": lambda d, body, v: float(body),
+        "$complex": lambda d, body, v: complex(d(body[0]), d(body[1])),
+        "$array": lambda d, body, v: d.array(body),
+        "$scalar": lambda d, body, v: d.array(body)[()],
+        "$dtype": lambda d, body, v: np.dtype(body),
+        "$type": lambda d, body, v: d.type_entry(body, v),
+        "$slice": lambda d, body, v: slice(*(d(x) for x in body)),
+        "$ellipsis": lambda d, body, v: Ellipsis,
+        "$function": lambda d, body, v: d.function(body),
+    }
 
     def cls(self, key: Any) -> type[Function]:
         if not isinstance(key, str):

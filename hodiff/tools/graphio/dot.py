@@ -26,23 +26,39 @@ def _fmt(value: Any) -> str:
         args, kwargs = static_arguments(value)
         inner = ", ".join([*map(_fmt, args), *(f"{k}={_fmt(v)}" for k, v in kwargs.items())])
         return f"{value.name}({inner})"
-    if isinstance(value, np.dtype):
-        return str(value)
     if isinstance(value, type):
         return value.__name__
-    if isinstance(value, np.ndarray) or hasattr(value, "__cuda_array_interface__"):
-        if value.size <= 6:
-            return np.array2string(
-                np.asarray(getattr(value, "get", lambda: value)()), separator=","
-            ).replace("\n", "")
-        return f"array{tuple(value.shape)} {value.dtype}"
+    if isinstance(value, np.dtype | np.ndarray | np.generic) or hasattr(
+        value, "__cuda_array_interface__"
+    ):
+        return _fmt_numpy(value)
+    if isinstance(value, slice | tuple | list | dict) or value is Ellipsis:
+        return _fmt_container(value)
+    return repr(value)
+
+
+def _fmt_numpy(value: Any) -> str:
+    """A dtype by name, a scalar by its value, a small array by its values, a large one by
+    its shape and dtype.
+    """
+    if isinstance(value, np.dtype):
+        return str(value)
     if isinstance(value, np.generic):
         return repr(value.item())
+    if value.size <= 6:
+        return np.array2string(
+            np.asarray(getattr(value, "get", lambda: value)()), separator=","
+        ).replace("\n", "")
+    return f"array{tuple(value.shape)} {value.dtype}"
+
+
+def _fmt_container(value: Any) -> str:
+    """A slice as ``start:stop[:step]``, Ellipsis as ``...``, tuples, lists and dicts in
+    Python's brackets with their items formatted.
+    """
     if isinstance(value, slice):
         parts = ["" if p is None else str(p) for p in (value.start, value.stop, value.step)]
         return ":".join(parts[:2] if value.step is None else parts)
-    if value is Ellipsis:
-        return "..."
     if isinstance(value, tuple):
         inner = ", ".join(_fmt(v) for v in value)
         return f"({inner},)" if len(value) == 1 else f"({inner})"
@@ -50,7 +66,7 @@ def _fmt(value: Any) -> str:
         return "[" + ", ".join(_fmt(v) for v in value) + "]"
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k}: {_fmt(v)}" for k, v in value.items()) + "}"
-    return repr(value)
+    return "..."
 
 
 def _quote(text: str) -> str:
