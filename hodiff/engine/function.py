@@ -120,7 +120,7 @@ __all__ = [
 #: every primitive defined in the hodiff package, in definition order
 REGISTRY: dict[type[Function], str] = {}
 # node numbers: a node is numbered after the nodes its inputs come from; read from the one
-# clock of hodiff/variable.py (an alias for the hot path)
+# clock (hodiff/engine/clock.py; an alias for the hot path)
 _seq = _variable._seq
 _ref = weakref.ref
 _new_variable = object.__new__
@@ -290,8 +290,8 @@ class Function:
     # does not read ``__dict__``, which Python would then build for every instance)
     inputs: Sequence[Variable]
     seq: int = -1
-    #: the clock time of the last forward pass (hodiff/graph.py) that recomputed this node's
-    #: values; they are as of ``max(seq, _computed)`` (graph.check_values)
+    #: the clock time of the last forward pass (hodiff/engine/run.py) that recomputed this
+    #: node's values; they are as of ``max(seq, _computed)`` (checks.check_values)
     _computed: int = -1
     #: weak references to the outputs: a list, or for one output its :class:`_Out`
     _outputs: list[weakref.ref[Variable]] | _Out
