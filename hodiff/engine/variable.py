@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -710,59 +711,63 @@ _NOT_FLOAT = (
 
 #: numpy's operator ufuncs -> (the Variable method, the reflected one; none for unary ones),
 #: so that ``ndarray * v`` and ``np.float32(2) * v`` run the Variable's operators
-_OPERATORS: dict[str, tuple[str, str]] = {
-    "add": ("__add__", "__radd__"),
-    "subtract": ("__sub__", "__rsub__"),
-    "multiply": ("__mul__", "__rmul__"),
-    "divide": ("__truediv__", "__rtruediv__"),
-    "true_divide": ("__truediv__", "__rtruediv__"),
-    "power": ("__pow__", "__rpow__"),
-    "matmul": ("__matmul__", "__rmatmul__"),
-    "less": ("__lt__", "__gt__"),
-    "less_equal": ("__le__", "__ge__"),
-    "greater": ("__gt__", "__lt__"),
-    "greater_equal": ("__ge__", "__le__"),
-    "negative": ("__neg__", ""),
-    "positive": ("__pos__", ""),
-    "absolute": ("__abs__", ""),
-}
+_OPERATORS: Mapping[str, tuple[str, str]] = MappingProxyType(
+    {
+        "add": ("__add__", "__radd__"),
+        "subtract": ("__sub__", "__rsub__"),
+        "multiply": ("__mul__", "__rmul__"),
+        "divide": ("__truediv__", "__rtruediv__"),
+        "true_divide": ("__truediv__", "__rtruediv__"),
+        "power": ("__pow__", "__rpow__"),
+        "matmul": ("__matmul__", "__rmatmul__"),
+        "less": ("__lt__", "__gt__"),
+        "less_equal": ("__le__", "__ge__"),
+        "greater": ("__gt__", "__lt__"),
+        "greater_equal": ("__ge__", "__le__"),
+        "negative": ("__neg__", ""),
+        "positive": ("__pos__", ""),
+        "absolute": ("__abs__", ""),
+    }
+)
 
 #: numpy names whose hodiff function has another name (for the error of np.arctan(v))
-_NUMPY_ALIASES = {
-    "absolute": "abs",
-    "fabs": "abs",
-    "arccos": "acos",
-    "arcsin": "asin",
-    "arctan": "atan",
-    "arctan2": "atan2",
-    "arccosh": "acosh",
-    "arcsinh": "asinh",
-    "arctanh": "atanh",
-    "maximum": "maximum2",
-    "minimum": "minimum2",
-    "fmax": "maximum2",
-    "fmin": "minimum2",
-    "add": "add2",
-    "subtract": "sub2",
-    "multiply": "mul2",
-    "divide": "div2",
-    "true_divide": "div2",
-    "power": "pow2",
-    "float_power": "pow2",
-    "amax": "max",
-    "amin": "min",
-    "clip": "clip_by_value",
-    "dot": "matmul",
-    "inv": "batch_inv",
-    "det": "batch_det",
-    "slogdet": "batch_logdet",
-    "tril": "trilu",
-    "triu": "trilu",
-    "diagonal": "matrix_diag_part",
-    "diag": "matrix_diag",
-    "broadcast_to": "broadcast",
-    "take": "gather",
-}
+_NUMPY_ALIASES: Mapping[str, str] = MappingProxyType(
+    {
+        "absolute": "abs",
+        "fabs": "abs",
+        "arccos": "acos",
+        "arcsin": "asin",
+        "arctan": "atan",
+        "arctan2": "atan2",
+        "arccosh": "acosh",
+        "arcsinh": "asinh",
+        "arctanh": "atanh",
+        "maximum": "maximum2",
+        "minimum": "minimum2",
+        "fmax": "maximum2",
+        "fmin": "minimum2",
+        "add": "add2",
+        "subtract": "sub2",
+        "multiply": "mul2",
+        "divide": "div2",
+        "true_divide": "div2",
+        "power": "pow2",
+        "float_power": "pow2",
+        "amax": "max",
+        "amin": "min",
+        "clip": "clip_by_value",
+        "dot": "matmul",
+        "inv": "batch_inv",
+        "det": "batch_det",
+        "slogdet": "batch_logdet",
+        "tril": "trilu",
+        "triu": "trilu",
+        "diagonal": "matrix_diag_part",
+        "diag": "matrix_diag",
+        "broadcast_to": "broadcast",
+        "take": "gather",
+    }
+)
 
 
 def _numpy_refused(what: str, name: str, args: Any) -> str:
@@ -804,11 +809,13 @@ def _array_ufunc(ufunc: Any, method: str, inputs: Any, kwargs: Any) -> Any:
 
 
 #: numpy's binary operator ufuncs -> the Variable's reflected operator (``ndarray * v``)
-_REFLECTED: dict[Any, Any] = {
-    getattr(np, name): getattr(Variable, reflected)
-    for name, (_, reflected) in _OPERATORS.items()
-    if reflected
-}
+_REFLECTED: Mapping[Any, Any] = MappingProxyType(
+    {
+        getattr(np, name): getattr(Variable, reflected)
+        for name, (_, reflected) in _OPERATORS.items()
+        if reflected
+    }
+)
 
 
 _NO_COPY = (
