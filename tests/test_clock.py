@@ -32,7 +32,8 @@ def test_times_are_integers_a_stride_apart() -> None:
     assert clock.wrote() == 5 * STRIDE == clock.last_write
     frees = clock.frees
     clock.freed()
-    assert clock.frees == frees + 1 and clock.last_free == 6 * STRIDE
+    assert clock.frees == frees + 1
+    assert clock.last_free == 6 * STRIDE
 
 
 def test_renumber_spreads_nodes_inside_an_interval_or_refuses() -> None:
@@ -40,8 +41,11 @@ def test_renumber_spreads_nodes_inside_an_interval_or_refuses() -> None:
     nodes = [types.SimpleNamespace(seq=-1) for _ in range(5)]
     assert clock.renumber(nodes, 32, 64)
     seqs = [n.seq for n in nodes]
-    assert seqs == sorted(seqs) and 32 < seqs[0] and seqs[-1] < 64
-    assert all(type(s) is int for s in seqs) and len(set(seqs)) == 5
+    assert seqs == sorted(seqs)
+    assert seqs[0] > 32
+    assert seqs[-1] < 64
+    assert all(type(s) is int for s in seqs)
+    assert len(set(seqs)) == 5
     many = [types.SimpleNamespace(seq=-1) for _ in range(40)]
     assert not clock.renumber(many, 32, 64)  # 31 numbers between: no room for 40
     assert all(n.seq == -1 for n in many)  # nothing numbered
