@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from hodiff.engine import graph
+from hodiff.engine import checks, follow, reverse
+from hodiff.engine import plan as planning
 from hodiff.engine.context import get_auto_forward, is_recording
 from hodiff.engine.function import GradientShapeError, array_module_of, traced
 from hodiff.engine.variable import Variable, is_scalar
@@ -135,10 +136,10 @@ def _grad(
         gos = list(grad_outputs) if isinstance(grad_outputs, list | tuple) else [grad_outputs]
         if len(gos) != len(outs):
             raise ValueError(f"grad: {len(gos)} grad_outputs for {len(outs)} outputs")
-    order = graph.shapes_current(outs)  # after a reset_shape: the graph's shapes first
+    order = follow.shapes_current(outs)  # after a reset_shape: the graph's shapes first
     seeds = [_seed(i, y, g) for i, (y, g) in enumerate(zip(outs, gos, strict=True))]
-    plan = graph.plan(outs, ins, order)
-    unused = graph.unused_inputs(outs, ins, plan)
+    plan = planning.plan(outs, ins, order)
+    unused = planning.unused_inputs(outs, ins, plan)
     if unused and not allow_unused:
         i = unused[0]
         raise ValueError(
@@ -148,8 +149,8 @@ def _grad(
         )
     if create_graph:
         if get_auto_forward():  # a static graph's .forward() recomputes freed values
-            graph.check_values(plan, "grad")
-        results = graph.grad_graph(outs, ins, seeds, plan)
+            checks.check_values(plan, "grad")
+        results = reverse.grad_graph(outs, ins, seeds, plan)
     else:
         results = _grad_values(outs, ins, seeds, plan)
     out = []
@@ -180,7 +181,7 @@ _traced_grad = traced(_grad)  # a static graph's hd.grad keeps its Trace (reset_
 
 
 def _grad_values(
-    outs: list[Variable], ins: list[Variable], seeds: list[Variable], plan: graph._Plan
+    outs: list[Variable], ins: list[Variable], seeds: list[Variable], plan: planning.Plan
 ) -> list[Variable | None]:
     """``create_graph=False``: the gradients as values (Variables without a parent).
 
@@ -192,7 +193,7 @@ def _grad_values(
             if type(v) is not Variable:  # a batched variable (hd.vmap)
                 return [
                     None if g is None else _in_dtype(g, x).unlinked(need_grad=False)  # type: ignore[union-attr]
-                    for x, g in zip(ins, graph.grad_graph(outs, ins, seeds, plan), strict=True)
+                    for x, g in zip(ins, reverse.grad_graph(outs, ins, seeds, plan), strict=True)
                 ]
     for k, y in enumerate(outs):
         if y._data is None and y.parent is not None:
@@ -200,8 +201,8 @@ def _grad_values(
                 f"grad(create_graph=False): outputs[{k}] (shape {y.shape}) has no value yet: "
                 "in a static graph, call .forward() on it first"
             )
-    graph.check_values(plan, "grad(create_graph=False)")
-    values = graph.grad_values(outs, ins, [s.d for s in seeds], plan)
+    checks.check_values(plan, "grad(create_graph=False)")
+    values = reverse.grad_values(outs, ins, [s.d for s in seeds], plan)
     return [None if g is None else Variable.from_array(g, copy=False) for g in values]
 
 
@@ -221,6 +222,6 @@ def iter_grads(
     if not isinstance(loss, Variable):
         raise TypeError(f"iter_grads: loss must be a hodiff.Variable, got {type(loss).__name__}")
     wanted = None if params is None else set(params)
-    for leaf in graph.backward_steps(loss):
+    for leaf in reverse.backward_steps(loss):
         if wanted is None or leaf in wanted:
             yield leaf, leaf.g

@@ -13,6 +13,7 @@ import contextlib
 import contextvars
 import dataclasses
 import importlib
+import sys
 from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
@@ -192,16 +193,10 @@ def is_recording() -> bool:
     return _recording.get()
 
 
-# The array module of each array type met so far (numpy's scalars included): one dict lookup.
-_MODULES: dict[type, ModuleType] = {np.ndarray: np}
-
-
 def array_module(x: Any) -> ModuleType:
     """numpy or cupy, whichever ``x`` (an array, or a Variable's array) belongs to."""
     t = type(x)
-    m = _MODULES.get(t)
-    if m is None:
-        m = importlib.import_module("cupy") if t.__module__.startswith("cupy") else np
-        if isinstance(t, type):
-            _MODULES[t] = m
-    return m
+    if t is np.ndarray:
+        return np
+    # a cupy type: cupy is imported (its arrays exist), one read of sys.modules
+    return sys.modules["cupy"] if t.__module__.startswith("cupy") else np

@@ -120,7 +120,7 @@ __all__ = [
 #: every primitive defined in the hodiff package, in definition order
 REGISTRY: dict[type[Function], str] = {}
 # node numbers: a node is numbered after the nodes its inputs come from; read from the one
-# clock of hodiff/variable.py (an alias for the hot path)
+# clock (hodiff/engine/clock.py; an alias for the hot path)
 _seq = _variable._seq
 _ref = weakref.ref
 _new_variable = object.__new__
@@ -290,8 +290,8 @@ class Function:
     # does not read ``__dict__``, which Python would then build for every instance)
     inputs: Sequence[Variable]
     seq: int = -1
-    #: the clock time of the last forward pass (hodiff/graph.py) that recomputed this node's
-    #: values; they are as of ``max(seq, _computed)`` (graph.check_values)
+    #: the clock time of the last forward pass (hodiff/engine/run.py) that recomputed this
+    #: node's values; they are as of ``max(seq, _computed)`` (checks.check_values)
     _computed: int = -1
     #: weak references to the outputs: a list, or for one output its :class:`_Out`
     _outputs: list[weakref.ref[Variable]] | _Out
@@ -395,40 +395,42 @@ class Function:
             if uf is not None and len(args) == 1 and type(args[0]) is np.ndarray:
                 return uf(args[0], self.val) if self._fast_val else uf(args[0])  # type: ignore[attr-defined]
             return self._forward_arrays(args)
-        if self.n_outputs == 1 and not mode & STATIC:  # define-by-run, one output, and
-            n = len(args)
-            a = b = args[0] if n else None
-            if n == 1 and type(a) is Variable and a._data is not None:  # one Variable
-                xs = [a._data]
-            elif (  # or two
-                n == 2
-                and type(a) is Variable
-                and type(b := args[1]) is Variable
-                and a._data is not None
-                and b._data is not None
-            ):
-                xs = [a._data, b._data]
-            else:
-                return self._call(args, mode)
-            # no check needed: hd.grad's rules (trusted), or a skippable elementwise setup
-            if mode & TRUSTED or (
-                self._elementwise_setup and a._dtype.kind == "f" and b._dtype is a._dtype  # type: ignore[union-attr]
-            ):
-                try:
-                    uf = self._fast_forward
-                    if uf is not None and n == 1 and type(xs[0]) is np.ndarray:
-                        y = uf(xs[0], self.val) if self._fast_val else uf(xs[0])  # type: ignore[attr-defined]
-                    else:
-                        ys: list[Any] = [None]
-                        self.forward_impl(xs, ys)
-                        y = ys[0]
-                except Exception:  # the general path raises the clearest error
-                    return self._call(args, mode)
-                if mode & TRUSTED or getattr(y, "dtype", None) is a._dtype:  # type: ignore[union-attr]
-                    return self._link1(args, y, mode)
-            return self._link1(args, self._compute(args, xs, mode)[0], mode)
+        if self.n_outputs == 1 and not mode & STATIC:  # define-by-run, one output
+            return self._call1(args, mode)
         # ---------------------------------------------------------------- general path
         return self._call(args, mode)
+
+    def _call1(self, args: Sequence[Any], mode: int) -> Any:
+        """:meth:`__call__` define-by-run with one output: the common calls on one or two
+        Variables with values in few frames, any other through :meth:`_call`.
+        """
+        n = len(args)
+        if n == 1:
+            a = b = args[0]
+        elif n == 2:
+            a, b = args
+        else:
+            return self._call(args, mode)
+        if type(a) is not Variable or type(b) is not Variable or a._data is None or b._data is None:
+            return self._call(args, mode)
+        xs = [a._data] if n == 1 else [a._data, b._data]
+        # no check needed: hd.grad's rules (trusted), or a skippable elementwise setup
+        if mode & TRUSTED or (
+            self._elementwise_setup and a._dtype.kind == "f" and b._dtype is a._dtype
+        ):
+            try:
+                uf = self._fast_forward
+                if uf is not None and n == 1 and type(xs[0]) is np.ndarray:
+                    y = uf(xs[0], self.val) if self._fast_val else uf(xs[0])  # type: ignore[attr-defined]
+                else:
+                    ys: list[Any] = [None]
+                    self.forward_impl(xs, ys)
+                    y = ys[0]
+            except Exception:  # the general path raises the clearest error
+                return self._call(args, mode)
+            if mode & TRUSTED or getattr(y, "dtype", None) is a._dtype:
+                return self._link1(args, y, mode)
+        return self._link1(args, self._compute(args, xs, mode)[0], mode)
 
     def _call(self, args: Sequence[Any], mode: int) -> Any:
         """The general path of :meth:`__call__`."""
@@ -804,29 +806,43 @@ def _wrap(value: Any, args: Sequence[Any]) -> Variable:
     array (a mask, an index array made by a composed function) becomes a cupy array.
     """
     if isinstance(value, bool | int | float):
-        for a in args:
-            dtype = getattr(a, "dtype", None)
-            if dtype is not None and dtype.kind == "f":
-                d = a._data if isinstance(a, Variable) else a
-                xp = np if type(d) is np.ndarray else array_module_of(*args)  # numpy: no search
-                return Variable.from_array(xp.asarray(value, dtype=dtype))
-        xp = array_module_of(*args)
-        if xp is not np:
-            return Variable.from_array(xp.asarray(np.asarray(value)), copy=False)
-    elif isinstance(value, list):
+        return _wrap_number(value, args)
+    if isinstance(value, list):
         a = np.asarray(value)
         if a.dtype.kind == "f":  # a list of ints stays ints (labels, indices)
-            for b in args:
-                dtype = getattr(b, "dtype", None)
-                if dtype is not None and dtype.kind == "f" and b is not value:
-                    a = a.astype(dtype, copy=False)
-                    break
-        xp = array_module_of(*args)
-        return Variable.from_array(xp.asarray(a), copy=False)
-    elif isinstance(value, np.ndarray | np.generic):
+            dtype = _float_dtype_of([b for b in args if b is not value])
+            if dtype is not None:
+                a = a.astype(dtype, copy=False)
+        return Variable.from_array(array_module_of(*args).asarray(a), copy=False)
+    if isinstance(value, np.ndarray | np.generic):
         xp = array_module_of(*args)
         if xp is not np:
             return Variable.from_array(xp.asarray(value), copy=False)
+    return as_variable(value)
+
+
+def _float_dtype_of(args: Sequence[Any]) -> Any:
+    """The dtype of the first float array (or Variable) among ``args``; None for none."""
+    for a in args:
+        dtype = getattr(a, "dtype", None)
+        if dtype is not None and dtype.kind == "f":
+            return dtype
+    return None
+
+
+def _wrap_number(value: bool | int | float, args: Sequence[Any]) -> Variable:
+    """:func:`_wrap` of a Python number: in the float dtype of the first float argument, on
+    its device; alone, what numpy makes of it.
+    """
+    for a in args:
+        dtype = getattr(a, "dtype", None)
+        if dtype is not None and dtype.kind == "f":
+            d = a._data if isinstance(a, Variable) else a
+            xp = np if type(d) is np.ndarray else array_module_of(*args)  # numpy: no search
+            return Variable.from_array(xp.asarray(value, dtype=dtype))
+    xp = array_module_of(*args)
+    if xp is not np:
+        return Variable.from_array(xp.asarray(np.asarray(value)), copy=False)
     return as_variable(value)
 
 
@@ -864,24 +880,23 @@ def _as_declared(f: Function, xs: Sequence[Any], ys: list[Any], dtypes: Sequence
     ``setup_impl`` declares float64; ``f`` is then run again on float inputs.
     """
     dtypes = [np.dtype(d) for d in dtypes]
-    low = False
-    for y, d in zip(ys, dtypes, strict=True):
-        if y is not None and d.kind == "f" and y.dtype != d:
-            low = True
-            break
-    if not low:
+    if not any(_off(y, d) for y, d in zip(ys, dtypes, strict=True)):
         return ys
-    if any(getattr(x, "dtype", _FLOAT64).kind in "biu" for x in xs):
+    if any(_is_int(x) for x in xs):
         wanted = next(d for d in dtypes if d.kind == "f")
-        cast = [x.astype(wanted) if getattr(x, "dtype", _FLOAT64).kind in "biu" else x for x in xs]
         ys = [None] * len(ys)
-        f.forward_impl(cast, ys)
-    out = []
-    for y, d in zip(ys, dtypes, strict=True):
-        if y is not None and y.dtype != d and d.kind == "f":
-            y = y.astype(d)
-        out.append(y)
-    return out
+        f.forward_impl([x.astype(wanted) if _is_int(x) else x for x in xs], ys)
+    return [y.astype(d) if _off(y, d) else y for y, d in zip(ys, dtypes, strict=True)]
+
+
+def _off(y: Any, d: np.dtype[Any]) -> bool:
+    """Whether ``y`` (an output or None) is not of its declared float dtype ``d``."""
+    return y is not None and d.kind == "f" and y.dtype != d
+
+
+def _is_int(x: Any) -> bool:
+    """Whether ``x`` is an integer or boolean array."""
+    return getattr(x, "dtype", _FLOAT64).kind in "biu"
 
 
 def _sum_to(gx: Any, shape: tuple[int, ...]) -> Any:

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 import numbers
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from hodiff.engine.clock import CLOCK
 from hodiff.engine.context import array_module, get_default_context
 
 if TYPE_CHECKING:
@@ -20,41 +21,24 @@ __all__ = ["Variable", "as_variable", "is_scalar"]
 
 _SCALARS = (int, float, np.floating, np.integer, np.bool_)
 
-#: the one clock of the engine: node numbers (``Function.seq``, taken when a node is linked),
-#: the times of forward passes (``Function._computed``) and of user writes
-#: (``Variable._version``) are all read from it. It lives here, below hodiff/function.py,
-#: which keeps an alias for its hot path.
-_seq = itertools.count(1)
-#: the clock time of the last user write of a value (``.d = ...``); 0 for none yet
-_last_write = [0]
-#: how many times any leaf's shape was reset (:meth:`Variable.reset_shape`); 0 for never, so a
-#: static graph re-run checks shapes only in a process that resets them
-_reshapes = [0]
+#: the clock's times (an alias for the hot paths; see :mod:`hodiff.engine.clock`)
+_seq = CLOCK.ticks
 
 
 class ShapeResetError(ValueError):
     """A node of a graph cannot follow a leaf's new shape (:meth:`Variable.reset_shape`)."""
 
 
-#: the shape changes a variable remembers (:attr:`Variable._shape_history`): a node made
-#: before them that has not run since cannot follow (it raises ShapeResetError)
+#: the shape changes a variable remembers (``hodiff.engine.follow``): a node made before
+#: them that has not run since cannot follow (it raises ShapeResetError)
 SHAPE_HISTORY = 32
 
 
 def record_shape_change(v: Variable, t: int, before: tuple[int, ...]) -> None:
-    """Notes that ``v`` changed shape at clock time ``t``, from ``before``; keeps the last
-    :data:`SHAPE_HISTORY` changes and, in place of the older ones, ``(t', None)`` with
-    ``t'`` the time of the last one dropped (a loop that resets shapes forever keeps a
-    bounded record). A node that follows writes the shapes it follows for, and reads the
-    record no more.
+    """Notes that ``v`` changed shape at clock time ``t``, from ``before`` (kept by
+    ``hodiff.engine.follow``, which registers it).
     """
-    history = getattr(v, "_shape_history", None)
-    if history is None:
-        history = v._shape_history = []
-    history.append((t, before))
-    if len(history) > SHAPE_HISTORY + 1:
-        drop = len(history) - SHAPE_HISTORY
-        history[:drop] = [(history[drop - 1][0], None)]
+    _impl.record_shape_change(v, t, before)
 
 
 class _Freed:
@@ -114,7 +98,6 @@ class Variable:
         "_dtype",
         "_grad",
         "_shape",
-        "_shape_history",
         "_trace",
         "_version",
         "need_grad",
@@ -124,12 +107,6 @@ class Variable:
     #: it with ``getattr(v, "_version", 0)``) for never, so that making a Variable costs
     #: nothing more. Engine writes (a forward pass) do not set it.
     _version: int
-    #: ``[(clock time, shape before), ...]``, one entry per shape change of this variable
-    #: (:meth:`reset_shape`, or a forward pass that followed it), the last
-    #: :data:`SHAPE_HISTORY` of them (:func:`record_shape_change`); unset for never. A node
-    #: linked at time ``s`` saw the shape before the first change after ``s``; a first entry
-    #: ``(t, None)`` stands for the changes dropped, up to ``t`` (unknown before it).
-    _shape_history: list[tuple[int, tuple[int, ...] | None]]
     #: the call that made this output in a static graph (``function.Trace``); unset for none
     _trace: Any
 
@@ -251,8 +228,8 @@ class Variable:
                 )
             value = xp.full(self._shape, value, dtype=self._dtype)
         self._data = value
-        # a user write: the nodes that computed with the old value are stale (graph.check_values)
-        self._version = _last_write[0] = next(_seq)
+        # a user write: the nodes that computed with the old value are stale (checks.py)
+        self._version = CLOCK.wrote()
 
     data = d
 
@@ -534,13 +511,12 @@ class Variable:
             )
         if new == old:
             return
-        t = next(_seq)
-        record_shape_change(self, t, old)
+        t = CLOCK.reshaped()
+        _impl.record_shape_change(self, t, old)
         self._data = self._data.reshape(new) if same_size and self._data is not None else None
         self._shape = new
         self._grad = None
-        self._version = _last_write[0] = t
-        _reshapes[0] += 1
+        self._version = CLOCK.last_write = t
 
     def zero_grad(self) -> None:
         """Sets ``.g`` to zeros (lazily: the buffer is dropped and re-made on read or write)."""
@@ -735,59 +711,63 @@ _NOT_FLOAT = (
 
 #: numpy's operator ufuncs -> (the Variable method, the reflected one; none for unary ones),
 #: so that ``ndarray * v`` and ``np.float32(2) * v`` run the Variable's operators
-_OPERATORS: dict[str, tuple[str, str]] = {
-    "add": ("__add__", "__radd__"),
-    "subtract": ("__sub__", "__rsub__"),
-    "multiply": ("__mul__", "__rmul__"),
-    "divide": ("__truediv__", "__rtruediv__"),
-    "true_divide": ("__truediv__", "__rtruediv__"),
-    "power": ("__pow__", "__rpow__"),
-    "matmul": ("__matmul__", "__rmatmul__"),
-    "less": ("__lt__", "__gt__"),
-    "less_equal": ("__le__", "__ge__"),
-    "greater": ("__gt__", "__lt__"),
-    "greater_equal": ("__ge__", "__le__"),
-    "negative": ("__neg__", ""),
-    "positive": ("__pos__", ""),
-    "absolute": ("__abs__", ""),
-}
+_OPERATORS: Mapping[str, tuple[str, str]] = MappingProxyType(
+    {
+        "add": ("__add__", "__radd__"),
+        "subtract": ("__sub__", "__rsub__"),
+        "multiply": ("__mul__", "__rmul__"),
+        "divide": ("__truediv__", "__rtruediv__"),
+        "true_divide": ("__truediv__", "__rtruediv__"),
+        "power": ("__pow__", "__rpow__"),
+        "matmul": ("__matmul__", "__rmatmul__"),
+        "less": ("__lt__", "__gt__"),
+        "less_equal": ("__le__", "__ge__"),
+        "greater": ("__gt__", "__lt__"),
+        "greater_equal": ("__ge__", "__le__"),
+        "negative": ("__neg__", ""),
+        "positive": ("__pos__", ""),
+        "absolute": ("__abs__", ""),
+    }
+)
 
 #: numpy names whose hodiff function has another name (for the error of np.arctan(v))
-_NUMPY_ALIASES = {
-    "absolute": "abs",
-    "fabs": "abs",
-    "arccos": "acos",
-    "arcsin": "asin",
-    "arctan": "atan",
-    "arctan2": "atan2",
-    "arccosh": "acosh",
-    "arcsinh": "asinh",
-    "arctanh": "atanh",
-    "maximum": "maximum2",
-    "minimum": "minimum2",
-    "fmax": "maximum2",
-    "fmin": "minimum2",
-    "add": "add2",
-    "subtract": "sub2",
-    "multiply": "mul2",
-    "divide": "div2",
-    "true_divide": "div2",
-    "power": "pow2",
-    "float_power": "pow2",
-    "amax": "max",
-    "amin": "min",
-    "clip": "clip_by_value",
-    "dot": "matmul",
-    "inv": "batch_inv",
-    "det": "batch_det",
-    "slogdet": "batch_logdet",
-    "tril": "trilu",
-    "triu": "trilu",
-    "diagonal": "matrix_diag_part",
-    "diag": "matrix_diag",
-    "broadcast_to": "broadcast",
-    "take": "gather",
-}
+_NUMPY_ALIASES: Mapping[str, str] = MappingProxyType(
+    {
+        "absolute": "abs",
+        "fabs": "abs",
+        "arccos": "acos",
+        "arcsin": "asin",
+        "arctan": "atan",
+        "arctan2": "atan2",
+        "arccosh": "acosh",
+        "arcsinh": "asinh",
+        "arctanh": "atanh",
+        "maximum": "maximum2",
+        "minimum": "minimum2",
+        "fmax": "maximum2",
+        "fmin": "minimum2",
+        "add": "add2",
+        "subtract": "sub2",
+        "multiply": "mul2",
+        "divide": "div2",
+        "true_divide": "div2",
+        "power": "pow2",
+        "float_power": "pow2",
+        "amax": "max",
+        "amin": "min",
+        "clip": "clip_by_value",
+        "dot": "matmul",
+        "inv": "batch_inv",
+        "det": "batch_det",
+        "slogdet": "batch_logdet",
+        "tril": "trilu",
+        "triu": "trilu",
+        "diagonal": "matrix_diag_part",
+        "diag": "matrix_diag",
+        "broadcast_to": "broadcast",
+        "take": "gather",
+    }
+)
 
 
 def _numpy_refused(what: str, name: str, args: Any) -> str:
@@ -829,11 +809,13 @@ def _array_ufunc(ufunc: Any, method: str, inputs: Any, kwargs: Any) -> Any:
 
 
 #: numpy's binary operator ufuncs -> the Variable's reflected operator (``ndarray * v``)
-_REFLECTED: dict[Any, Any] = {
-    getattr(np, name): getattr(Variable, reflected)
-    for name, (_, reflected) in _OPERATORS.items()
-    if reflected
-}
+_REFLECTED: Mapping[Any, Any] = MappingProxyType(
+    {
+        getattr(np, name): getattr(Variable, reflected)
+        for name, (_, reflected) in _OPERATORS.items()
+        if reflected
+    }
+)
 
 
 _NO_COPY = (
@@ -923,9 +905,10 @@ class Registry:
             self.__dict__[name] = value
 
 
-#: what Variable's methods call: ``hodiff.engine.graph`` registers the passes (``forward``,
-#: ``backward``), ``hodiff.functions`` the functions behind the operators and numpy-style
-#: methods (``x + y`` is ``Add2()(x, y)``, ``x @ w`` is ``matmul``, ``x[i]`` is ``getitem``,
-#: ``x.sum()`` is ``sum``)
-_impl: Any = Registry("Variable", "hodiff.engine.graph / hodiff.functions")
+#: what Variable's methods call: the engine registers the passes (``forward`` from
+#: ``hodiff.engine.run``, ``backward`` from ``hodiff.engine.reverse``) and the record of shape
+#: changes (``record_shape_change``, ``hodiff.engine.follow``); ``hodiff.functions`` the
+#: functions behind the operators and numpy-style methods (``x + y`` is ``Add2()(x, y)``,
+#: ``x @ w`` is ``matmul``, ``x[i]`` is ``getitem``, ``x.sum()`` is ``sum``)
+_impl: Any = Registry("Variable", "hodiff.engine / hodiff.functions")
 register = _impl.register
