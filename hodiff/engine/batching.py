@@ -37,7 +37,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hodiff.engine.variable import Registry, Variable
+from hodiff.engine.array_methods import Registry
+from hodiff.engine.variable import Variable
 
 __all__ = [
     "align",

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
-import numbers
-from collections.abc import Iterator, Mapping
-from types import MappingProxyType
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from hodiff.engine.array_methods import ArrayMethods
+from hodiff.engine.array_methods import is_scalar as is_scalar
+from hodiff.engine.array_methods import methods as _impl
+from hodiff.engine.array_methods import register as register
 from hodiff.engine.clock import CLOCK
 from hodiff.engine.context import array_module, get_default_context
 
@@ -18,8 +20,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Variable", "as_variable", "is_scalar"]
 
-
-_SCALARS = (int, float, np.floating, np.integer, np.bool_)
 
 #: the clock's times (an alias for the hot paths; see :mod:`hodiff.engine.clock`)
 _seq = CLOCK.ticks
@@ -54,15 +54,6 @@ class _Freed:
 FREED: Any = _Freed()
 
 
-def is_scalar(value: Any) -> bool:
-    """True for Python and numpy real scalars (not arrays, not Variables)."""
-    if isinstance(value, _SCALARS):
-        return True
-    if isinstance(value, Variable) or hasattr(value, "shape"):
-        return False
-    return isinstance(value, numbers.Real)  # other registered real types (slow ABC check)
-
-
 def _squeeze_leading(shape: tuple[int, ...]) -> tuple[int, ...]:
     """``shape`` without its leading axes of size 1."""
     i = 0
@@ -71,7 +62,7 @@ def _squeeze_leading(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(shape[i:])
 
 
-class Variable:
+class Variable(ArrayMethods):
     """A node of the graph holding an array ``d`` and its gradient ``g``.
 
     Args:
@@ -398,38 +389,6 @@ class Variable:
         d = self.d
         return d.get() if array_module(d) is not np else d.copy()
 
-    # ------------------------------------------------------------ numpy interop
-    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        """Refused: ``np.asarray(v)`` would leave the graph silently (and for a list of
-        Variables give an array of objects); ``.d`` / ``.numpy()`` say it on purpose.
-        """
-        raise TypeError(
-            f"numpy.asarray / numpy.array of a hodiff Variable (shape {self._shape}, dtype "
-            f"{self._dtype}): use v.d (the array itself) or v.numpy() (a copy) for its value, "
-            "which is not differentiable; to make one Variable of several, use F.stack"
-        )
-
-    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        """Operators with an array or a numpy scalar on the left (``ndarray * v``) run the
-        Variable's operator; any other numpy ufunc (``np.tanh(v)``) raises a TypeError
-        naming the hodiff function to use.
-        """
-        if method == "__call__" and len(inputs) == 2 and not kwargs:
-            a, b = inputs
-            if b is self and not isinstance(a, Variable):  # ndarray * v: the common case
-                op = _REFLECTED.get(ufunc)
-                if op is not None:
-                    return op(b, a)
-        return _array_ufunc(ufunc, method, inputs, kwargs)
-
-    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
-        """A numpy function (``np.sum(v)``, ``np.stack([v, w])``) raises a TypeError naming
-        the hodiff function to use.
-        """
-        module = getattr(func, "__module__", None) or "numpy"
-        module = "numpy.linalg" if "linalg" in module else "numpy"
-        raise TypeError(_numpy_refused(f"{module}.{func.__name__}", func.__name__, args))
-
     # ------------------------------------------------------------ graph
     def forward(self, clear_buffer: bool = False) -> None:
         """(Re)computes every node this variable depends on from the leaves' values.
@@ -545,278 +504,11 @@ class Variable:
             setattr(self, name, value)
         return self
 
-    # ------------------------------------------------------------ operators
-    # The hot operators try the exact types first: a Python float/int, then a Variable.
-    def __add__(self, other: Any) -> Variable:
-        t = type(other)
-        if t is float or t is int:
-            return _impl.AddScalar(val=other)(self)
-        if t is Variable:
-            return _impl.Add2()(self, other)
-        if is_scalar(other):
-            return _impl.add_scalar(self, other)
-        return _impl.add2(self, other)
-
-    def __radd__(self, other: Any) -> Variable:
-        t = type(other)
-        if t is float or t is int:
-            return _impl.AddScalar(val=other)(self)
-        if is_scalar(other):
-            return _impl.add_scalar(self, other)
-        return _impl.add2(other, self)
-
-    def __sub__(self, other: Any) -> Variable:
-        t = type(other)
-        if t is float or t is int:
-            return _impl.AddScalar(val=-other)(self)
-        if t is Variable:
-            return _impl.Sub2()(self, other)
-        if is_scalar(other):
-            return _impl.add_scalar(self, -other)
-        return _impl.sub2(self, other)
-
-    def __rsub__(self, other: Any) -> Variable:
-        if is_scalar(other):
-            return _impl.r_sub_scalar(self, other)
-        return _impl.sub2(other, self)
-
-    def __mul__(self, other: Any) -> Variable:
-        t = type(other)
-        if t is float or t is int:
-            return _impl.MulScalar(val=other)(self)
-        if t is Variable:
-            return _impl.Mul2()(self, other)
-        if is_scalar(other):
-            return _impl.mul_scalar(self, other)
-        return _impl.mul2(self, other)
-
-    def __rmul__(self, other: Any) -> Variable:
-        t = type(other)
-        if t is float or t is int:
-            return _impl.MulScalar(val=other)(self)
-        if is_scalar(other):
-            return _impl.mul_scalar(self, other)
-        return _impl.mul2(other, self)
-
-    def __truediv__(self, other: Any) -> Variable:
-        if is_scalar(other):
-            if other == 0:  # numpy's x / 0: inf, -inf or nan (not ZeroDivisionError)
-                return _impl.div2(self, other)
-            return _impl.mul_scalar(self, 1.0 / other)
-        return _impl.div2(self, other)
-
-    def __rtruediv__(self, other: Any) -> Variable:
-        if is_scalar(other):
-            return _impl.r_div_scalar(self, other)
-        return _impl.div2(other, self)
-
-    def __pow__(self, other: Any) -> Variable:
-        if is_scalar(other):
-            return _impl.pow_scalar(self, other)
-        return _impl.pow2(self, other)
-
-    def __rpow__(self, other: Any) -> Variable:
-        if is_scalar(other):
-            return _impl.r_pow_scalar(self, other)
-        return _impl.pow2(other, self)
-
-    def __matmul__(self, other: Any) -> Variable:
-        return _impl.matmul(self, other)
-
-    def __rmatmul__(self, other: Any) -> Variable:
-        return _impl.matmul(other, self)
-
-    def __neg__(self) -> Variable:
-        return _impl.MulScalar(val=-1.0)(self)
-
-    def __pos__(self) -> Variable:
-        return self
-
-    def __abs__(self) -> Variable:
-        return _impl.abs(self)
-
-    def __getitem__(self, key: Any) -> Variable:
-        return _impl.getitem(self, key)
-
-    def __lt__(self, other: Any) -> Variable:
-        return _impl.less(self, other)
-
-    def __gt__(self, other: Any) -> Variable:
-        return _impl.greater(self, other)
-
-    def __le__(self, other: Any) -> Variable:
-        return _impl.less_equal(self, other)
-
-    def __ge__(self, other: Any) -> Variable:
-        return _impl.greater_equal(self, other)
-
-    # == stays object identity (not defined here): Variables are dict keys and set members
-
-    # ------------------------------------------------------------ numpy-style methods
-    # thin wrappers over hodiff.functions (F), registered by it
-    @property
-    def T(self) -> Variable:  # noqa: N802
-        """The axes reversed: ``F.transpose(self)``."""
-        return _impl.transpose(self)
-
-    def reshape(self, *shape: Any) -> Variable:
-        """``F.reshape(self, shape)``; ``shape`` as a tuple or as separate ints."""
-        return _impl.reshape(
-            self, shape[0] if len(shape) == 1 and not is_scalar(shape[0]) else shape
-        )
-
-    def transpose(self, *axes: Any) -> Variable:
-        """``F.transpose(self, axes)``; no axes reverse them, as numpy."""
-        if len(axes) == 1 and (axes[0] is None or not is_scalar(axes[0])):
-            axes = axes[0]
-        return _impl.transpose(self, axes or None)
-
-    def flatten(self) -> Variable:
-        """``F.reshape(self, (-1,))``: a 1-D copy, as numpy's ``flatten``."""
-        return _impl.reshape(self, (-1,))
-
-    def squeeze(self, axis: Any = None) -> Variable:
-        """``F.squeeze(self, axis)``."""
-        return _impl.squeeze(self, axis)
-
-    def sum(self, axis: Any = None, keepdims: bool = False) -> Variable:
-        """``F.sum(self, axis, keepdims)``."""
-        return _impl.sum(self, axis, keepdims)
-
-    def mean(self, axis: Any = None, keepdims: bool = False) -> Variable:
-        """``F.mean(self, axis, keepdims)``."""
-        return _impl.mean(self, axis, keepdims)
-
-    def max(self, axis: Any = None, keepdims: bool = False) -> Variable:
-        """``F.max(self, axis, keepdims)``."""
-        return _impl.max(self, axis, keepdims)
-
-    def min(self, axis: Any = None, keepdims: bool = False) -> Variable:
-        """``F.min(self, axis, keepdims)``."""
-        return _impl.min(self, axis, keepdims)
-
-    def prod(self, axis: Any = None, keepdims: bool = False) -> Variable:
-        """``F.prod(self, axis, keepdims)``."""
-        return _impl.prod(self, axis, keepdims)
-
-    def astype(self, dtype: Any) -> Variable:
-        """``F.astype(self, dtype)``."""
-        return _impl.astype(self, dtype)
-
 
 _NOT_FLOAT = (
     "{where}: need_grad=True for dtype {dtype}: only float Variables have gradients (as "
     "PyTorch); make it a float array first (e.g. a.astype(np.float64))"
 )
-
-#: numpy's operator ufuncs -> (the Variable method, the reflected one; none for unary ones),
-#: so that ``ndarray * v`` and ``np.float32(2) * v`` run the Variable's operators
-_OPERATORS: Mapping[str, tuple[str, str]] = MappingProxyType(
-    {
-        "add": ("__add__", "__radd__"),
-        "subtract": ("__sub__", "__rsub__"),
-        "multiply": ("__mul__", "__rmul__"),
-        "divide": ("__truediv__", "__rtruediv__"),
-        "true_divide": ("__truediv__", "__rtruediv__"),
-        "power": ("__pow__", "__rpow__"),
-        "matmul": ("__matmul__", "__rmatmul__"),
-        "less": ("__lt__", "__gt__"),
-        "less_equal": ("__le__", "__ge__"),
-        "greater": ("__gt__", "__lt__"),
-        "greater_equal": ("__ge__", "__le__"),
-        "negative": ("__neg__", ""),
-        "positive": ("__pos__", ""),
-        "absolute": ("__abs__", ""),
-    }
-)
-
-#: numpy names whose hodiff function has another name (for the error of np.arctan(v))
-_NUMPY_ALIASES: Mapping[str, str] = MappingProxyType(
-    {
-        "absolute": "abs",
-        "fabs": "abs",
-        "arccos": "acos",
-        "arcsin": "asin",
-        "arctan": "atan",
-        "arctan2": "atan2",
-        "arccosh": "acosh",
-        "arcsinh": "asinh",
-        "arctanh": "atanh",
-        "maximum": "maximum2",
-        "minimum": "minimum2",
-        "fmax": "maximum2",
-        "fmin": "minimum2",
-        "add": "add2",
-        "subtract": "sub2",
-        "multiply": "mul2",
-        "divide": "div2",
-        "true_divide": "div2",
-        "power": "pow2",
-        "float_power": "pow2",
-        "amax": "max",
-        "amin": "min",
-        "clip": "clip_by_value",
-        "dot": "matmul",
-        "inv": "batch_inv",
-        "det": "batch_det",
-        "slogdet": "batch_logdet",
-        "tril": "trilu",
-        "triu": "trilu",
-        "diagonal": "matrix_diag_part",
-        "diag": "matrix_diag",
-        "broadcast_to": "broadcast",
-        "take": "gather",
-    }
-)
-
-
-def _numpy_refused(what: str, name: str, args: Any) -> str:
-    """The message for a numpy function applied to a Variable: which hodiff function to use."""
-    known = _impl.__dict__.get("function_names", frozenset())
-    hodiff_name = _NUMPY_ALIASES.get(name, name)
-    if hodiff_name in known:
-        use = f"use F.{hodiff_name} (import hodiff.functions as F), which is differentiable"
-    else:
-        use = f"hodiff.functions has no {name}: compose it from F functions"
-    got = ", ".join(
-        f"Variable {a.shape} {a.dtype}" if isinstance(a, Variable) else type(a).__name__
-        for a in (args if isinstance(args, tuple | list) else (args,))
-    )
-    return (
-        f"{what} cannot take a hodiff Variable (got {got}): numpy does not record it in the "
-        f"graph, so its derivative would be lost; {use}, or v.d for the value (inside a "
-        "backward_impl the slots hold Variables when hd.grad records)"
-    )
-
-
-def _array_ufunc(ufunc: Any, method: str, inputs: Any, kwargs: Any) -> Any:
-    """:meth:`Variable.__array_ufunc__` past its fast path: the other operators, or the
-    TypeError that names the hodiff function to use.
-    """
-    name = ufunc.__name__
-    if name in ("equal", "not_equal") and method == "__call__" and len(inputs) == 2:
-        same = inputs[0] is inputs[1]  # ``array == v``: identity, as ``v == array``
-        return same if name == "equal" else not same
-    ops = _OPERATORS.get(name) if method == "__call__" and not kwargs else None
-    if ops is not None and (len(inputs) == 1) == (not ops[1]):
-        if len(inputs) == 1:
-            return getattr(inputs[0], ops[0])()
-        a, b = inputs
-        if isinstance(a, Variable):
-            return getattr(a, ops[0])(b)
-        return getattr(b, ops[1])(a)
-    raise TypeError(_numpy_refused(f"numpy.{name}", name, inputs))
-
-
-#: numpy's binary operator ufuncs -> the Variable's reflected operator (``ndarray * v``)
-_REFLECTED: Mapping[Any, Any] = MappingProxyType(
-    {
-        getattr(np, name): getattr(Variable, reflected)
-        for name, (_, reflected) in _OPERATORS.items()
-        if reflected
-    }
-)
-
 
 _NO_COPY = (
     "{how}: this Variable is the output of {name}; a copy of its graph would not lead to the "
@@ -875,40 +567,3 @@ def as_variable(value: Any) -> Variable:
     if isinstance(value, Variable):
         return value
     return Variable.from_array(value)
-
-
-class Registry:
-    """Names that a module calls but a layer above defines, registered at import.
-
-    The engine imports nothing above it; what it must call from there is filled in by
-    that layer when it is imported, as JAX fills in its array methods and autograd its
-    VJPs. Reading a name not registered yet raises AttributeError saying who registers
-    it; registering a name twice with different objects raises RuntimeError.
-    """
-
-    def __init__(self, owner: str, registrar: str) -> None:
-        self.__dict__["_about"] = (owner, registrar)
-
-    def __getattr__(self, name: str) -> Any:
-        owner, registrar = self.__dict__["_about"]
-        raise AttributeError(
-            f"{owner}: {name!r} is not registered yet (import hodiff: {registrar} registers it)"
-        )
-
-    def register(self, **values: Any) -> None:
-        """Registers each name (keyword) as its value."""
-        owner = self.__dict__["_about"][0]
-        for name, value in values.items():
-            current = self.__dict__.get(name)
-            if current is not None and current is not value:
-                raise RuntimeError(f"{owner}: {name!r} is already registered ({current!r})")
-            self.__dict__[name] = value
-
-
-#: what Variable's methods call: the engine registers the passes (``forward`` from
-#: ``hodiff.engine.run``, ``backward`` from ``hodiff.engine.reverse``) and the record of shape
-#: changes (``record_shape_change``, ``hodiff.engine.follow``); ``hodiff.functions`` the
-#: functions behind the operators and numpy-style methods (``x + y`` is ``Add2()(x, y)``,
-#: ``x @ w`` is ``matmul``, ``x[i]`` is ``getitem``, ``x.sum()`` is ``sum``)
-_impl: Any = Registry("Variable", "hodiff.engine / hodiff.functions")
-register = _impl.register
