@@ -25,7 +25,7 @@ import pytest
 import hodiff as hd
 import hodiff.functions as F
 import hodiff.parametric as PF
-from hodiff.engine import api, graph
+from hodiff.engine import api, reverse
 from hodiff.functions.linalg import Affine
 from hodiff.functions.math import Tanh
 from hodiff.transforms import taylor
@@ -829,7 +829,7 @@ def test_the_recorded_taylor_graph_of_a_checkpointed_network_keeps_only_coeffici
         finally:
             tracemalloc.stop()
         kinds: dict[str, int] = {}
-        for f in graph.topological_order([lap]):
+        for f in api.topological_order([lap]):
             kinds[type(f).__name__] = kinds.get(type(f).__name__, 0) + 1
         return size, kinds
 
@@ -877,7 +877,7 @@ def test_rules_after_the_checkpoints_read_the_jets_values_not_the_first_graph(
         return F.mean((lap + 1.0) ** 2)
 
     lap_loss = loss(True)
-    names = [f.name for f in graph.topological_order([lap_loss]) if type(f) is Checkpoint]
+    names = [f.name for f in api.topological_order([lap_loss]) if type(f) is Checkpoint]
     assert len(names) == len(ws) - 1
     assert all(n.startswith("checkpoint(jet_of_") for n in names), names
     ran: list[str] = []
@@ -1276,12 +1276,12 @@ def test_a_checkpoint_does_not_walk_the_enclosing_graph(monkeypatch: Any) -> Non
 
         return wrapped
 
-    spy.topological_order = recorded(graph.topological_order, len)  # type: ignore[attr-defined]
-    spy.nodes_since = recorded(graph.nodes_since, len)  # type: ignore[attr-defined]
+    spy.topological_order = recorded(api.topological_order, len)  # type: ignore[attr-defined]
+    spy.nodes_since = recorded(api.nodes_since, len)  # type: ignore[attr-defined]
 
     def plan(outputs: Any, inputs: Any, order: Any = None) -> Any:  # walks order, or all
-        walked.append(len(graph.topological_order(outputs) if order is None else order))
-        return graph.plan(outputs, inputs, order)
+        walked.append(len(api.topological_order(outputs) if order is None else order))
+        return api.plan(outputs, inputs, order)
 
     spy.plan = plan  # type: ignore[attr-defined]
     for name in ("node", "segment", "handover", "kept", "jet", "tracing", "replay"):
@@ -1504,7 +1504,7 @@ def test_current_pass_and_the_handoff() -> None:
             outputs[0] = inputs[0].copy()
 
         def backward_impl(self, inputs: Any, outputs: Any, prop_down: Any, accum: Any) -> None:
-            scope = graph.current_pass()
+            scope = api.current_pass()
             seen.append(scope)
             if scope is not None and self.later is not None:
                 assert scope.visits(self.later)
@@ -1512,7 +1512,7 @@ def test_current_pass_and_the_handoff() -> None:
             if prop_down[0]:
                 inputs[0].store(outputs[0].grad, accum[0])
 
-    assert graph.current_pass() is None
+    assert api.current_pass() is None
     x = leaf(X0)
     a = Probe()(x)  # reached by no gradient below, but work is left for it
     b = Probe()(x)
@@ -1521,7 +1521,7 @@ def test_current_pass_and_the_handoff() -> None:
     loss.backward()
     assert len(seen) == 2
     assert seen[0] is seen[1]
-    assert isinstance(seen[0], graph.PassScope)
+    assert isinstance(seen[0], api.PassScope)
     assert seen[0].handoff == {}  # dropped with the pass
     np.testing.assert_array_equal(x.g, np.ones_like(X0))  # a's rule ran with zeros
     seen.clear()
@@ -1532,12 +1532,12 @@ def test_current_pass_and_the_handoff() -> None:
     w = leaf(np.ones(4))
     p2 = Probe()(x)
     mask = F.greater_scalar(p2, 0.0)
-    steps = graph.backward_steps(F.sum(Probe()(x) * w) + F.sum(mask * w))
+    steps = reverse.backward_steps(F.sum(Probe()(x) * w) + F.sum(mask * w))
     assert next(steps) is w
-    assert graph.current_pass() is None  # between the yields: not in the pass
+    assert api.current_pass() is None  # between the yields: not in the pass
     assert next(steps) is x  # yielded where p2 is skipped
     steps.close()
-    assert graph.current_pass() is None
+    assert api.current_pass() is None
 
 
 def test_a_forward_checkpoint_that_makes_another_graph_than_its_gradient_raises() -> None:

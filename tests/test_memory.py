@@ -192,7 +192,7 @@ def test_hvp_frees_its_first_order_graph_as_its_second_pass_goes() -> None:
 
 
 def test_a_pullback_that_freed_its_graph_refuses_a_second_pass() -> None:
-    from hodiff.engine.graph import Pullback
+    from hodiff.engine.api import Pullback
 
     x = hd.Variable.from_array(np.array([0.3, -0.2]), need_grad=True)
     (g,) = hd.grad(F.sum(F.tanh(x) ** 2), x)

@@ -16,7 +16,7 @@ import hodiff as hd
 import hodiff.functions as F
 import hodiff.parametric as PF
 import hodiff.solvers as S
-from hodiff.engine.graph import topological_order
+from hodiff.engine.api import topological_order
 from hodiff.engine.variable import ShapeResetError, Variable
 from hodiff.testing import all_specs, spec_ids
 from hodiff.testing.harness import is_float, outputs_of
@@ -496,7 +496,7 @@ def test_a_pullback_made_before_a_reset_raises_and_says_to_make_it_again():
     # a pullback (the plan of hd.jacobian, a Hessian operator) keeps the nodes it was made
     # on; after reset_shape the static graph's hd.grad is made again for the new shape,
     # and the old pullback refuses, naming the reset, before computing anything
-    from hodiff.engine.graph import Pullback
+    from hodiff.engine.api import Pullback
 
     with hd.auto_forward(False):
         x = Variable((2, 3), need_grad=True, dtype=np.float64)

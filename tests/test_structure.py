@@ -230,7 +230,7 @@ def test_the_engine_needs_no_complexity_exemption() -> None:
 def test_the_checks_see_what_they_check() -> None:
     """The reader finds the imports this file's rules are about (it cannot pass vacuously)."""
     assert len(MODULES) > 60
-    assert "hodiff.engine.function" in _edges()["hodiff.engine.graph"]
+    assert "hodiff.engine.function" in _edges()["hodiff.engine.reverse"]
     assert "hodiff.functions.arithmetic" in _edges()["hodiff.functions"]
     assert ("hodiff.tools.check", False) in {
         (t, inside) for t, inside, _ in IMPORTS["hodiff.tools.demo"]
@@ -370,7 +370,7 @@ def test_the_private_use_counter_finds_a_planted_example() -> None:
     """The counter sees each kind of use (it cannot pass vacuously), and not public names."""
     assert {"_data", "_outputs", "_grad_dtype"} <= ENGINE_ATTRIBUTES
     planted = """
-from hodiff.engine import graph
+from hodiff.engine import run as graph
 from hodiff.engine.context import _mode, array_module
 import hodiff.engine.variable as var
 
@@ -392,7 +392,7 @@ def f(v, node):
         ("attribute", "_outputs"),
         ("attribute", "_version"),
         ("import", "hodiff.engine.context._mode"),
-        ("module", "hodiff.engine.graph._set_outputs"),
+        ("module", "hodiff.engine.run._set_outputs"),
         ("module", "hodiff.engine.variable._seq"),
     ]
 

@@ -452,14 +452,14 @@ def test_jets_through_a_checkpoint_equal_those_without() -> None:
 def test_a_recorded_elementwise_jet_holds_no_ones_of_the_inputs_size() -> None:
     # the derivatives f^(m) come from a jet along the unit curve x0 + t: its products
     # z_j x_1 with x_1 = ones are z_j itself, so the recorded graph holds no array of ones
-    from hodiff.engine import graph
+    from hodiff.engine import api
 
     x = hd.Variable.from_array(np.linspace(-1.0, 1.0, 12).reshape(3, 4), need_grad=True)
     f = lambda z: F.sum(F.tanh(z) * F.exp(z), axis=1)  # noqa: E731
     lap = hd.laplacian(f, x, batch_axis=0, create_graph=True)
     ones = [
         v
-        for g in graph.topological_order([lap])
+        for g in api.topological_order([lap])
         for v in g.inputs
         if v.parent is None and not v.need_grad and v.size >= x.size and np.all(v.d == 1.0)
     ]

@@ -27,23 +27,15 @@ from typing import Any
 import numpy as np
 
 from hodiff.engine import function as _function
-from hodiff.engine import graph as _graph
+from hodiff.engine import run as _run
 from hodiff.engine import variable as _variable
 from hodiff.engine.batching import renew
 from hodiff.engine.context import NO_GRAD, RAW, STATIC, TRUSTED, _mode
 from hodiff.engine.function import Function
-from hodiff.engine.graph import (
-    PassScope,
-    Pullback,
-    current_pass,
-    forward,
-    grad_graph,
-    grad_values,
-    nodes_since,
-    plan,
-    topological_order,
-    unused_inputs,
-)
+from hodiff.engine.order import nodes_since, topological_order
+from hodiff.engine.plan import plan, unused_inputs
+from hodiff.engine.reverse import PassScope, Pullback, current_pass, grad_graph, grad_values
+from hodiff.engine.run import forward
 from hodiff.engine.variable import Variable
 
 __all__ = [
@@ -192,17 +184,10 @@ def drop_values(nodes: Iterable[Function]) -> None:
 def run(nodes: Sequence[Function], frees: Sequence[Sequence[Variable]] | None = None) -> None:
     """Computes ``nodes`` (inputs before consumers) from their inputs' values and stores
     their outputs' values, as a static graph's forward does; ``frees``: per node, the
-    variables whose values to drop once it ran (read by no later node and no rule).
+    variables whose values to drop once it ran (read by no later node and no rule). The
+    engine's one forward interpreter (:func:`hodiff.engine.run.run`).
     """
-    set_outputs = _graph._set_outputs
-    for k, f in enumerate(nodes):
-        xs = [x._data for x in f.inputs]
-        ys: list[Any] = [None] * f.n_outputs
-        f.forward_impl(xs, ys)
-        set_outputs(f, xs, ys)
-        if frees is not None:
-            for v in frees[k]:
-                v._data = None
+    _run.run(nodes, frees)
 
 
 # ---------------------------------------------------------------------------- relinking

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from hodiff.engine import graph
+from hodiff.engine import api
 from hodiff.engine.function import REGISTRY, Function, Slot
 from hodiff.engine.variable import Variable
 from hodiff.testing.spec import Spec
@@ -120,7 +120,7 @@ def primitives_of(spec: Spec) -> set[type[Function]]:
     """The primitive classes in the graph of one spec row (its sample inputs)."""
     ys = spec.fn(*[Variable.from_array(a) for a in spec.sample()], **spec.kwargs)
     outs = list(ys) if isinstance(ys, tuple | list) else [ys]
-    return {type(node) for node in graph.topological_order(outs)}
+    return {type(node) for node in api.topological_order(outs)}
 
 
 @dataclass(frozen=True)

@@ -57,9 +57,9 @@ from typing import Any
 
 import numpy as np
 
+from hodiff.engine.api import topological_order
 from hodiff.engine.autograd import grad
 from hodiff.engine.context import array_module, auto_forward
-from hodiff.engine.graph import topological_order
 from hodiff.engine.variable import Variable
 from hodiff.functions.array import stack as _stack
 from hodiff.functions.reduction import sum as _sum_all

@@ -3,7 +3,7 @@
 Every tool here sees the Hessian ``H = d^2 loss / d params^2`` only through
 products ``H v``. The gradient graph ``g = hd.grad(loss, params)`` is recorded
 once; each product is then one plain reverse pass over it seeded with ``v``
-(``H v = (dg/dparams)^T v``, :class:`hodiff.engine.graph.Pullback`), so nothing is
+(``H v = (dg/dparams)^T v``, :class:`hodiff.engine.api.Pullback`), so nothing is
 re-recorded and the forward pass is not re-run. Batch normalization (or any
 other function of the whole batch) is differentiated exactly like the rest of
 the graph: the Hessian is that of the loss as computed, batch statistics
