@@ -80,7 +80,7 @@ def check_scalar(name: str, arg: str, value: Any) -> float:
     return float(value)
 
 
-class _Binary(Function, register=False):
+class _Binary(Function, register=False, follows_shape=True, follows_rank=True):
     batch_rule = _batching.elementwise
 
     @elementwise_setup
@@ -90,7 +90,7 @@ class _Binary(Function, register=False):
         return [(shape, float_dtype(a if a == b else np.result_type(a, b)))]
 
 
-class _Scalar(Function, register=False):
+class _Scalar(Function, register=False, follows_shape=True, follows_rank=True):
     """``y = f(x, val)`` for a Python scalar ``val`` fixed at construction."""
 
     batch_rule = _batching.elementwise
@@ -332,7 +332,7 @@ class MaximumScalar(_Scalar):
             inputs[0].store(outputs[0].grad * keep, accum[0])
 
 
-class Abs(Function):
+class Abs(Function, follows_shape=True, follows_rank=True):
     batch_rule = _batching.elementwise
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
@@ -344,7 +344,7 @@ class Abs(Function):
             inputs[0].store(outputs[0].grad * Sign()(inputs[0].data), accum[0])  # 0 at 0
 
 
-class Sign(Function):
+class Sign(Function, follows_shape=True, follows_rank=True):
     """sign(x) in {-1, alpha, 1} (``alpha`` at 0; 0 by default, numpy's); not differentiable
     (zero gradient), so it cuts the graph.
     """
@@ -364,7 +364,7 @@ class Sign(Function):
         outputs[0] = y
 
 
-class Identity(Function):
+class Identity(Function, follows_shape=True, follows_rank=True):
     need_inputs = False
     batch_rule = _batching.elementwise
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from hodiff.engine import batching as _batching
 from hodiff.engine.context import array_module, get_default_context
-from hodiff.engine.function import Flags, Function, Slots, array_module_of
+from hodiff.engine.function import Flags, Function, Slots, array_module_of, traced
 from hodiff.engine.variable import Variable, is_scalar
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions._index_kernels import EmptyShapeError
@@ -107,7 +107,7 @@ def _merged_target(
     return tuple(result)
 
 
-class Reshape(Function):
+class Reshape(Function, follows_shape=True):
     need_inputs = False
 
     def __init__(self, *, shape: Sequence[int]) -> None:
@@ -173,7 +173,7 @@ class Reshape(Function):
         return _batching.renew(self, shape=(x.shape[0], *self.shape))(x)
 
 
-class Broadcast(Function):
+class Broadcast(Function, follows_shape=False):
     need_inputs = False
 
     def __init__(self, *, shape: Sequence[int]) -> None:
@@ -202,7 +202,7 @@ class Broadcast(Function):
         return _batching.renew(self, shape=(x.shape[0], *self.shape))(x)
 
 
-class BroadcastLike(Function):
+class BroadcastLike(Function, follows_shape=True):
     """``x`` broadcast to the shape of ``like`` (read when the node runs: it follows
     ``reset_shape``); ``like``'s values are not read and its gradient is zero.
     """
@@ -234,7 +234,7 @@ class BroadcastLike(Function):
         return _batching.renew(self)(_batching.align(x, axes[0], like.ndim - 1), like)
 
 
-class Flip(Function):
+class Flip(Function, follows_shape=True):
     need_inputs = False
 
     def __init__(self, *, axes: Sequence[int]) -> None:
@@ -274,7 +274,7 @@ def _batch_join(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) ->
     return _batching.renew(self, axis=axis)(*xs)
 
 
-class Concatenate(Function):
+class Concatenate(Function, follows_shape=True):
     need_inputs = False
     batch_rule = _batch_join
 
@@ -324,7 +324,7 @@ class Concatenate(Function):
             start = stop
 
 
-class Stack(Function):
+class Stack(Function, follows_shape=True):
     need_inputs = False
     batch_rule = _batch_join
 
@@ -353,7 +353,7 @@ class Stack(Function):
                 x.store(gxs[i], accum[i])
 
 
-class Split(Function):
+class Split(Function, follows_shape=False):
     need_inputs = False
 
     def __init__(self, *, axis: int, num: int) -> None:
@@ -388,7 +388,7 @@ class Split(Function):
         return _batching.renew(self, axis=_batching.map_axis(self.axis, x.ndim - 1))(x)
 
 
-class Pad(Function):
+class Pad(Function, follows_shape=True):
     """Constant padding; reflect and repeat padding are gathers (see :func:`pad`)."""
 
     need_inputs = False
@@ -445,7 +445,7 @@ def check_pad_width(shape: tuple[int, ...], pad_width: Sequence[int]) -> None:
 
 
 # ---------------------------------------------------------------- selection
-class Where(Function):
+class Where(Function, follows_shape=True, follows_rank=True):
     need_inputs = (0,)
     batch_rule = _batching.elementwise
 
@@ -467,7 +467,7 @@ class Where(Function):
 
 
 # ---------------------------------------------------------------- not differentiable
-class Constant(Function):
+class Constant(Function, follows_shape=False):
     differentiable = False
     batch_rule = _batching.elementwise  # no inputs: never batched
 
@@ -485,7 +485,7 @@ class Constant(Function):
         outputs[0] = get_default_context().xp.full(self.shape, self.val, dtype=self.dtype)
 
 
-class _Compare(Function, register=False):
+class _Compare(Function, register=False, follows_shape=True, follows_rank=True):
     differentiable = False
     batch_rule = _batching.elementwise
 
@@ -519,6 +519,7 @@ class Equal(_Compare):
 
 
 # ---------------------------------------------------------------- wrappers
+@traced
 def reshape(x: Any, shape: Sequence[int]) -> Variable:
     """``x`` with a new shape of the same size (one entry may be -1).
 
@@ -529,11 +530,13 @@ def reshape(x: Any, shape: Sequence[int]) -> Variable:
     return Reshape(shape=shape)(x)
 
 
+@traced
 def broadcast(x: Any, shape: Sequence[int]) -> Variable:
     """``x`` broadcast to ``shape`` (numpy rules); the gradient sums over the broadcast axes."""
     return Broadcast(shape=shape)(x)
 
 
+@traced
 def flip(x: Any, axes: Sequence[int] | None = None) -> Variable:
     """Reverses the order of the elements along ``axes`` (default: the last axis, as NNabla).
 
@@ -549,6 +552,7 @@ def flip(x: Any, axes: Sequence[int] | None = None) -> Variable:
     return Flip(axes=as_ints("flip", "axes", axes))(x)
 
 
+@traced
 def concatenate(*xs: Any, axis: int | None = None) -> Variable:
     """Joins the inputs along an existing ``axis`` (default: the last axis, as NNabla).
 
@@ -566,6 +570,7 @@ def concatenate(*xs: Any, axis: int | None = None) -> Variable:
     return Concatenate(axis=axis)(*xs)
 
 
+@traced
 def stack(*xs: Any, axis: int = 0) -> Variable:
     """Joins inputs of equal shapes along a new ``axis``.
 
@@ -578,6 +583,7 @@ def stack(*xs: Any, axis: int = 0) -> Variable:
     return Stack(axis=axis)(*xs)
 
 
+@traced
 def split(x: Any, axis: int = 0) -> tuple[Variable, ...]:
     """Splits ``x`` into its ``x.shape[axis]`` slices along ``axis``, which is removed (NNabla).
 
@@ -603,6 +609,7 @@ def split(x: Any, axis: int = 0) -> tuple[Variable, ...]:
     return ys if isinstance(ys, tuple) else (ys,)
 
 
+@traced
 def pad(
     x: Any, pad_width: Sequence[int], mode: str = "constant", constant_value: float = 0.0
 ) -> Variable:
@@ -644,6 +651,7 @@ def pad(
     return y if y is not x else Pad(pad_width=widths)(x)
 
 
+@traced
 def tile(x: Any, reps: int | Sequence[int]) -> Variable:
     """``x`` repeated ``reps[i]`` times along each axis (numpy's ``tile``: the shorter of
     ``x.shape`` and ``reps`` is padded with leading ones).
@@ -668,6 +676,7 @@ def tile(x: Any, reps: int | Sequence[int]) -> Variable:
     return reshape(y, tuple(r * s for r, s in zip(reps, shape, strict=True)))
 
 
+@traced
 def clip_by_value(x: Any, min: Any, max: Any) -> Variable:
     """Elementwise ``y = min(max(x, min), max)``; ``min``/``max`` are scalars or arrays
     (broadcast). The gradient to x is ``gy`` inside ``[min, max]`` and 0 outside.
@@ -680,6 +689,7 @@ def clip_by_value(x: Any, min: Any, max: Any) -> Variable:
     return _arith.minimum_scalar(y, max) if is_scalar(max) else _arith.minimum2(y, max)
 
 
+@traced
 def constant(val: float = 0.0, shape: Sequence[int] = ()) -> Variable:
     """An array of ``shape`` filled with ``val``, in the context's float dtype.
 
@@ -690,6 +700,7 @@ def constant(val: float = 0.0, shape: Sequence[int] = ()) -> Variable:
     return Constant(val=val, shape=shape, dtype=get_default_context().dtype)()
 
 
+@traced
 def where(condition: Any, x_true: Any, x_false: Any) -> Variable:
     """``y = x_true`` where ``condition`` is nonzero, else ``x_false`` (all broadcast).
 
@@ -698,26 +709,31 @@ def where(condition: Any, x_true: Any, x_false: Any) -> Variable:
     return Where()(condition, x_true, x_false)
 
 
+@traced
 def less(x0: Any, x1: Any) -> Variable:
     """``x0 < x1`` elementwise (bool, not differentiable)."""
     return Less()(x0, x1)
 
 
+@traced
 def less_equal(x0: Any, x1: Any) -> Variable:
     """``x0 <= x1`` elementwise (bool, not differentiable)."""
     return LessEqual()(x0, x1)
 
 
+@traced
 def greater(x0: Any, x1: Any) -> Variable:
     """``x0 > x1`` elementwise (bool, not differentiable)."""
     return Greater()(x0, x1)
 
 
+@traced
 def greater_equal(x0: Any, x1: Any) -> Variable:
     """``x0 >= x1`` elementwise (bool, not differentiable)."""
     return GreaterEqual()(x0, x1)
 
 
+@traced
 def equal(x0: Any, x1: Any) -> Variable:
     """``x0 == x1`` elementwise (bool, not differentiable)."""
     return Equal()(x0, x1)

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from hodiff.engine.function import traced
 from hodiff.engine.variable import Variable, as_variable
 from hodiff.functions.activation import relu, sigmoid
 from hodiff.functions.array import concatenate, reshape, split, stack, transpose
@@ -192,6 +193,7 @@ def _gru_cell(p: Any, s: list[Any], wh: Any, bhn: Any) -> list[Any]:
 
 
 # ---------------------------------------------------------------- public functions
+@traced
 def rnn(
     x: Any,
     h: Any,
@@ -252,6 +254,7 @@ def rnn(
     return y, hn
 
 
+@traced
 def lstm(
     x: Any,
     h: Any,
@@ -314,6 +317,7 @@ def lstm(
     return y, hn, cn
 
 
+@traced
 def gru(
     x: Any,
     h: Any,
