@@ -608,3 +608,21 @@ def test_variable_matmul_and_squeeze_follow_by_their_nodes_own_rules():
     x.d = np.arange(20.0).reshape(5, 1, 4)
     s.forward()
     np.testing.assert_array_equal(s.d, x.d[:, 0, :])
+
+
+def test_a_vmap_output_the_same_for_every_example_refuses_a_new_shape():
+    # hd.vmap broadcasts such an output along the batch with nodes set up for its shape:
+    # a new shape of the same size must not be read in the old one
+    with hd.auto_forward(False):
+        x = Variable((3, 4), dtype=np.float64)
+        w = Variable((2, 3), dtype=np.float64)
+        y = hd.vmap(lambda r: F.tanh(w))(x)
+    assert y.shape == (3, 2, 3)
+    w.reset_shape((3, 2), force=True)
+    w.d, x.d = np.arange(6.0).reshape(3, 2), np.ones((3, 4))
+    try:
+        y.forward()
+    except ShapeResetError:
+        assert y.shape == (3, 2, 3)
+    else:
+        np.testing.assert_allclose(y.d, np.broadcast_to(np.tanh(w.d), (3, 3, 2)), rtol=1e-15)

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from hodiff.engine import function as _function
-from hodiff.engine.batching import loop, renew
+from hodiff.engine.batching import batched, loop, renew
 from hodiff.engine.context import _recording, _trusted, array_module
 from hodiff.engine.variable import Variable
 from hodiff.functions import array
@@ -509,7 +509,7 @@ def _unwrap(o: Any, ax: int | None, level: int, size: int, k: str) -> Variable:
     else:  # the same for every example: broadcast along the batch
         if ax is None:
             return o
-        v = array.broadcast(array.reshape(o, (1, *o.shape)), (size, *o.shape))
+        v = batched(o, None, size)  # its nodes refuse a new shape of o (no traced call)
     if not -v.ndim <= ax < v.ndim:
         raise ValueError(f"vmap: out_axes[{k}] = {ax} is out of range for {v.ndim} dimensions")
     return _move_from_front(v, ax % v.ndim)
