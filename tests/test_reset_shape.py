@@ -17,6 +17,7 @@ import hodiff.functions as F
 import hodiff.parametric as PF
 import hodiff.solvers as S
 from hodiff.engine.api import topological_order
+from hodiff.engine.function import REGISTRY, Function, traced
 from hodiff.engine.variable import ShapeResetError, Variable
 from hodiff.testing import all_specs, spec_ids
 from hodiff.testing.harness import is_float, outputs_of
@@ -514,3 +515,116 @@ def test_a_pullback_made_before_a_reset_raises_and_says_to_make_it_again():
         pb([np.ones((4, 3))])
     pb2 = Pullback([g], [x])  # made again: right
     np.testing.assert_allclose(pb2([np.ones((4, 3))])[0], np.full((4, 3), hv), rtol=1e-12)
+
+
+# ---------------------------------------------------------------- the shape facts of a class
+class _Cube(Function):
+    """``y = x^3``, declaring no shape fact: the default refuses new shapes."""
+
+    def forward_impl(self, inputs, outputs):
+        outputs[0] = inputs[0] ** 3
+
+
+class _CubeOfAnyShape(_Cube, follows_shape=True):
+    pass
+
+
+class _CubeOfAnyRank(_Cube, follows_shape=True, follows_rank=True):
+    pass
+
+
+class _CubeSaidByAttribute(_Cube):
+    follows_shape = True
+
+
+@pytest.mark.parametrize(
+    ("cls", "shape", "follows"),
+    [
+        (_Cube, (5, 3), False),
+        (_CubeOfAnyShape, (5, 3), True),
+        (_CubeSaidByAttribute, (5, 3), True),
+        (_CubeOfAnyShape, (5, 3, 2), False),  # another rank: follows_rank is not said
+        (_CubeOfAnyRank, (5, 3, 2), True),
+    ],
+)
+def test_a_users_primitive_follows_new_shapes_only_where_its_class_says_so(cls, shape, follows):
+    assert cls not in REGISTRY  # a user's class: no fact set for it from outside
+    with hd.auto_forward(False):
+        x = Variable((2, 3), dtype=np.float64)
+        y = cls()(x)
+    x.reset_shape(shape, force=True)
+    x.d = np.linspace(-1.0, 1.0, int(np.prod(shape))).reshape(shape)
+    if not follows:
+        with pytest.raises(ShapeResetError, match=cls.name):
+            y.forward()
+        assert y.shape == (2, 3)
+        return
+    y.forward()
+    np.testing.assert_allclose(y.d, x.d**3, rtol=1e-15)
+
+
+def test_the_default_of_a_users_primitive_is_to_refuse():
+    assert Function.follows_shape is False
+    assert Function.follows_rank is False
+    assert _Cube.follows_shape is False
+    assert _Cube.follows_rank is False
+    # hodiff's own: every registered primitive says what it does (its class or a base of
+    # hodiff's, not Function's default), and follows ranks only if it follows shapes
+    for c in REGISTRY:
+        own = [k for k in c.__mro__ if k not in (Function, object)]
+        assert any("follows_shape" in k.__dict__ for k in own), c.__name__
+        assert c.follows_shape or not c.follows_rank, c.__name__
+
+
+def _flatten(x):
+    return F.reshape(x, (x.shape[0], -1))  # a target computed from x's shape
+
+
+def test_a_traced_composition_is_made_again_for_the_new_shapes():
+    # with @traced, the call is kept and made again: the new batch size flows through;
+    # without it, the inner F.reshape is made again with the target of the old shape
+    for fn, batch in ((traced(_flatten), 5), (_flatten, 2)):
+        with hd.auto_forward(False):
+            x = Variable((2, 3, 4), dtype=np.float64)
+            y = fn(x)
+        x.reset_shape((5, 3, 4), force=True)
+        x.d = np.arange(60.0).reshape(5, 3, 4)
+        y.forward()
+        np.testing.assert_array_equal(y.d, x.d.reshape(batch, -1))
+
+
+def test_variable_matmul_and_squeeze_follow_by_their_nodes_own_rules():
+    # a @ b of a vector and Variable.squeeze are not traced; the reshapes inside them are
+    # their nodes, not traced calls kept with the target of the old shape
+    with hd.auto_forward(False):
+        a = Variable((3,), dtype=np.float64)
+        b = Variable((3, 4), dtype=np.float64)
+        y = a @ b
+        x = Variable((2, 1, 4), dtype=np.float64)
+        s = x.squeeze(1)
+    b.reset_shape((3, 6), force=True)
+    a.d, b.d = np.arange(3.0), np.arange(18.0).reshape(3, 6)
+    y.forward()
+    np.testing.assert_array_equal(y.d, a.d @ b.d)
+    x.reset_shape((5, 1, 4), force=True)
+    x.d = np.arange(20.0).reshape(5, 1, 4)
+    s.forward()
+    np.testing.assert_array_equal(s.d, x.d[:, 0, :])
+
+
+def test_a_vmap_output_the_same_for_every_example_refuses_a_new_shape():
+    # hd.vmap broadcasts such an output along the batch with nodes set up for its shape:
+    # a new shape of the same size must not be read in the old one
+    with hd.auto_forward(False):
+        x = Variable((3, 4), dtype=np.float64)
+        w = Variable((2, 3), dtype=np.float64)
+        y = hd.vmap(lambda r: F.tanh(w))(x)
+    assert y.shape == (3, 2, 3)
+    w.reset_shape((3, 2), force=True)
+    w.d, x.d = np.arange(6.0).reshape(3, 2), np.ones((3, 4))
+    try:
+        y.forward()
+    except ShapeResetError:
+        assert y.shape == (3, 2, 3)
+    else:
+        np.testing.assert_allclose(y.d, np.broadcast_to(np.tanh(w.d), (3, 3, 2)), rtol=1e-15)

@@ -12,13 +12,21 @@ functions alike; ``if TYPE_CHECKING:`` blocks are not imports at run time), and:
   simple enough for the linter (no ``noqa: C901``);
 * no private name of the engine is used outside it (the rooms above use
   :mod:`hodiff.engine.api` and the public names), but for a shrinking allowlist.
+* no class attribute is assigned outside its class (a primitive's facts are in its
+  body), no primitive is named by a string (no tables of class names), and every public
+  name of ``hodiff.functions`` is its family's function itself (``F.sum is
+  hodiff.functions.reduction.sum``), a composition traced by ``@traced`` in its source.
 """
 
 from __future__ import annotations
 
 import ast
+import inspect
 import pathlib
 import re
+
+import hodiff.functions as F
+from hodiff.engine.function import REGISTRY, traced
 
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "hodiff"
 
@@ -413,3 +421,304 @@ def test_checkpointing_flows_one_way_in_small_modules() -> None:
         upward = sorted({t for t, _, _ in IMPORTS[m] if t in later or t == package})
         assert not upward, f"{m} imports {upward} (at or above it in the package's order)"
         assert len(MODULES[m].read_text().splitlines()) <= 500, m
+
+
+# ---------------------------------------------------------------- facts live in class bodies
+#: names that hold a class by convention (a loop over classes, a classmethod's first argument)
+CLASS_NAMES = re.compile(r"^_?(cls|klass|kls|mcs|\w+_cls)$")
+#: assignments to a class's attribute outside its class body, allowed, with the reason:
+#: ``(module, target)``
+CLASS_ATTRIBUTES_ALLOWED = {
+    # mutation testing swaps a primitive's backward rule for the span of a with-block,
+    # then puts it back (hodiff.testing.mutate.mutated)
+    ("hodiff.testing.mutate", "cls.backward_impl"),
+}
+
+
+def _classes_by_module() -> dict[str, set[str]]:
+    return {
+        m: {n.name for n in ast.parse(p.read_text()).body if isinstance(n, ast.ClassDef)}
+        for m, p in MODULES.items()
+    }
+
+
+CLASSES = _classes_by_module()
+
+
+def _class_valued_globals(tree: ast.Module, here: str, classes: dict[str, set[str]]) -> set[str]:
+    """The dotted names that hold a class in a module: its own classes, the classes it
+    imports by name (``from m import C``) and through a module (``m.C``).
+    """
+    out = set(classes.get(here, set()))
+    is_package = MODULES.get(here, ROOT).name == "__init__.py"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            mod = _resolve(node.module or "", node.level, here, is_package)
+            for a in node.names:
+                if a.name in classes.get(mod, set()):
+                    out.add(a.asname or a.name)
+                sub = f"{mod}.{a.name}"
+                if sub in classes:
+                    out |= {f"{a.asname or a.name}.{c}" for c in classes[sub]}
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name in classes:
+                    out |= {f"{a.asname or a.name}.{c}" for c in classes[a.name]}
+    return out
+
+
+def _is_class(expr: ast.expr, known: set[str], local: set[str]) -> bool:
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name):
+        return expr.func.id == "type" and len(expr.args) == 1
+    name = ast.unparse(expr)
+    return name in known or name in local or bool(CLASS_NAMES.match(name))
+
+
+def _class_locals(node: ast.AST) -> set[str]:
+    """Names holding a class in a function: parameters annotated ``type[...]``, loop
+    variables over classes (``REGISTRY``, ``__subclasses__()``, ``__mro__``).
+    """
+    out: set[str] = set()
+    for n in ast.walk(node):
+        annotation = n.annotation if isinstance(n, ast.arg) else None
+        if (
+            isinstance(n, ast.arg)
+            and annotation
+            and re.match(r"^(type|Type)\b", ast.unparse(annotation))
+        ):
+            out.add(n.arg)
+        elif (
+            isinstance(n, ast.For)
+            and isinstance(n.target, ast.Name)
+            and re.search(r"REGISTRY|__subclasses__|__mro__", ast.unparse(n.iter))
+        ):
+            out.add(n.target.id)
+    return out
+
+
+def _written(node: ast.AST) -> list[ast.expr]:
+    """The targets a statement assigns or deletes."""
+    if isinstance(node, ast.Assign | ast.Delete):
+        return list(node.targets)
+    if isinstance(node, ast.AnnAssign | ast.AugAssign):
+        return [node.target]
+    return []
+
+
+def _class_attribute_assignments(
+    source: str, here: str = "m", classes: dict[str, set[str]] | None = None
+) -> list[str]:
+    """``"line: target"`` for every assignment (or deletion, or ``setattr``) of a class's
+    attribute outside that class's body.
+
+    A target is a class when it is a class of the module or one it imports, a name that
+    holds a class by convention (``cls``, ``_cls``), a loop variable over classes
+    (``REGISTRY``, ``__subclasses__()``), a parameter annotated ``type[...]``, or
+    ``type(x)``. Inside a class body (its methods included) the class itself and ``cls``
+    may be assigned: that is the class declaring its own facts (``__init_subclass__``).
+    """
+    tree = ast.parse(source)
+    known = _class_valued_globals(tree, here, CLASSES if classes is None else classes)
+    found: list[str] = []
+
+    def check(node: ast.AST, owners: list[str], local: set[str]) -> None:
+        line = getattr(node, "lineno", 0)
+        for t in (t for target in _written(node) for t in ast.walk(target)):
+            if not (
+                isinstance(t, ast.Attribute)
+                and isinstance(t.ctx, ast.Store | ast.Del)
+                and _is_class(t.value, known, local)
+            ):
+                continue
+            base = ast.unparse(t.value)
+            if not (owners and (base in owners or CLASS_NAMES.match(base))):
+                found.append(f"{line}: {ast.unparse(t)}")  # not a class in its own body
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("setattr", "delattr")
+            and node.args
+            and _is_class(node.args[0], known, local)
+            and not owners
+        ):
+            found.append(f"{line}: {node.func.id}({ast.unparse(node.args[0])}, ...)")
+
+    def visit(node: ast.AST, owners: list[str], local: set[str]) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                visit(child, [*owners, child.name], local)
+            elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                visit(child, owners, local | _class_locals(child))
+            else:
+                check(child, owners, local)
+                visit(child, owners, local)
+
+    visit(tree, [], _class_locals(tree))
+    return found
+
+
+def test_no_class_attribute_is_assigned_outside_its_class() -> None:
+    """Every fact about a class (a primitive's shape facts, its batch rule) is in its body."""
+    offenders = [
+        f"{m}:{hit}"
+        for m, p in MODULES.items()
+        for hit in _class_attribute_assignments(p.read_text(), m)
+        if (m, hit.split(": ", 1)[1]) not in CLASS_ATTRIBUTES_ALLOWED
+    ]
+    assert not offenders, offenders
+
+
+def test_the_class_attribute_check_finds_what_it_is_about() -> None:
+    """A made-up module with every kind of assignment it must refuse, and those it allows."""
+    source = """
+from hodiff.engine.function import REGISTRY, Function
+from hodiff.engine import function as fn
+
+class P(Function):
+    follows_shape = True                        # its own body: allowed
+    def __init_subclass__(cls, **kw):
+        cls.follows_rank = True                 # its own body: allowed
+    def method(self):
+        self.x = 1                              # an instance: allowed
+
+class Q(Function):
+    def m(self):
+        P.y = 2                                 # another class's attribute
+
+for _cls in REGISTRY:
+    _cls.follows_shape = False                  # a loop over classes at module level
+P.z = 3                                         # a class of the module
+Function.w = 4                                  # an imported class
+fn.Function.v = 5                               # a class through its module
+
+def setup(c: type[Function], node):
+    c.u = 6                                     # a parameter holding a class
+    type(node).t = 7                            # a node's class
+    setattr(P, "s", 8)                          # setattr
+    node.r = 9                                  # an instance: allowed
+    for k in Function.__subclasses__():
+        k.q = 10                                # a loop over subclasses
+"""
+    classes = {
+        "m": {"P", "Q"},
+        "hodiff.engine.function": {"Function"},
+    }
+    hits = [h.split(": ", 1)[1] for h in _class_attribute_assignments(source, "m", classes)]
+    assert hits == [
+        "P.y",
+        "_cls.follows_shape",
+        "P.z",
+        "Function.w",
+        "fn.Function.v",
+        "c.u",
+        "type(node).t",
+        "setattr(P, ...)",
+        "k.q",
+    ], hits
+
+
+# ---------------------------------------------------------------- F.name is family.name
+#: the families whose public functions are one-primitive wrappers: their nodes follow new
+#: shapes by their own rules, so only those that read shapes are traced
+ONE_PRIMITIVE_FAMILIES = ("arithmetic", "math", "activation", "special", "rounding", "logic")
+#: what a function reads when it computes from its inputs' shapes
+SHAPE_READS = frozenset({"shape", "ndim", "size", "shape_of", "normalize_axes", "kept_shape"})
+
+
+def _families() -> list[tuple[str, object]]:
+    return [(m.__name__.rsplit(".", 1)[1], m) for m in F.FAMILIES]
+
+
+def test_every_public_name_of_F_is_its_familys_function_itself() -> None:
+    """``F.name is family.name``: nothing rebinds a function after import."""
+    names = [(m, n) for _, m in _families() for n in m.__all__]
+    assert len(names) == len(F.__all__) > 200
+    wrong = [f"{m.__name__}.{n}" for m, n in names if getattr(F, n) is not getattr(m, n)]
+    assert not wrong, wrong
+
+
+def _def_of(fn: object) -> ast.FunctionDef:
+    plain = inspect.unwrap(fn)  # type: ignore[arg-type]
+    tree = ast.parse(MODULES[plain.__module__].read_text())
+    (node,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == plain.__name__]
+    return node
+
+
+def _reads_shapes(node: ast.FunctionDef) -> bool:
+    for n in ast.walk(node):
+        if isinstance(n, ast.Attribute) and n.attr in SHAPE_READS:
+            return True
+        if isinstance(n, ast.Name) and n.id in SHAPE_READS and isinstance(n.ctx, ast.Load):
+            return True
+    return False
+
+
+def test_compositions_are_traced_by_a_decorator_in_their_source() -> None:
+    """Every public function but the one-primitive wrappers that read no shapes carries
+    ``@traced`` (the engine's) above its ``def``, and only those: a static graph keeps
+    their calls and makes them again for new shapes (tests/test_reset_shape.py).
+    """
+    wrapper = traced(lambda: None).__code__
+    wrong = []
+    count = 0
+    for family, m in _families():
+        for n in m.__all__:
+            fn = getattr(m, n)
+            node = _def_of(fn)
+            decorated = [ast.unparse(d) for d in node.decorator_list]
+            must = family not in ONE_PRIMITIVE_FAMILIES or _reads_shapes(node)
+            count += must
+            if must != ("traced" in decorated) or must != (fn.__code__ is wrapper):
+                wrong.append(f"{family}.{n}: decorators {decorated}, must be traced: {must}")
+    assert not wrong, wrong
+    assert count > 100  # the rule selects the compositions (121 of 206 today)
+
+
+# ---------------------------------------------------------------- no tables of class names
+#: modules that still name primitive classes in strings, with the reason (none should)
+CLASS_NAME_STRINGS_ALLOWED: set[str] = set()
+
+
+def _primitive_class_names() -> set[str]:
+    return {c.__name__ for c in REGISTRY}
+
+
+def _docstrings_and_all(tree: ast.Module) -> set[int]:
+    """The ids of the constants that are docstrings or entries of ``__all__``."""
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        first = body[0] if isinstance(body, list) and body else None
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+            skip.add(id(first.value))
+        if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+                skip |= {id(c) for c in ast.walk(node) if isinstance(c, ast.Constant)}
+    return skip
+
+
+def _class_name_strings(source: str, names: set[str]) -> list[str]:
+    tree = ast.parse(source)
+    skip = _docstrings_and_all(tree)
+    return [
+        f"{n.lineno}: {n.value!r}"
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and n.value in names and id(n) not in skip
+    ]
+
+
+def test_no_primitive_is_named_by_a_string() -> None:
+    """No table of class names (a set of names a fact is looked up in), nor a lookup by name:
+    a fact about a primitive is declared in its class body.
+    """
+    names = _primitive_class_names()
+    assert {"SumTo", "Broadcast", "Reshape"} <= names
+    found = {m: _class_name_strings(p.read_text(), names) for m, p in MODULES.items()}
+    offenders = {
+        m: hits for m, hits in found.items() if hits and m not in CLASS_NAME_STRINGS_ALLOWED
+    }
+    assert not offenders, offenders
+    # the check sees a table of names, not the docstrings and __all__ that name them
+    made_up = '"""Broadcast."""\n__all__ = ["SumTo"]\nBOUND = frozenset({"Broadcast", "SumTo"})\n'
+    assert _class_name_strings(made_up, names) == ["3: 'Broadcast'", "3: 'SumTo'"]

@@ -125,7 +125,7 @@ def follow_shapes(nodes: Sequence[Function]) -> bool:
     are dropped): the composition is set up again as NNabla sets up its own functions.
     Otherwise the node runs its ``setup_impl`` again on the new shapes and its outputs take
     the shapes it gives (values dropped until the forward pass computes them); it must
-    then be ``shape_generic``, not ``_shape_bound``, and keep its inputs' ranks (unless
+    then be ``follows_shape``, not ``_shape_bound``, and keep its inputs' ranks (unless
     ``follows_rank``), else :class:`ShapeResetError` is raised naming it. On any error
     everything this call changed is restored first, so nothing is touched. Returns whether
     a composition was made again (every cached order, schedule and plan is then stale:

@@ -115,6 +115,7 @@ __all__ = [
     "Slots",
     "elementwise_setup",
     "float_dtype",
+    "traced",
 ]
 
 #: every primitive defined in the hodiff package, in definition order
@@ -244,12 +245,18 @@ def record_trace(
 def traced(fn: Any) -> Any:
     """``fn`` (a composition of primitives) as a function whose outputs, in a static graph,
     keep a :class:`Trace` of the call; define-by-run calls only pay the check.
+
+    ``@traced`` above a ``def``: every public function of ``hodiff.functions`` but the
+    one-primitive wrappers of the elementwise families that read no shapes, so that
+    :meth:`Variable.reset_shape` makes the call again for new shapes. Calls from backward
+    and batch rules (``hd.grad``, ``hd.vmap``) keep no trace: the nodes they make hold the
+    shapes they were made for and refuse new ones (``_shape_bound``).
     """
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
-        if _mode.get() & (STATIC | RAW) != STATIC:  # define-by-run, or a plain pass
-            return fn(*args, **kwargs)
+        if _mode.get() & (STATIC | RAW | TRUSTED) != STATIC:  # define-by-run, a plain pass,
+            return fn(*args, **kwargs)  # or a rule
         t0 = next(_seq)
         out = fn(*args, **kwargs)
         record_trace(out, fn, args, kwargs, t0, next(_seq))
@@ -278,9 +285,13 @@ class Function:
     name: ClassVar[str] = "function"
     #: whether a node follows new input shapes after :meth:`Variable.reset_shape` (its
     #: setup runs again): true when its arguments hold nothing computed from the shapes it
-    #: was made for. A node made by ``hd.grad``'s rules never follows (``_shape_bound``).
-    shape_generic: ClassVar[bool] = False
-    #: whether it may also follow inputs of another rank (an elementwise primitive)
+    #: was made for. False unless the class says so (``class P(Function, follows_shape=True)``
+    #: or the class attribute), so that a primitive that does not say refuses new shapes
+    #: (ShapeResetError) instead of computing with its old set-up. A node made by
+    #: ``hd.grad``'s rules never follows (``_shape_bound``).
+    follows_shape: ClassVar[bool] = False
+    #: whether it may also follow inputs of another rank (an elementwise primitive; the same
+    #: default and the same two ways to say it)
     follows_rank: ClassVar[bool] = False
     #: set on an instance that holds numbers computed from its inputs' shapes (a rule's
     #: ``sum_to`` shape, a mean's ``1/n``): it refuses new shapes whatever its class says
@@ -328,8 +339,18 @@ class Function:
         """``L`` of an affine ``y = L x + b`` (itself when linear): the linear rule's map."""
         return self
 
-    def __init_subclass__(cls, register: bool = True, **kwargs: Any) -> None:
+    def __init_subclass__(
+        cls,
+        register: bool = True,
+        follows_shape: bool | None = None,
+        follows_rank: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init_subclass__(**kwargs)
+        if follows_shape is not None:  # the shape facts named in the class statement
+            cls.follows_shape = follows_shape
+        if follows_rank is not None:
+            cls.follows_rank = follows_rank
         if "forward_impl" in cls.__dict__ and "_fast_forward" not in cls.__dict__:
             cls._fast_forward = None  # a new forward_impl: the inherited ufunc no longer applies
         if "setup_impl" in cls.__dict__:
@@ -370,10 +391,10 @@ class Function:
         """Whether this node may run again on inputs of shapes ``now`` (it was set up for
         ``seen``) after :meth:`Variable.reset_shape`: its setup then runs again.
 
-        The default is the class's ``shape_generic``; a primitive whose arguments fit some
+        The default is the class's ``follows_shape``; a primitive whose arguments fit some
         new shapes and not others (a reshape's ``-1``, a full slice) says which.
         """
-        return self.shape_generic
+        return self.follows_shape
 
     # ------------------------------------------------------------ calling
     def __call__(self, *args: Any) -> Any:
@@ -715,9 +736,8 @@ class Elementwise(Function, register=False):
     _np_ufunc: ClassVar[Any] = None  # numpy's function named by ufunc (set per subclass)
     batch_rule = _batching.elementwise  # hd.vmap: broadcasting carries the batch axis
     taylor = "elementwise"  # Taylor mode: Faa di Bruno through dydx
-    # reset_shape: an elementwise rule fits inputs of any shape and rank (the default of a
-    # subclass made later, a user's; hodiff.functions sets its own from SHAPE_BOUND)
-    shape_generic = True
+    # reset_shape: an elementwise rule fits inputs of any shape and rank (a user's too)
+    follows_shape = True
     follows_rank = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

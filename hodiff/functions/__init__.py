@@ -6,7 +6,7 @@ above it): the functions behind Variable's operators and methods, the sum of a
 broadcast gradient back to its input's shape, and the batching helpers' functions.
 """
 
-import types as _types
+import inspect as _inspect
 
 from hodiff.engine import batching as _batching
 from hodiff.engine import function as _function
@@ -86,53 +86,10 @@ FAMILIES = (
 
 __all__ = [name for module in FAMILIES for name in module.__all__]
 
-# The primitives whose arguments hold something set up for their inputs' shapes (a target
-# shape, a size, an index, a number of pieces, a drawn shape): a static graph cannot carry
-# them to a new shape (Variable.reset_shape raises ShapeResetError naming them). Every other
-# primitive of this layer follows new shapes: its setup runs again (tests/test_reset_shape.py
-# checks every spec row against a graph built for the new shapes).
-SHAPE_BOUND = frozenset(
-    {
-        "AllReduce", "Arange", "Broadcast", "Constant", "ConvolutionFilterGrad", "CornerIndex",
-        "EinsumExpand", "EmbedWeightGrad", "Eye", "GatherAdd", "IndexAdd",
-        "InterpolateBackward", "MaxPoolingBackward",
-        "PoolingBackward", "Rand", "Randint", "Randn", "ScatterAlongAxis",
-        "ScatterByLabel", "ScatterNdAdd", "Split", "SumTo", "WriteBack",
-    }
-)  # fmt: skip
-if SHAPE_BOUND - {_c.__name__ for _c in _function.REGISTRY}:  # a misspelt name would follow
-    raise ImportError(  # a shape it cannot (a wrong number): refuse to load instead
-        "hodiff.functions: SHAPE_BOUND names no registered primitive "
-        f"{sorted(SHAPE_BOUND - {_c.__name__ for _c in _function.REGISTRY})}"
-    )
-# Elementwise primitives (broadcasting carries a batch axis: their batch rule says so) and
-# the dropout mask follow inputs of another rank too.
-for _cls in _function.REGISTRY:
-    _cls.shape_generic = _cls.__name__ not in SHAPE_BOUND
-    _cls.follows_rank = _cls.shape_generic and (
-        getattr(_cls, "batch_rule", None) is _batching.elementwise or _cls.__name__ == "DropoutMask"
-    )
-
-
-def _reads_shapes(code: _types.CodeType) -> bool:
-    """Whether a function's code (or a function defined in it) reads shapes itself."""
-    if _SHAPE_NAMES & set(code.co_names):
-        return True
-    return any(isinstance(c, _types.CodeType) and _reads_shapes(c) for c in code.co_consts)
-
-
-_SHAPE_NAMES = frozenset({"shape", "shape_of", "ndim", "size", "normalize_axes", "kept_shape"})
-# Families of one-primitive wrappers (their nodes follow new shapes on their own): not traced
-_UNTRACED = (arithmetic, math, activation, special, rounding, logic)
-# Every other public function, and any that reads shapes, is traced: in a static graph its
-# outputs keep the call (function.Trace), so that reset_shape makes it again for the new
-# shapes, as NNabla's setup does for its own functions (graph.follow_shapes).
-for _module in FAMILIES:
-    for _name in _module.__all__:
-        _fn = getattr(_module, _name)
-        _code = getattr(_fn, "__code__", None)
-        if _code is not None and (_module not in _UNTRACED or _reads_shapes(_code)):
-            globals()[_name] = _function.traced(_fn)
+# Variable's operators and methods call the functions themselves, not their traced form:
+# in a static graph their nodes follow new shapes by their own rules (``x.reshape(2, -1)``
+# keeps its 2), as NNabla's do; so do the batching helpers.
+_plain = _inspect.unwrap
 
 _variable.register(
     Add2=arithmetic.Add2,
@@ -152,22 +109,24 @@ _variable.register(
     pow2=arithmetic.pow2,
     pow_scalar=arithmetic.pow_scalar,
     r_pow_scalar=arithmetic.r_pow_scalar,
-    matmul=linalg.matmul,
-    getitem=array.getitem,
-    less=array.less,
-    greater=array.greater,
-    less_equal=array.less_equal,
-    greater_equal=array.greater_equal,
-    transpose=array.transpose,
-    reshape=array.reshape,
-    squeeze=shaping.squeeze,
-    sum=reduction.sum,
-    mean=reduction.mean,
-    max=reduction.max,
-    min=reduction.min,
-    prod=reduction.prod,
-    astype=shaping.astype,
+    matmul=_plain(linalg.matmul),
+    getitem=_plain(array.getitem),
+    less=_plain(array.less),
+    greater=_plain(array.greater),
+    less_equal=_plain(array.less_equal),
+    greater_equal=_plain(array.greater_equal),
+    transpose=_plain(array.transpose),
+    reshape=_plain(array.reshape),
+    squeeze=_plain(shaping.squeeze),
+    sum=_plain(reduction.sum),
+    mean=_plain(reduction.mean),
+    max=_plain(reduction.max),
+    min=_plain(reduction.min),
+    prod=_plain(reduction.prod),
+    astype=_plain(shaping.astype),
     function_names=frozenset(__all__),  # named by the error for np.tanh(v) and the like
 )
 _function.register_sum_to(_sum_to)
-_batching.register(reshape=array.reshape, broadcast=array.broadcast, stack=array.stack)
+_batching.register(
+    reshape=_plain(array.reshape), broadcast=_plain(array.broadcast), stack=_plain(array.stack)
+)

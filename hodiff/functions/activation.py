@@ -21,7 +21,7 @@ import numpy as np
 from hodiff.engine import batching as _batching
 from hodiff.engine import cuda as _cuda
 from hodiff.engine.context import array_module
-from hodiff.engine.function import Elementwise, Flags, Function, Slots
+from hodiff.engine.function import Elementwise, Flags, Function, Slots, traced
 from hodiff.engine.variable import Variable, as_variable
 from hodiff.functions import arithmetic as _arithmetic
 from hodiff.functions import array as _array
@@ -59,7 +59,7 @@ def _inplace_ok(a: Any) -> bool:
     return isinstance(a, xp.ndarray) and a.ndim > 0 and a.dtype.kind == "f"
 
 
-class Sigmoid(Function):
+class Sigmoid(Function, follows_shape=True, follows_rank=True):
     need_inputs = False
     need_outputs = True
     batch_rule = _batching.elementwise
@@ -309,6 +309,7 @@ def selu(x: Any, scale: float = 1.05070098735548, alpha: float = 1.6732632423543
     return elu(x, _check("selu", "alpha", alpha)) * scale
 
 
+@traced
 def celu(x: Any, alpha: float = 1.0, axis: int = 1) -> Variable:
     """Concatenated ELU: ``elu(x, alpha)`` and ``elu(-x, alpha)`` joined along ``axis``
     (each half with :func:`elu`'s derivative at 0).
@@ -333,6 +334,7 @@ def celu(x: Any, alpha: float = 1.0, axis: int = 1) -> Variable:
     return _array.concatenate(elu(x, alpha), elu(_neg(x), alpha), axis=axis)
 
 
+@traced
 def crelu(x: Any, axis: int = 1) -> Variable:
     """Concatenated ReLU (NNabla's): ``relu(x)`` and ``relu(-x)`` joined along ``axis``.
 
@@ -423,6 +425,7 @@ def log_sigmoid(x: Any) -> Variable:
     return -softplus(_neg(x))
 
 
+@traced
 def prelu(x: Any, w: Any, base_axis: int = 1) -> Variable:
     """Parametric ReLU: ``y = max(0, x) + w * min(0, x)`` with a learned slope ``w``; the
     derivative in ``x`` at 0 is ``w`` (the negative branch's), in every mode.

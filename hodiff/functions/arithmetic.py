@@ -80,7 +80,7 @@ def check_scalar(name: str, arg: str, value: Any) -> float:
     return float(value)
 
 
-class _Binary(Function, register=False):
+class _Binary(Function, register=False, follows_shape=True, follows_rank=True):
     batch_rule = _batching.elementwise
 
     @elementwise_setup
@@ -90,7 +90,7 @@ class _Binary(Function, register=False):
         return [(shape, float_dtype(a if a == b else np.result_type(a, b)))]
 
 
-class _Scalar(Function, register=False):
+class _Scalar(Function, register=False, follows_shape=True, follows_rank=True):
     """``y = f(x, val)`` for a Python scalar ``val`` fixed at construction."""
 
     batch_rule = _batching.elementwise
@@ -414,7 +414,7 @@ class MaximumScalar(_ExtremumScalar):
         return _array.greater_equal(x, self.val)  # [x >= c]: 1 at the kink
 
 
-class Abs(Function):
+class Abs(Function, follows_shape=True, follows_rank=True):
     batch_rule = _batching.elementwise
     taylor = "elementwise"
     piecewise_linear = True
@@ -431,7 +431,7 @@ class Abs(Function):
         return Sign()(x)  # sign(x), 0 at the kink x = 0
 
 
-class Sign(Function):
+class Sign(Function, follows_shape=True, follows_rank=True):
     """sign(x) in {-1, alpha, 1} (``alpha`` at 0; 0 by default, numpy's); not differentiable
     (zero gradient), so it cuts the graph.
     """
@@ -451,7 +451,7 @@ class Sign(Function):
         outputs[0] = y
 
 
-class Identity(Function):
+class Identity(Function, follows_shape=True, follows_rank=True):
     need_inputs = False
     taylor = "linear"
     batch_rule = _batching.elementwise

@@ -19,7 +19,7 @@ import numpy as np
 
 from hodiff.engine import batching as _batching
 from hodiff.engine.context import array_module, get_default_context
-from hodiff.engine.function import Flags, Function, Slots, array_module_of
+from hodiff.engine.function import Flags, Function, Slots, array_module_of, traced
 from hodiff.engine.variable import Variable, is_scalar
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions._index_kernels import EmptyShapeError
@@ -119,7 +119,7 @@ def _next_group(
     return p2, q2
 
 
-class Reshape(Function):
+class Reshape(Function, follows_shape=True):
     need_inputs = False
     taylor = "linear"
 
@@ -186,7 +186,7 @@ class Reshape(Function):
         return _batching.renew(self, shape=(x.shape[0], *self.shape))(x)
 
 
-class Broadcast(Function):
+class Broadcast(Function, follows_shape=False):
     need_inputs = False
     taylor = "linear"
 
@@ -216,7 +216,7 @@ class Broadcast(Function):
         return _batching.renew(self, shape=(x.shape[0], *self.shape))(x)
 
 
-class BroadcastLike(Function):
+class BroadcastLike(Function, follows_shape=True):
     """``x`` broadcast to the shape of ``like`` (read when the node runs: it follows
     ``reset_shape``); ``like``'s values are not read and its gradient is zero.
     """
@@ -250,7 +250,7 @@ class BroadcastLike(Function):
         return _batching.renew(self)(_batching.align(x, axes[0], like.ndim - 1), like)
 
 
-class Flip(Function):
+class Flip(Function, follows_shape=True):
     need_inputs = False
     taylor = "linear"
 
@@ -291,7 +291,7 @@ def _batch_join(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) ->
     return _batching.renew(self, axis=axis)(*xs)
 
 
-class Concatenate(Function):
+class Concatenate(Function, follows_shape=True):
     need_inputs = False
     batch_rule = _batch_join
     taylor = "linear"
@@ -342,7 +342,7 @@ class Concatenate(Function):
             start = stop
 
 
-class Stack(Function):
+class Stack(Function, follows_shape=True):
     need_inputs = False
     batch_rule = _batch_join
     taylor = "linear"
@@ -372,7 +372,7 @@ class Stack(Function):
                 x.store(gxs[i], accum[i])
 
 
-class Split(Function):
+class Split(Function, follows_shape=False):
     need_inputs = False
     taylor = "linear"
 
@@ -408,7 +408,7 @@ class Split(Function):
         return _batching.renew(self, axis=_batching.map_axis(self.axis, x.ndim - 1))(x)
 
 
-class Pad(Function):
+class Pad(Function, follows_shape=True):
     """Constant padding; reflect and repeat padding are gathers (see :func:`pad`)."""
 
     need_inputs = False
@@ -472,7 +472,7 @@ def check_pad_width(shape: tuple[int, ...], pad_width: Sequence[int]) -> None:
 
 
 # ---------------------------------------------------------------- selection
-class Where(Function):
+class Where(Function, follows_shape=True, follows_rank=True):
     need_inputs = (0,)
     batch_rule = _batching.elementwise
     taylor = "linear"
@@ -496,7 +496,7 @@ class Where(Function):
 
 
 # ---------------------------------------------------------------- not differentiable
-class Constant(Function):
+class Constant(Function, follows_shape=False):
     differentiable = False
     batch_rule = _batching.elementwise  # no inputs: never batched
 
@@ -514,7 +514,7 @@ class Constant(Function):
         outputs[0] = get_default_context().xp.full(self.shape, self.val, dtype=self.dtype)
 
 
-class _Compare(Function, register=False):
+class _Compare(Function, register=False, follows_shape=True, follows_rank=True):
     differentiable = False
     batch_rule = _batching.elementwise
 
@@ -548,6 +548,7 @@ class Equal(_Compare):
 
 
 # ---------------------------------------------------------------- wrappers
+@traced
 def reshape(x: Any, shape: Sequence[int]) -> Variable:
     """``x`` with a new shape of the same size (one entry may be -1).
 
@@ -558,11 +559,13 @@ def reshape(x: Any, shape: Sequence[int]) -> Variable:
     return Reshape(shape=shape)(x)
 
 
+@traced
 def broadcast(x: Any, shape: Sequence[int]) -> Variable:
     """``x`` broadcast to ``shape`` (numpy rules); the gradient sums over the broadcast axes."""
     return Broadcast(shape=shape)(x)
 
 
+@traced
 def flip(x: Any, axes: Sequence[int] | None = None) -> Variable:
     """Reverses the order of the elements along ``axes`` (default: the last axis, as NNabla).
 
@@ -578,6 +581,7 @@ def flip(x: Any, axes: Sequence[int] | None = None) -> Variable:
     return Flip(axes=as_ints("flip", "axes", axes))(x)
 
 
+@traced
 def concatenate(*xs: Any, axis: int | None = None) -> Variable:
     """Joins the inputs along an existing ``axis`` (default: the last axis, as NNabla).
 
@@ -595,6 +599,7 @@ def concatenate(*xs: Any, axis: int | None = None) -> Variable:
     return Concatenate(axis=axis)(*xs)
 
 
+@traced
 def stack(*xs: Any, axis: int = 0) -> Variable:
     """Joins inputs of equal shapes along a new ``axis``.
 
@@ -607,6 +612,7 @@ def stack(*xs: Any, axis: int = 0) -> Variable:
     return Stack(axis=axis)(*xs)
 
 
+@traced
 def split(x: Any, axis: int = 0) -> tuple[Variable, ...]:
     """Splits ``x`` into its ``x.shape[axis]`` slices along ``axis``, which is removed (NNabla).
 
@@ -632,6 +638,7 @@ def split(x: Any, axis: int = 0) -> tuple[Variable, ...]:
     return ys if isinstance(ys, tuple) else (ys,)
 
 
+@traced
 def pad(
     x: Any, pad_width: Sequence[int], mode: str = "constant", constant_value: float = 0.0
 ) -> Variable:
@@ -673,6 +680,7 @@ def pad(
     return y if y is not x else Pad(pad_width=widths)(x)
 
 
+@traced
 def tile(x: Any, reps: int | Sequence[int]) -> Variable:
     """``x`` repeated ``reps[i]`` times along each axis (numpy's ``tile``: the shorter of
     ``x.shape`` and ``reps`` is padded with leading ones).
@@ -697,6 +705,7 @@ def tile(x: Any, reps: int | Sequence[int]) -> Variable:
     return reshape(y, tuple(r * s for r, s in zip(reps, shape, strict=True)))
 
 
+@traced
 def clip_by_value(x: Any, min: Any, max: Any) -> Variable:
     """Elementwise ``y = min(max(x, min), max)``; ``min``/``max`` are scalars or arrays
     (broadcast). The derivative in x is 1 inside the closed ``[min, max]`` (at the bounds
@@ -710,6 +719,7 @@ def clip_by_value(x: Any, min: Any, max: Any) -> Variable:
     return _arith.minimum_scalar(y, max) if is_scalar(max) else _arith.minimum2(y, max)
 
 
+@traced
 def constant(val: float = 0.0, shape: Sequence[int] = ()) -> Variable:
     """An array of ``shape`` filled with ``val``, in the context's float dtype.
 
@@ -720,6 +730,7 @@ def constant(val: float = 0.0, shape: Sequence[int] = ()) -> Variable:
     return Constant(val=val, shape=shape, dtype=get_default_context().dtype)()
 
 
+@traced
 def where(condition: Any, x_true: Any, x_false: Any) -> Variable:
     """``y = x_true`` where ``condition`` is nonzero, else ``x_false`` (all broadcast).
 
@@ -728,26 +739,31 @@ def where(condition: Any, x_true: Any, x_false: Any) -> Variable:
     return Where()(condition, x_true, x_false)
 
 
+@traced
 def less(x0: Any, x1: Any) -> Variable:
     """``x0 < x1`` elementwise (bool, not differentiable)."""
     return Less()(x0, x1)
 
 
+@traced
 def less_equal(x0: Any, x1: Any) -> Variable:
     """``x0 <= x1`` elementwise (bool, not differentiable)."""
     return LessEqual()(x0, x1)
 
 
+@traced
 def greater(x0: Any, x1: Any) -> Variable:
     """``x0 > x1`` elementwise (bool, not differentiable)."""
     return Greater()(x0, x1)
 
 
+@traced
 def greater_equal(x0: Any, x1: Any) -> Variable:
     """``x0 >= x1`` elementwise (bool, not differentiable)."""
     return GreaterEqual()(x0, x1)
 
 
+@traced
 def equal(x0: Any, x1: Any) -> Variable:
     """``x0 == x1`` elementwise (bool, not differentiable)."""
     return Equal()(x0, x1)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from hodiff.engine import batching as _batching
-from hodiff.engine.function import Flags, Function, Slots, shape_bound
+from hodiff.engine.function import Flags, Function, Slots, shape_bound, traced
 from hodiff.engine.variable import Variable
 from hodiff.functions import activation as _act
 from hodiff.functions import arithmetic as _arith
@@ -40,7 +40,7 @@ __all__ = [
 Spec = list[tuple[tuple[int, ...], Any]]
 
 
-class WriteBack(Function):
+class WriteBack(Function, follows_shape=False):
     """``y = u`` that also copies ``u`` into the array of ``target`` (NNabla's in-place
     update of spectral_norm's ``u``). ``target`` gets a zero gradient: ``y`` does not
     depend on it.
@@ -76,7 +76,7 @@ class WriteBack(Function):
         return [None if ins[0] is None else list(ins[0])]
 
 
-class StopGradient(Function):
+class StopGradient(Function, follows_shape=True, follows_rank=True):
     """``y = x`` with no gradient: what follows treats ``x`` as a constant (JAX's
     ``stop_gradient``; a static graph recomputes it on every forward, unlike
     ``Variable.unlinked``). spectral_norm holds its power iteration constant with it.
@@ -120,6 +120,7 @@ def _normalized(x: Any, eps: float) -> Any:
     return x / (_reduction.sum(x * x) + eps) ** 0.5
 
 
+@traced
 def scaled_dot_product_attention(
     query: Any, key: Any, value: Any, attn_mask: Any = None, scale: float | None = None
 ) -> Variable:
@@ -158,6 +159,7 @@ def scaled_dot_product_attention(
     return batch_matmul(_loss.softmax(scores, axis=-1), value)
 
 
+@traced
 def multi_head_attention(
     query: Any,
     key: Any,
@@ -280,6 +282,7 @@ def _attention_sizes(
     return lt, b, ls, e, e_v
 
 
+@traced
 def spectral_norm(
     w: Any,
     u: Any,
@@ -362,6 +365,7 @@ def _matvec(w: Any, x: Any, transpose: bool = False) -> Any:
     return _array.reshape(batch_matmul(w, _array.reshape(x, (-1, 1))), (-1,))
 
 
+@traced
 def mish(x: Any) -> Variable:
     """Mish activation ``y = x tanh(softplus(x)) = x tanh(log(1 + e^x))`` elementwise.
 
@@ -374,6 +378,7 @@ def mish(x: Any) -> Variable:
     return _arith.mul2(x, _math.tanh(_act.softplus(x)))
 
 
+@traced
 def tanh_shrink(x: Any) -> Variable:
     """``y = x - tanh(x)`` elementwise (NNabla's ``tanh_shrink``).
 

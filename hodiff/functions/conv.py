@@ -24,7 +24,7 @@ import numpy as np
 
 from hodiff.engine import batching as _batching
 from hodiff.engine.context import array_module
-from hodiff.engine.function import Flags, Function, Slots, float_dtype
+from hodiff.engine.function import Flags, Function, Slots, float_dtype, traced
 from hodiff.engine.variable import Variable
 from hodiff.functions import array as _array
 from hodiff.functions import reduction as _reduction
@@ -50,7 +50,7 @@ Ints = tuple[int, ...]
 
 # the argument checks, shapes and array kernels are in _conv_kernels.py (shared with the
 # filter gradient)
-class _ConvBase(Function, register=False):
+class _ConvBase(Function, register=False, follows_shape=True):
     """Static arguments shared by the convolution family (all fully resolved tuples)."""
 
     need_inputs = (0, 1)
@@ -353,6 +353,7 @@ def _shape(x: Any) -> Ints:
     return tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
 
 
+@traced
 def convolution(
     x: Any,
     w: Any,
@@ -402,6 +403,7 @@ def convolution(
     return f(x, w) if b is None else f(x, w, b)
 
 
+@traced
 def deconvolution(
     x: Any,
     w: Any,
@@ -458,6 +460,7 @@ def deconvolution(
     return f(x, w) if b is None else f(x, w, b)
 
 
+@traced
 def depthwise_convolution(
     x: Any,
     w: Any,
@@ -509,6 +512,7 @@ def depthwise_convolution(
     return convolution(x, w4, b, base_axis, pad, stride, dilation, group=c)
 
 
+@traced
 def depthwise_deconvolution(
     x: Any,
     w: Any,

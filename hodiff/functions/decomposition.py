@@ -23,7 +23,7 @@ import numpy as np
 
 from hodiff.engine import batching as _batching
 from hodiff.engine.context import array_module
-from hodiff.engine.function import Flags, Function, Slots, float_dtype
+from hodiff.engine.function import Flags, Function, Slots, float_dtype, traced
 from hodiff.engine.variable import Variable
 from hodiff.functions import array as _array
 from hodiff.functions import reduction as _red
@@ -71,7 +71,7 @@ def _float(y: Any) -> Any:
     return y if y.dtype.kind == "f" else y.astype(np.float64)
 
 
-class _Solve(Function, register=False):
+class _Solve(Function, register=False, follows_shape=True, follows_rank=True):
     """``y = op(a)^-1 b`` for ``a`` (..., N, N) and ``b`` (..., N, K), batch axes broadcast."""
 
     need_outputs = True
@@ -151,7 +151,7 @@ class SolveTriangular(_Solve):
         return trilu(ga, 0, upper=not self.lower)
 
 
-class Cholesky(Function):
+class Cholesky(Function, follows_shape=True, follows_rank=True):
     need_inputs = False
     need_outputs = True
     batch_rule = _batching.elementwise  # stacks of matrices (see _Solve)
@@ -184,7 +184,7 @@ def _column_signs(xp: Any, v: Any) -> Any:
     return xp.where(xp.take_along_axis(v, i, axis=-2) < 0, -1.0, 1.0).astype(v.dtype)
 
 
-class Eigh(Function):
+class Eigh(Function, follows_shape=True, follows_rank=True):
     n_outputs = 2
     need_inputs = False
     need_outputs = True
@@ -227,7 +227,7 @@ def _gap_inverse(p: Any, q: Any) -> Any:
     return _array.where(tie, 0.0, 1.0 / _array.where(tie, 1.0, d))
 
 
-class Svd(Function):
+class Svd(Function, follows_shape=True, follows_rank=True):
     need_inputs = True  # with compute_uv=False the rule recomputes U and V from a
     need_outputs = True
     batch_rule = _batching.elementwise  # stacks of matrices (see _Solve)
@@ -309,7 +309,7 @@ def _svd_grad(outputs: Slots, m: int, n: int) -> Any:
     return ga
 
 
-class Pinv(Function):
+class Pinv(Function, follows_shape=True, follows_rank=True):
     need_outputs = True
     batch_rule = _batching.elementwise  # stacks of matrices (see _Solve)
 
@@ -363,6 +363,7 @@ def _rank_below(a: Any, rcond: float, k: int) -> Any:
 
 
 # ---------------------------------------------------------------- wrappers
+@traced
 def solve(a: Any, b: Any) -> Variable:
     """``y = a^-1 b``, the solution of ``a y = b`` (numpy's ``linalg.solve``).
 
@@ -385,6 +386,7 @@ def solve(a: Any, b: Any) -> Variable:
     return Solve()(a, b)
 
 
+@traced
 def solve_triangular(a: Any, b: Any, lower: bool = True) -> Variable:
     """``y = T^-1 b`` for ``T`` the lower (or upper) triangle of ``a`` (``solve_triangular``).
 
@@ -403,6 +405,7 @@ def solve_triangular(a: Any, b: Any, lower: bool = True) -> Variable:
     return fn(a, b)
 
 
+@traced
 def cholesky(a: Any) -> Variable:
     """Lower Cholesky factor ``L`` of symmetric positive-definite ``a = L L^T``, (..., N, N).
 
@@ -418,6 +421,7 @@ def cholesky(a: Any) -> Variable:
     return Cholesky()(a)
 
 
+@traced
 def eigh(a: Any) -> tuple[Variable, Variable]:
     """Eigen-decomposition ``a = v diag(w) v^T`` of symmetric ``a`` -> ``(w, v)``, batched.
 
@@ -437,6 +441,7 @@ def eigh(a: Any) -> tuple[Variable, Variable]:
     return Eigh()(a)
 
 
+@traced
 def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True) -> Any:
     """Singular value decomposition ``a = u diag(s) vh`` (numpy's ``linalg.svd``), batched.
 
@@ -458,6 +463,7 @@ def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True) -> Any:
     return Svd(full_matrices=full_matrices, compute_uv=compute_uv)(a)
 
 
+@traced
 def pinv(a: Any, rcond: float = 1e-15) -> Variable:
     """Moore-Penrose pseudo-inverse ``P = a^+``, (..., M, N) -> (..., N, M), batched.
 
@@ -478,6 +484,7 @@ def pinv(a: Any, rcond: float = 1e-15) -> Variable:
     return Pinv(rcond=rcond)(a)
 
 
+@traced
 def trace(x: Any) -> Variable:
     """Trace of the last two axes: ``y[...] = sum_i x[..., i, i]``, (..., N, N) -> (...).
 
@@ -488,6 +495,7 @@ def trace(x: Any) -> Variable:
     return _red.sum(matrix_diag_part(x), axis=-1)
 
 
+@traced
 def outer(a: Any, b: Any) -> Variable:
     """Batched outer product ``y[..., i, j] = a[..., i] * b[..., j]``.
 
@@ -504,6 +512,7 @@ def outer(a: Any, b: Any) -> Variable:
     return _array.reshape(a, (*sa, 1)) * _array.reshape(b, (*sb[:-1], 1, sb[-1]))
 
 
+@traced
 def tensordot(a: Any, b: Any, axes: Any = 2) -> Variable:
     """Sum of products ``y = sum a[..., k] b[k, ...]`` over paired axes (numpy's ``tensordot``).
 

@@ -15,14 +15,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from hodiff.engine.context import array_module
-from hodiff.engine.function import Function, Slot, float_dtype
+from hodiff.engine.function import Function, Slot, float_dtype, traced
 from hodiff.engine.variable import Variable
 from hodiff.training.distributed import Communicator
 
 __all__ = ["all_reduce"]
 
 
-class AllReduce(Function):
+class AllReduce(Function, follows_shape=False):
     need_inputs = False
     taylor = "linear"
 
@@ -77,6 +77,7 @@ class AllReduce(Function):
             inputs[0].store(all_reduce(outputs[0].grad, self.comm), accum[0])
 
 
+@traced
 def all_reduce(x: Any, comm: Any) -> Variable:
     """The sum of ``x`` over every rank of ``comm``, on every rank: ``y = sum_r x_r``.
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from hodiff.engine import batching as _batching
 from hodiff.engine.context import array_module, get_default_context
-from hodiff.engine.function import Flags, Function, Slots
+from hodiff.engine.function import Flags, Function, Slots, traced
 from hodiff.engine.variable import Variable
 from hodiff.functions._index_kernels import (  # noqa: F401 (re-exported: the array family uses them)
     IndexOutOfRangeError,
@@ -45,7 +45,7 @@ _ALL = builtins.slice(None)
 
 
 # ---------------------------------------------------------------- primitives
-class GetItem(Function):
+class GetItem(Function, follows_shape=True):
     name = "getitem"
     need_inputs = False
     taylor = "linear"
@@ -101,7 +101,7 @@ class GetItem(Function):
         return y
 
 
-class Gather(Function):
+class Gather(Function, follows_shape=True):
     need_inputs = (1,)
     taylor = "linear"
     linear_in = (0,)
@@ -160,7 +160,7 @@ class OneHotShapeError(ValueError, RuntimeError):
     """``one_hot``'s ids do not match ``shape``: a ValueError, and a RuntimeError as NNabla's."""
 
 
-class OneHot(Function):
+class OneHot(Function, follows_shape=True):
     differentiable = False
 
     def __init__(self, *, shape: Sequence[int], dtype: Any) -> None:
@@ -207,7 +207,7 @@ class OneHot(Function):
         return self(inputs[0])  # ids along the last axis: leading axes are carried as they are
 
 
-class Transpose(Function):
+class Transpose(Function, follows_shape=True):
     need_inputs = False
     taylor = "linear"
 
@@ -239,6 +239,7 @@ class Transpose(Function):
 
 
 # ---------------------------------------------------------------- wrappers
+@traced
 def slice(
     x: Any,
     start: Sequence[int | None] | None = None,
@@ -267,6 +268,7 @@ def slice(
     return getitem(x, key)
 
 
+@traced
 def getitem(x: Any, key: Any) -> Variable:
     """``x[key]`` as numpy indexes: ints, slices (any step), None, Ellipsis, integer arrays
     (repeats allowed: their gradients add up) and boolean masks. ``Variable.__getitem__``.
@@ -280,6 +282,7 @@ def getitem(x: Any, key: Any) -> Variable:
     return GetItem(key=key)(x)
 
 
+@traced
 def gather(x: Any, indices: Any, axis: int = 0, batch_dims: int = 0) -> Variable:
     """Picks slices of ``x`` along ``axis`` by integer ``indices`` (NNabla's / TensorFlow's).
 
@@ -296,6 +299,7 @@ def gather(x: Any, indices: Any, axis: int = 0, batch_dims: int = 0) -> Variable
     return Gather(axis=axis, batch_dims=batch_dims)(x, indices)
 
 
+@traced
 def one_hot(x: Any, shape: Sequence[int]) -> Variable:
     """One-hot vectors of integer ids (not differentiable).
 
@@ -324,6 +328,7 @@ def one_hot(x: Any, shape: Sequence[int]) -> Variable:
     return OneHot(shape=shape, dtype=get_default_context().dtype)(x)
 
 
+@traced
 def transpose(x: Any, axes: Sequence[int] | None = None) -> Variable:
     """Permutes the axes: ``y.shape[i] = x.shape[axes[i]]`` (None: reverse them, as numpy).
 

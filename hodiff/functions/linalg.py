@@ -20,7 +20,7 @@ import numpy as np
 
 from hodiff.engine import batching as _batching
 from hodiff.engine.context import RAW, _mode, array_module
-from hodiff.engine.function import Flags, Function, Slots, float_dtype
+from hodiff.engine.function import Flags, Function, Slots, float_dtype, traced
 from hodiff.engine.variable import Variable
 from hodiff.functions import array as _array
 from hodiff.functions import reduction as _reduction
@@ -116,7 +116,7 @@ def _affine_sizes(x: Any, w: Any, base_axis: int) -> tuple[int, int, int]:
     return n, k, m
 
 
-class Affine(Function):
+class Affine(Function, follows_shape=True):
     """``y = x w + b`` with x flattened to ``(prod(x.shape[:base_axis]), -1)``."""
 
     need_inputs = (0, 1)
@@ -255,7 +255,7 @@ def _check_flag(name: str, arg: str, value: Any) -> bool:
     return bool(value)
 
 
-class BatchMatmul(Function):
+class BatchMatmul(Function, follows_shape=True):
     """``y = op(a) @ op(b)`` over broadcast batch axes; ``op`` transposes the last two axes."""
 
     taylor = "multilinear"
@@ -463,7 +463,7 @@ def _einsum_output(subscripts: str, lhs: str, arrow: str, rhs: str, ell_letters:
     return pre + (ell_letters if ell else "") + post
 
 
-class Einsum(Function):
+class Einsum(Function, follows_shape=True):
     """numpy's einsum; the gradient of each operand is an einsum of gy with the others."""
 
     taylor = "multilinear"
@@ -529,7 +529,7 @@ def _batch_leading(self: Any, inputs: Sequence[Any], axes: Sequence[int | None])
     return self(inputs[0])  # stacks of matrices: any leading axes are batch axes
 
 
-class BatchInv(Function):
+class BatchInv(Function, follows_shape=True):
     need_inputs = False
     need_outputs = True
     batch_rule = _batch_leading
@@ -549,7 +549,7 @@ class BatchInv(Function):
             inputs[0].store(-gx, accum[0])
 
 
-class BatchDet(Function):
+class BatchDet(Function, follows_shape=True):
     need_outputs = True
     batch_rule = _batch_leading
 
@@ -568,7 +568,7 @@ class BatchDet(Function):
             inputs[0].store(einsum("...,...ji->...ij", gd, batch_inv(inputs[0].data)), accum[0])
 
 
-class BatchLogdet(Function):
+class BatchLogdet(Function, follows_shape=True):
     """``log|det(A)|`` from the LU factorization (slogdet): no overflow of det itself."""
 
     batch_rule = _batch_leading
@@ -589,6 +589,7 @@ class BatchLogdet(Function):
 
 
 # ---------------------------------------------------------------- wrappers
+@traced
 def affine(x: Any, w: Any, b: Any = None, base_axis: int = 1) -> Variable:
     """Affine layer as NNabla: ``y = x w + b``, x flattened from ``base_axis`` on.
 
@@ -615,6 +616,7 @@ def affine(x: Any, w: Any, b: Any = None, base_axis: int = 1) -> Variable:
     return f(x, w) if b is None else f(x, w, b)
 
 
+@traced
 def batch_matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False) -> Variable:
     """Batched matrix product as NNabla: ``y[..., i, k] = sum_j op(a)[..., i, j] op(b)[..., j, k]``.
 
@@ -644,6 +646,7 @@ def batch_matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = 
     return BatchMatmul(transpose_a=transpose_a, transpose_b=transpose_b)(a, b)
 
 
+@traced
 def matmul(a: Any, b: Any) -> Variable:
     """Matrix product with numpy's semantics (``a @ b``).
 
@@ -683,17 +686,20 @@ def matmul(a: Any, b: Any) -> Variable:
                 "broadcast together"
             ) from None
         return batch_matmul(a, b)
-    a2 = _array.reshape(a, (1, q_a)) if len(sa) == 1 else a
-    b2 = _array.reshape(b, (q_b, 1)) if len(sb) == 1 else b
+    # the Reshape nodes themselves (not the traced reshape): ``a @ b`` of Variables follows
+    # new shapes by its nodes' own rules
+    a2 = _array.Reshape(shape=(1, q_a))(a) if len(sa) == 1 else a
+    b2 = _array.Reshape(shape=(q_b, 1))(b) if len(sb) == 1 else b
     y = batch_matmul(a2, b2)
     shape = tuple(y.shape)
     if len(sb) == 1:
         shape = shape[:-1]
     if len(sa) == 1:
         shape = shape[:-2] + shape[-1:] if len(sb) > 1 else shape[:-1]
-    return _array.reshape(y, shape)
+    return _array.Reshape(shape=shape)(y)
 
 
+@traced
 def einsum(*xs: Any, equation: str | None = None) -> Variable:
     """Einstein summation: ``y = numpy.einsum(equation, *xs)``.
 
@@ -736,6 +742,7 @@ def einsum(*xs: Any, equation: str | None = None) -> Variable:
     return Einsum(subscripts=equation)(*xs)
 
 
+@traced
 def batch_inv(x: Any) -> Variable:
     """Inverse of each matrix of a batch: ``y[b] = inv(x[b])``.
 
@@ -754,6 +761,7 @@ def batch_inv(x: Any) -> Variable:
     return BatchInv()(x)
 
 
+@traced
 def batch_det(x: Any) -> Variable:
     """Determinant of each matrix of a batch: ``y[b] = det(x[b])``.
 
@@ -773,6 +781,7 @@ def batch_det(x: Any) -> Variable:
     return BatchDet()(x)
 
 
+@traced
 def batch_logdet(x: Any) -> Variable:
     """Log of the absolute determinant of each matrix, as NNabla: ``y[b] = log|det(x[b])|``.
 

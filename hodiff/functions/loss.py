@@ -16,7 +16,7 @@ import numpy as np
 
 from hodiff.engine import batching as _batching
 from hodiff.engine.context import array_module
-from hodiff.engine.function import Flags, Function, Slots, as_variables, float_dtype
+from hodiff.engine.function import Flags, Function, Slots, as_variables, float_dtype, traced
 from hodiff.engine.variable import Variable
 from hodiff.functions import activation as _act
 from hodiff.functions import arithmetic as _arith
@@ -52,7 +52,7 @@ Spec = list[tuple[tuple[int, ...], Any]]
 
 
 # the label checks and softmax kernels are in _loss_kernels.py (shared with the gradients)
-class _AxisFunction(Function, register=False):
+class _AxisFunction(Function, register=False, follows_shape=True):
     def __init__(self, *, axis: int | None = None) -> None:
         self.axis = axis
 
@@ -159,7 +159,7 @@ class SoftmaxCrossEntropy(_AxisFunction):
         return _batching.renew(self, axis=axis)(x, t)
 
 
-class SigmoidCrossEntropy(Function):
+class SigmoidCrossEntropy(Function, follows_shape=True):
     """Fused for stability: ``max(x, 0) - x t + log1p(exp(-|x|))`` never overflows."""
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
@@ -227,6 +227,7 @@ def _operands(name: str, x0: Any, x1: Any, names: tuple[str, str] = ("x0", "x1")
 
 
 # ---------------------------------------------------------------- wrappers
+@traced
 def softmax(x: Any, axis: int | None = None) -> Variable:
     """Softmax along ``axis`` (default: the last): ``y_i = exp(x_i) / sum_j exp(x_j)``.
 
@@ -239,6 +240,7 @@ def softmax(x: Any, axis: int | None = None) -> Variable:
     return Softmax(axis=axis)(x)
 
 
+@traced
 def log_softmax(x: Any, axis: int | None = None) -> Variable:
     """``y_i = x_i - log(sum_j exp(x_j))`` along ``axis`` (default: the last), computed stably.
 
@@ -249,6 +251,7 @@ def log_softmax(x: Any, axis: int | None = None) -> Variable:
     return LogSoftmax(axis=axis)(x)
 
 
+@traced
 def softmax_cross_entropy(x: Any, t: Any, axis: int | None = None) -> Variable:
     """Cross entropy of integer labels ``t`` under ``softmax(x)`` along ``axis``, per sample.
 
@@ -276,6 +279,7 @@ def softmax_cross_entropy(x: Any, t: Any, axis: int | None = None) -> Variable:
     return SoftmaxCrossEntropy(axis=axis)(x, t)
 
 
+@traced
 def categorical_cross_entropy(x: Any, t: Any, axis: int | None = None) -> Variable:
     """``y_j = -log(x_{j, t_j})``: cross entropy of integer labels ``t`` under probabilities ``x``.
 
@@ -300,6 +304,7 @@ def label_weight(t: Any, shape: tuple[int, ...], dtype: Any) -> Variable:
     return _shaping.astype(kept, dtype)
 
 
+@traced
 def sigmoid_cross_entropy(x: Any, t: Any) -> Variable:
     """``y = -(t log(sigmoid(x)) + (1 - t) log(1 - sigmoid(x)))`` element-wise, computed stably.
 
@@ -316,6 +321,7 @@ def sigmoid_cross_entropy(x: Any, t: Any) -> Variable:
     return SigmoidCrossEntropy()(x, t)
 
 
+@traced
 def binary_cross_entropy(x: Any, t: Any) -> Variable:
     """``y = -(t log(x) + (1 - t) log(1 - x))`` element-wise, for probabilities ``0 < x < 1``.
 
@@ -329,6 +335,7 @@ def binary_cross_entropy(x: Any, t: Any) -> Variable:
     return -(t * _math.log(x) + (1.0 - t) * _math.log(1.0 - x))
 
 
+@traced
 def squared_error(x0: Any, x1: Any) -> Variable:
     """``y = (x0 - x1)^2`` element-wise (broadcasting).
 
@@ -340,6 +347,7 @@ def squared_error(x0: Any, x1: Any) -> Variable:
     return _arith.pow_scalar(_arith.sub2(x0, x1), 2.0)
 
 
+@traced
 def absolute_error(x0: Any, x1: Any) -> Variable:
     """``y = |x0 - x1|`` element-wise (broadcasting); the gradient is 0 where ``x0 == x1``.
 
@@ -351,6 +359,7 @@ def absolute_error(x0: Any, x1: Any) -> Variable:
     return _arith.abs(_arith.sub2(x0, x1))
 
 
+@traced
 def huber_loss(x0: Any, x1: Any, delta: float = 1.0) -> Variable:
     """NNabla's Huber loss, element-wise: with ``d = x0 - x1``,
     ``y = d^2`` where ``|d| < delta`` and ``delta (2 |d| - delta)`` elsewhere.
@@ -369,6 +378,7 @@ def huber_loss(x0: Any, x1: Any, delta: float = 1.0) -> Variable:
     return _array.where(inner, d * d, (2.0 * delta) * a - delta * delta)
 
 
+@traced
 def epsilon_insensitive_loss(x0: Any, x1: Any, epsilon: float) -> Variable:
     """``y = max(|x0 - x1| - epsilon, 0)`` elementwise, broadcast (NNabla's).
 
@@ -393,6 +403,7 @@ def epsilon_insensitive_loss(x0: Any, x1: Any, epsilon: float) -> Variable:
     return _act.relu(_arith.abs(_arith.sub2(x0, x1)) - epsilon)
 
 
+@traced
 def kl_multinomial(p: Any, q: Any, base_axis: int = 1) -> Variable:
     """Kullback-Leibler divergence of categorical distributions, ``D = sum_i p_i log(p_i / q_i)``.
 

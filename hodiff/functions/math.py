@@ -206,7 +206,7 @@ class Atanh(_Unary):
         return 1.0 / (1.0 - x * x)  # d atanh(x) = dx / (1 - x^2)
 
 
-class Atan2(Function):
+class Atan2(Function, follows_shape=True, follows_rank=True):
     batch_rule = _batching.elementwise
 
     def setup_impl(self, inputs: Sequence[Variable]) -> list[tuple[tuple[int, ...], Any]]:

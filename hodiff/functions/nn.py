@@ -16,7 +16,7 @@ import numpy as np
 
 from hodiff.engine import batching as _batching
 from hodiff.engine.context import array_module
-from hodiff.engine.function import Function, Slot, float_dtype
+from hodiff.engine.function import Function, Slot, float_dtype, traced
 from hodiff.engine.random import node_generator
 from hodiff.engine.variable import Variable
 from hodiff.functions import arithmetic as _arith
@@ -45,7 +45,7 @@ class DropoutRangeError(ValueError, RuntimeError):
     """``dropout``'s ``p`` outside ``[0, 1)``: a ValueError, and a RuntimeError as NNabla's."""
 
 
-class DropoutMask(Function):
+class DropoutMask(Function, follows_shape=True, follows_rank=True):
     """``mask = (u >= p) / (1 - p)`` with ``u`` uniform in [0, 1), shaped like ``x``.
 
     Not differentiable (it cuts the graph). The node owns a numpy ``Generator``
@@ -82,7 +82,7 @@ class DropoutMask(Function):
         return self(inputs[0])  # one independent mask per example, as in a batch
 
 
-class Embed(Function):
+class Embed(Function, follows_shape=True):
     need_inputs = (0,)
     taylor = "linear"
     linear_in = (1,)
@@ -127,6 +127,7 @@ def dropout_mask(x: Any, p: float = 0.5, seed: int = -1) -> Variable:
     return DropoutMask(p=p, seed=seed)(x)
 
 
+@traced
 def dropout(x: Any, p: float = 0.5, seed: int = -1) -> Variable:
     """``y = x * mask / (1 - p)``: each element is zeroed with probability ``p``.
 
@@ -150,6 +151,7 @@ def dropout(x: Any, p: float = 0.5, seed: int = -1) -> Variable:
     return _arith.mul2(x, dropout_mask(x, p=p, seed=seed))
 
 
+@traced
 def embed(x: Any, w: Any) -> Variable:
     """Rows of ``w`` picked by integer ids: ``y[i...] = w[x[i...]]``.
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from hodiff.engine import batching as _batching
 from hodiff.engine.context import array_module, get_default_context
-from hodiff.engine.function import Function, Slot
+from hodiff.engine.function import Function, Slot, traced
 from hodiff.engine.variable import Variable, as_variable
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions import array as _array
@@ -67,7 +67,7 @@ def _check_float(name: str, arg: str, v: Variable) -> None:
         raise TypeError(f"{name}: {arg} must be a float array, got dtype {v.dtype}")
 
 
-class BatchNormalization(Function):
+class BatchNormalization(Function, follows_shape=True):
     """Inputs ``x, beta, gamma, mean, variance``; ``axes`` are the kept (channel) axes."""
 
     need_inputs = (0, 2, 3, 4)
@@ -236,6 +236,7 @@ def _prepare(name: str, x: Any, eps: float) -> tuple[Variable, float]:
 
 
 # ---------------------------------------------------------------- wrappers
+@traced
 def batch_normalization(
     x: Any,
     beta: Any,
@@ -344,6 +345,7 @@ def _check_running_leaves(name: str, running: list[Any]) -> None:
             )
 
 
+@traced
 def layer_normalization(
     x: Any,
     beta: Any,
@@ -374,6 +376,7 @@ def layer_normalization(
     return _with_stat(name, y, x, red, output_stat)
 
 
+@traced
 def instance_normalization(
     x: Any,
     beta: Any,
@@ -407,6 +410,7 @@ def instance_normalization(
     return _with_stat(name, y, x, red, output_stat)
 
 
+@traced
 def group_normalization(
     x: Any,
     beta: Any,
@@ -455,6 +459,7 @@ def group_normalization(
     return _with_stat(name, _affine(name, y, beta, gamma, no_scale, no_bias), xg, red, output_stat)
 
 
+@traced
 def weight_normalization(w: Any, g: Any, dim: int = 0, eps: float = 1e-12) -> Variable:
     """Weight normalization: ``w_WN = g * w / ||w||``, the norm taken over all axes but ``dim``.
 
@@ -478,6 +483,7 @@ def weight_normalization(w: Any, g: Any, dim: int = 0, eps: float = 1e-12) -> Va
     return w * gb * (_red.sum(w * w, axis=red, keepdims=True) + eps) ** -0.5
 
 
+@traced
 def clip_by_norm(x: Any, clip_norm: Any, axis: Any = None) -> Variable:
     """NNabla's ``y = clip_norm * x / max(||x||_2, clip_norm)``, the norm over ``axis``.
 
@@ -508,6 +514,7 @@ def clip_by_norm(x: Any, clip_norm: Any, axis: Any = None) -> Variable:
     return x * (c / _arith.maximum_scalar(norm, c))
 
 
+@traced
 def weight_standardization(
     w: Any, channel_axis: int = 0, eps: float = 1e-5, output_stat: bool = False
 ) -> Any:
@@ -536,6 +543,7 @@ def weight_standardization(
     return _with_stat(name, _standardize(w, red, eps), w, red, output_stat)
 
 
+@traced
 def norm_normalization(
     x: Any, p: float | None = None, axes: Any = None, eps: float = 1e-12
 ) -> Variable:

@@ -30,7 +30,7 @@ import numpy as np
 
 from hodiff.engine import batching as _batching
 from hodiff.engine.context import array_module
-from hodiff.engine.function import Flags, Function, Slots, float_dtype, shape_bound
+from hodiff.engine.function import Flags, Function, Slots, float_dtype, shape_bound, traced
 from hodiff.engine.variable import Variable
 from hodiff.functions import array as _array
 from hodiff.functions import indexing as _indexing
@@ -151,7 +151,7 @@ def window_scatter(xp: Any, gy: Any, w: Windows, shape: Ints) -> Any:
     return w.unpadded(g)
 
 
-class _Pool(Function, register=False):
+class _Pool(Function, register=False, follows_shape=True):
     """Static arguments of the window poolings (resolved tuples)."""
 
     def __init__(
@@ -311,7 +311,7 @@ class MaxPoolingIndex(_Pool):
         return _LocalIndex(size=math.prod(x.shape[1:]))(self(x))
 
 
-class MaxPooling(Function):
+class MaxPooling(Function, follows_shape=True):
     """``y = x.flat[index]``: max pooling as a gather at the argmax positions ``index``.
 
     :func:`max_pooling` computes ``index`` with :class:`MaxPoolingIndex` and calls
@@ -353,7 +353,7 @@ class MaxPooling(Function):
 
 # ---------------------------------------------------------------- interpolation
 # the resize matrices and InterpolateBase are in _pool_kernels.py (shared with the transpose)
-class Interpolate(InterpolateBase):
+class Interpolate(InterpolateBase, follows_shape=True):
     batch_rule = _batch_leading
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
@@ -416,6 +416,7 @@ def max_pooling_index(
     return MaxPoolingIndex(ignore_border=ignore_border, channel_last=channel_last, **args)(x)
 
 
+@traced
 def max_pooling_backward(
     dy: Any,
     x: Any,
@@ -449,6 +450,7 @@ def max_pooling_backward(
     return _gpool.max_pooling_backward(dy, index, _indexing.shape_of(x))
 
 
+@traced
 def max_pooling(
     x: Any,
     kernel: Sequence[int],
@@ -483,6 +485,7 @@ def max_pooling(
     return MaxPooling()(x, index)
 
 
+@traced
 def average_pooling(
     x: Any,
     kernel: Sequence[int],
@@ -508,6 +511,7 @@ def average_pooling(
     )(x)
 
 
+@traced
 def sum_pooling(
     x: Any,
     kernel: Sequence[int],
@@ -527,6 +531,7 @@ def sum_pooling(
     return SumPooling(ignore_border=ignore_border, channel_last=channel_last, **args)(x)
 
 
+@traced
 def global_average_pooling(x: Any) -> Variable:
     """The mean over all axes after the second, as NNabla's: ``(N, C, ...) -> (N, C, 1, 1)``.
 
@@ -546,6 +551,7 @@ def global_average_pooling(x: Any) -> Variable:
     return _array.reshape(y, (*shape[:2], 1, 1))
 
 
+@traced
 def unpooling(x: Any, kernel: Sequence[int], channel_last: bool = False) -> Variable:
     """Unpooling, as NNabla's: every element repeated ``kernel[i]`` times along spatial axis i.
 
@@ -574,6 +580,7 @@ def unpooling(x: Any, kernel: Sequence[int], channel_last: bool = False) -> Vari
     return _array.reshape(y, tuple(out))
 
 
+@traced
 def interpolate(
     x: Any,
     scale: Sequence[float] | None = None,

@@ -26,7 +26,7 @@ import numpy as np
 
 from hodiff.engine import batching as _batching
 from hodiff.engine.context import get_default_context
-from hodiff.engine.function import Function
+from hodiff.engine.function import Function, traced
 from hodiff.engine.random import node_generator
 from hodiff.engine.variable import Variable
 from hodiff.functions.arithmetic import check_scalar
@@ -100,7 +100,7 @@ class _Random(Function, register=False):
             outputs[0] = get_default_context().xp.asarray(y)
 
 
-class Rand(_Random):
+class Rand(_Random, follows_shape=False):
     def __init__(self, *, low: float, high: float, shape: tuple[int, ...], seed: int) -> None:
         super().__init__(shape=shape, seed=seed)
         self.low, self.high = low, high
@@ -110,7 +110,7 @@ class Rand(_Random):
         return (self.low + (self.high - self.low) * u).astype(self.dtype, copy=False)
 
 
-class Randn(_Random):
+class Randn(_Random, follows_shape=False):
     def __init__(self, *, mu: float, sigma: float, shape: tuple[int, ...], seed: int) -> None:
         super().__init__(shape=shape, seed=seed)
         self.mu, self.sigma = mu, sigma
@@ -120,7 +120,7 @@ class Randn(_Random):
         return (self.mu + self.sigma * z).astype(self.dtype, copy=False)
 
 
-class RandBeta(_Random):
+class RandBeta(_Random, follows_shape=True):
     def __init__(self, *, alpha: float, beta: float, shape: tuple[int, ...], seed: int) -> None:
         super().__init__(shape=shape, seed=seed)
         self.alpha, self.beta = alpha, beta
@@ -129,7 +129,7 @@ class RandBeta(_Random):
         return self.rng.beta(self.alpha, self.beta, self.shape).astype(self.dtype, copy=False)
 
 
-class RandBinomial(_Random):
+class RandBinomial(_Random, follows_shape=True):
     def __init__(self, *, n: int, p: float, shape: tuple[int, ...], seed: int) -> None:
         super().__init__(shape=shape, seed=seed)
         self.n, self.p = n, p
@@ -138,7 +138,7 @@ class RandBinomial(_Random):
         return self.rng.binomial(self.n, self.p, self.shape).astype(self.dtype, copy=False)
 
 
-class RandGamma(_Random):
+class RandGamma(_Random, follows_shape=True):
     def __init__(self, *, k: float, theta: float, shape: tuple[int, ...], seed: int) -> None:
         super().__init__(shape=shape, seed=seed)
         self.k, self.theta = k, theta
@@ -147,7 +147,7 @@ class RandGamma(_Random):
         return self.rng.gamma(self.k, self.theta, self.shape).astype(self.dtype, copy=False)
 
 
-class Randint(_Random):
+class Randint(_Random, follows_shape=False):
     def __init__(self, *, low: int, high: int, shape: tuple[int, ...], seed: int) -> None:
         super().__init__(shape=shape, seed=seed)
         self.low, self.high = low, high
@@ -157,6 +157,7 @@ class Randint(_Random):
         return self.rng.integers(self.low, self.high, self.shape, dtype=np.int32)
 
 
+@traced
 def rand(low: float = 0, high: float = 1, shape: Any = (), seed: int = -1) -> Variable:
     """Uniform samples: ``y = low + (high - low) * u`` with ``u ~ U[0, 1)``, of shape ``shape``.
 
@@ -186,6 +187,7 @@ def rand(low: float = 0, high: float = 1, shape: Any = (), seed: int = -1) -> Va
     return Rand(low=lo, high=hi, shape=_shape("rand", shape), seed=_seed("rand", seed))()
 
 
+@traced
 def randn(mu: float = 0, sigma: float = 1, shape: Any = (), seed: int = -1) -> Variable:
     """Gaussian samples: ``y = mu + sigma * z`` with ``z ~ N(0, 1)``, of shape ``shape``.
 
@@ -212,6 +214,7 @@ def randn(mu: float = 0, sigma: float = 1, shape: Any = (), seed: int = -1) -> V
     return Randn(mu=m, sigma=s, shape=_shape("randn", shape), seed=_seed("randn", seed))()
 
 
+@traced
 def randint(low: int = 0, high: int = 1, shape: Any = (), seed: int = -1) -> Variable:
     """Uniform integers ``y = rng.integers(low, high)`` in ``[low, high)`` (int32).
 
@@ -248,6 +251,7 @@ def _positive(name: str, arg: str, value: Any) -> float:
     return v
 
 
+@traced
 def rand_beta(alpha: float = 0.5, beta: float = 0.5, shape: Any = (), seed: int = -1) -> Variable:
     """Beta samples: ``y ~ Beta(alpha, beta)``, density ``x^(a-1) (1-x)^(b-1) / B(a, b)`` on
     ``(0, 1)``, of shape ``shape`` (mean ``a / (a + b)``; mixup's mixing weight).
@@ -272,6 +276,7 @@ def rand_beta(alpha: float = 0.5, beta: float = 0.5, shape: Any = (), seed: int 
     )()
 
 
+@traced
 def rand_binomial(n: int = 1, p: float = 0.5, shape: Any = (), seed: int = -1) -> Variable:
     """Binomial samples: the number of successes in ``n`` trials of probability ``p``,
     ``P(y = k) = C(n, k) p^k (1 - p)^(n - k)``, of shape ``shape``, as floats (NNabla's).
@@ -301,6 +306,7 @@ def rand_binomial(n: int = 1, p: float = 0.5, shape: Any = (), seed: int = -1) -
     )()
 
 
+@traced
 def rand_gamma(k: float = 0.5, theta: float = 1, shape: Any = (), seed: int = -1) -> Variable:
     """Gamma samples: ``y ~ Gamma(k, theta)``, density ``x^(k-1) e^(-x/theta) /
     (Gamma(k) theta^k)`` on ``x > 0``, of shape ``shape`` (mean ``k theta``, variance

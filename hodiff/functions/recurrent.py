@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from hodiff.engine.function import traced
 from hodiff.engine.variable import Variable, as_variable
 from hodiff.functions.activation import relu, sigmoid
 from hodiff.functions.array import concatenate, reshape, split, stack, transpose
@@ -209,6 +210,7 @@ def _gru_cell(p: Any, s: list[Any], wh: Any, bhn: Any) -> list[Any]:
 
 
 # ---------------------------------------------------------------- public functions
+@traced
 def rnn(
     x: Any,
     h: Any,
@@ -269,6 +271,7 @@ def rnn(
     return y, hn
 
 
+@traced
 def lstm(
     x: Any,
     h: Any,
@@ -331,6 +334,7 @@ def lstm(
     return y, hn, cn
 
 
+@traced
 def gru(
     x: Any,
     h: Any,

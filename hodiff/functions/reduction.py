@@ -19,7 +19,7 @@ import numpy as np
 
 from hodiff.engine import batching as _batching
 from hodiff.engine.context import array_module
-from hodiff.engine.function import Function, Slot, float_dtype
+from hodiff.engine.function import Function, Slot, float_dtype, traced
 from hodiff.engine.variable import Variable
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions import array as _array
@@ -64,7 +64,7 @@ def kept_shape(shape: Sequence[int], axes: Sequence[int]) -> tuple[int, ...]:
     return tuple(1 if i in axes else s for i, s in enumerate(shape))
 
 
-class _Reduce(Function, register=False):
+class _Reduce(Function, register=False, follows_shape=True):
     def __init__(self, *, axis: Any = None, keepdims: bool = False) -> None:
         self.axis = axis
         self.keepdims = bool(keepdims)
@@ -288,7 +288,7 @@ def _batch_cumulative(self: Any, inputs: Sequence[Any], axes: Sequence[int | Non
     return _batching.renew(self, axis=_batching.map_axis(self.axis, x.ndim - 1))(x)
 
 
-class CumSum(Function):
+class CumSum(Function, follows_shape=True):
     name = "cumsum"
     need_inputs = False
     batch_rule = _batch_cumulative
@@ -325,7 +325,7 @@ class CumSum(Function):
             inputs[0].store(gx, accum[0])
 
 
-class CumProd(Function):
+class CumProd(Function, follows_shape=True):
     """Inclusive cumulative product along ``axis``; exclusive and reverse forms are
     compositions with shifts and flips (see :func:`cumprod`).
     """
@@ -373,6 +373,7 @@ def _shift(x: Any, shape: tuple[int, ...], axis: int, by: int, fill: float) -> A
 
 
 # ---------------------------------------------------------------- wrappers
+@traced
 def sum(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
     """Sum over ``axis`` (None: all axes; an int or a sequence of ints).
 
@@ -383,6 +384,7 @@ def sum(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
     return Sum(axis=axis, keepdims=keepdims)(x)
 
 
+@traced
 def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
     """Mean over ``axis`` (None: all axes): ``sum(x, axis) / n``.
 
@@ -393,6 +395,7 @@ def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
     return Mean(axis=axis, keepdims=keepdims)(x)
 
 
+@traced
 def max(
     x: Any,
     axis: Any = None,
@@ -424,6 +427,7 @@ def max(
     return _with_index("max", Max, x, axis, keepdims, with_index, only_index)
 
 
+@traced
 def min(
     x: Any,
     axis: Any = None,
@@ -498,6 +502,7 @@ def _reduced_last(
     return red, kept, _array.reshape(moved, (*(shape[a] for a in kept), -1))
 
 
+@traced
 def prod(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
     """Product over ``axis``; derivatives of every order are exact with zeros in ``x``.
 
@@ -508,6 +513,7 @@ def prod(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
     return Prod(axis=axis, keepdims=keepdims)(x)
 
 
+@traced
 def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
     """``log(sum(exp(x)))`` over ``axis``, computed as ``m + log(sum(exp(x - m)))`` with the
     maximum ``m``: no overflow for large ``x``.
@@ -519,6 +525,7 @@ def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
     return LogSumExp(axis=axis, keepdims=keepdims)(x)
 
 
+@traced
 def cumsum(x: Any, axis: int = 0, exclusive: bool = False, reverse: bool = False) -> Variable:
     """Cumulative sum along ``axis`` (NNabla's flags).
 
@@ -531,6 +538,7 @@ def cumsum(x: Any, axis: int = 0, exclusive: bool = False, reverse: bool = False
     return CumSum(axis=axis, exclusive=exclusive, reverse=reverse)(x)
 
 
+@traced
 def cumprod(x: Any, axis: int = 0, exclusive: bool = False, reverse: bool = False) -> Variable:
     """Cumulative product along ``axis`` (NNabla's flags); exact with zeros at every order.
 
@@ -550,6 +558,7 @@ def cumprod(x: Any, axis: int = 0, exclusive: bool = False, reverse: bool = Fals
     return _array.flip(y, (axis,)) if reverse else y
 
 
+@traced
 def norm(x: Any, p: float | None = 2, axis: Any = None, keepdims: bool = False) -> Variable:
     """The p-norm over ``axis``: ``(sum |x|^p)^(1/p)`` (None or 2: Euclidean; ``inf``: max|x|).
 

@@ -28,7 +28,7 @@ from hodiff.functions import array as _array
 __all__ = ["ceil", "floor", "fmod", "mod", "nan_to_num", "remainder", "round"]
 
 
-class _Piecewise(Function, register=False):
+class _Piecewise(Function, register=False, follows_shape=True, follows_rank=True):
     """A piecewise-constant elementwise function: zero derivative, so it cuts the graph."""
 
     differentiable = False
@@ -55,7 +55,7 @@ class Round(_Piecewise):
         outputs[0] = array_module(inputs[0]).round(inputs[0], self.decimals)
 
 
-class _Remainder(Function, register=False):
+class _Remainder(Function, register=False, follows_shape=True, follows_rank=True):
     """``y = x0 - q(x0 / x1) x1`` for the rounding ``q`` of the numpy ufunc ``ufunc``."""
 
     ufunc: str

@@ -21,7 +21,7 @@ import numpy as np
 
 from hodiff.engine import batching as _batching
 from hodiff.engine.context import array_module, get_default_context
-from hodiff.engine.function import Function, shape_bound
+from hodiff.engine.function import Function, shape_bound, traced
 from hodiff.engine.variable import Variable
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions import array as _array
@@ -35,7 +35,7 @@ __all__ = ["affine_grid", "warp_by_grid"]
 Spec = list[tuple[tuple[int, ...], Any]]
 
 
-class CornerIndex(Function):
+class CornerIndex(Function, follows_shape=False):
     """From per-axis integer-valued float coordinates ``i_a`` of one shape ``S``, for each
     corner ``k`` (a tuple of per-axis ``offsets[k]``): the flat index ``sum_a clip(i_a +
     o_ka) stride_a`` into an array of spatial ``sizes`` (int64) and a float mask of the
@@ -86,6 +86,7 @@ def _base_grid(size: Sequence[int], align_corners: bool, dtype: Any) -> Any:
     return get_default_context().xp.asarray(np.stack(cols, axis=-1), dtype=dtype)
 
 
+@traced
 def affine_grid(theta: Any, size: Sequence[int], align_corners: bool = False) -> Variable:
     """The source grid of an affine transform of the normalized target grid (NNabla's).
 
@@ -145,6 +146,7 @@ def _source(g: Any, n: int, padding_mode: str, align_corners: bool) -> Any:
     return s
 
 
+@traced
 def warp_by_grid(
     x: Any,
     grid: Any,

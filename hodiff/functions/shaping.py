@@ -19,7 +19,7 @@ import numpy as np
 
 from hodiff.engine import batching as _batching
 from hodiff.engine.context import get_default_context
-from hodiff.engine.function import Flags, Function, Slots, array_module_of
+from hodiff.engine.function import Flags, Function, Slots, array_module_of, traced
 from hodiff.engine.variable import Variable
 from hodiff.functions import array as _array
 from hodiff.functions.indexing import as_ints, normalize_axis, shape_of
@@ -57,7 +57,7 @@ def _axes(name: str, axis: Any, ndim: int) -> tuple[int, ...]:
 
 
 # ---------------------------------------------------------------- primitives
-class Eye(Function):
+class Eye(Function, follows_shape=False):
     differentiable = False
     batch_rule = _batching.elementwise  # no inputs: never batched
 
@@ -72,7 +72,7 @@ class Eye(Function):
         outputs[0] = get_default_context().xp.eye(self.n, self.m, self.k, dtype=self.dtype)
 
 
-class Arange(Function):
+class Arange(Function, follows_shape=False):
     differentiable = False
     batch_rule = _batching.elementwise  # no inputs
 
@@ -89,7 +89,7 @@ class Arange(Function):
         outputs[0] = (self.start + self.step * xp.arange(self.size)).astype(self.dtype)
 
 
-class _Cast(Function, register=False):
+class _Cast(Function, register=False, follows_shape=True, follows_rank=True):
     need_inputs = False
     batch_rule = _batching.elementwise
 
@@ -130,6 +130,7 @@ class CastIndex(_Cast):
 
 
 # ---------------------------------------------------------------- wrappers
+@traced
 def squeeze(x: Any, axis: Any = None) -> Variable:
     """``x`` without the axes of size 1 in ``axis`` (all of them when None), numpy's squeeze.
 
@@ -146,9 +147,11 @@ def squeeze(x: Any, axis: Any = None) -> Variable:
     for a in axes:
         if shape[a] != 1:
             raise ValueError(f"squeeze: axis {a} of x of shape {shape} has size {shape[a]}, not 1")
-    return _array.reshape(x, tuple(s for i, s in enumerate(shape) if i not in axes))
+    # the Reshape node itself: Variable.squeeze follows new shapes by its node's own rule
+    return _array.Reshape(shape=tuple(s for i, s in enumerate(shape) if i not in axes))(x)
 
 
+@traced
 def expand_dims(x: Any, axis: Any) -> Variable:
     """``x`` with new axes of size 1 at positions ``axis`` of the result (numpy's expand_dims).
 
@@ -163,6 +166,7 @@ def expand_dims(x: Any, axis: Any) -> Variable:
     return _array.reshape(x, tuple(1 if i in axes else next(it) for i in range(n)))
 
 
+@traced
 def moveaxis(x: Any, source: Any, destination: Any) -> Variable:
     """``x`` with axes ``source`` moved to positions ``destination`` (numpy's moveaxis).
 
@@ -183,6 +187,7 @@ def moveaxis(x: Any, source: Any, destination: Any) -> Variable:
     return _array.transpose(x, order)
 
 
+@traced
 def swapaxes(x: Any, axis1: int, axis2: int) -> Variable:
     """``x`` with axes ``axis1`` and ``axis2`` exchanged (numpy's swapaxes).
 
@@ -197,6 +202,7 @@ def swapaxes(x: Any, axis1: int, axis2: int) -> Variable:
     return _array.transpose(x, order)
 
 
+@traced
 def repeat(x: Any, repeats: Any, axis: int | None = None) -> Variable:
     """Each element repeated ``repeats`` times along ``axis`` (numpy's ``repeat``).
 
@@ -226,6 +232,7 @@ def repeat(x: Any, repeats: Any, axis: int | None = None) -> Variable:
     return _array.gather(x, np.repeat(np.arange(shape[a]), reps), axis=a)
 
 
+@traced
 def roll(x: Any, shifts: Any, axes: Any = None) -> Variable:
     """Cyclic shift ``y[(i + s) % n] = x[i]`` by ``shifts`` along ``axes`` (numpy's ``roll``).
 
@@ -254,6 +261,7 @@ def roll(x: Any, shifts: Any, axes: Any = None) -> Variable:
     return y if isinstance(y, Variable) else _array.reshape(y, shape)
 
 
+@traced
 def trilu(x: Any, k: int = 0, upper: bool = True) -> Variable:
     """Triangle of the last two axes: ``y = x`` where ``j - i >= k`` (``upper``), else 0.
 
@@ -277,6 +285,7 @@ def trilu(x: Any, k: int = 0, upper: bool = True) -> Variable:
     return _array.where(array_module_of(x).asarray(keep), x, 0.0)
 
 
+@traced
 def matrix_diag(x: Any) -> Variable:
     """Diagonal matrices ``y[..., i, i] = x[..., i]``, (..., M) -> (..., M, M).
 
@@ -295,6 +304,7 @@ def matrix_diag(x: Any) -> Variable:
     return _array.where(eye_, _array.reshape(x, (*shape[:-1], 1, m)), 0.0)
 
 
+@traced
 def matrix_diag_part(x: Any) -> Variable:
     """The diagonals ``y[..., i] = x[..., i, i]``, (..., M, M) -> (..., M).
 
@@ -311,6 +321,7 @@ def matrix_diag_part(x: Any) -> Variable:
     return _array.getitem(x, (Ellipsis, i, i))
 
 
+@traced
 def gather_nd(x: Any, indices: Any) -> Variable:
     """``y = x[indices[0], ..., indices[M-1]]`` for indices (M, Y...) (NNabla's ``gather_nd``).
 
@@ -324,6 +335,7 @@ def gather_nd(x: Any, indices: Any) -> Variable:
     return _gather_nd(x, indices)
 
 
+@traced
 def scatter_add(x0: Any, indices: Any, x1: Any, axis: int | None = None) -> Variable:
     """``y = x0`` plus ``x1`` added at ``indices`` along ``axis`` (NNabla's ``scatter_add``).
 
@@ -346,6 +358,7 @@ def scatter_add(x0: Any, indices: Any, x1: Any, axis: int | None = None) -> Vari
     return x0 + scatter_along_axis(x1, indices, axis, shape_of(x0))
 
 
+@traced
 def eye(n: int, dtype: Any = None, m: int | None = None, k: int = 0) -> Variable:
     """The constant ``n x m`` identity ``y[i, i + k] = 1`` (numpy's ``eye``).
 
@@ -360,6 +373,7 @@ def eye(n: int, dtype: Any = None, m: int | None = None, k: int = 0) -> Variable
     return Eye(n=int(n), m=int(n if m is None else m), k=int(k), dtype=dtype)()
 
 
+@traced
 def arange(start: float, stop: float, step: float = 1.0, dtype: Any = None) -> Variable:
     """The constant ``y = [start, start + step, ...]`` below ``stop`` (NNabla's ``arange``).
 
@@ -375,6 +389,7 @@ def arange(start: float, stop: float, step: float = 1.0, dtype: Any = None) -> V
     return Arange(start=start, stop=stop, step=step, dtype=dtype)()
 
 
+@traced
 def astype(x: Any, dtype: Any) -> Variable:
     """``y = x`` converted to ``dtype`` (numpy's ``astype``; ``Variable.astype``).
 
@@ -393,6 +408,7 @@ def astype(x: Any, dtype: Any) -> Variable:
     return CastIndex(dtype=dtype)(x)
 
 
+@traced
 def broadcast_to(x: Any, y: Any, axis: int = -1) -> Variable:
     """``y`` broadcast to the shape of ``x`` from axis ``axis`` on (NNabla's ``broadcast_to``).
 

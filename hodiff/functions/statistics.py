@@ -21,7 +21,7 @@ import numpy as np
 
 from hodiff.engine import batching as _batching
 from hodiff.engine.context import array_module
-from hodiff.engine.function import Function, shape_bound
+from hodiff.engine.function import Function, shape_bound, traced
 from hodiff.engine.variable import Variable
 from hodiff.functions import array as _array
 from hodiff.functions import reduction as _red
@@ -34,7 +34,7 @@ __all__ = ["argmax", "argmin", "diff", "searchsorted", "sort", "std", "top_k_dat
 Spec = list[tuple[tuple[int, ...], Any]]
 
 
-class _ArgExtremum(Function, register=False):
+class _ArgExtremum(Function, register=False, follows_shape=True):
     differentiable = False
     method: str
 
@@ -82,7 +82,7 @@ class Argmin(_ArgExtremum):
     method = "argmin"
 
 
-class SearchSorted(Function):
+class SearchSorted(Function, follows_shape=True):
     """Insertion indices of ``values`` in ``sorted_sequence`` along the last axis (int64)."""
 
     differentiable = False
@@ -116,7 +116,7 @@ class SearchSorted(Function):
         return self(seq, values)
 
 
-class Argsort(Function):
+class Argsort(Function, follows_shape=True):
     """The stable sorting permutation along ``axis`` (descending if ``reverse``), first ``k``."""
 
     differentiable = False
@@ -164,6 +164,7 @@ def _count(name: str, x: Any, axis: Any, ddof: int) -> int:
     return n
 
 
+@traced
 def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Variable:
     """Variance ``y = sum((x - mean(x))^2) / (N - ddof)`` over ``axis`` (numpy's ``var``).
 
@@ -185,6 +186,7 @@ def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Vari
     return _red.Mean(axis=axis, keepdims=keepdims, ddof=ddof)(d * d)
 
 
+@traced
 def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Variable:
     """Standard deviation ``y = sqrt(var(x, axis, keepdims, ddof))`` (numpy's ``std``).
 
@@ -203,6 +205,7 @@ def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Vari
     return v**0.5
 
 
+@traced
 def diff(x: Any, n: int = 1, axis: int = -1) -> Variable:
     """``n``-th forward difference ``y[i] = x[i + 1] - x[i]`` (``n`` times) along ``axis``.
 
@@ -225,6 +228,7 @@ def diff(x: Any, n: int = 1, axis: int = -1) -> Variable:
     return y
 
 
+@traced
 def argmax(x: Any, axis: int | None = None, keepdims: bool = False) -> Variable:
     """Indices ``y = argmax(x, axis)`` of the maxima, int64 (not differentiable).
 
@@ -238,6 +242,7 @@ def argmax(x: Any, axis: int | None = None, keepdims: bool = False) -> Variable:
     return Argmax(axis=axis, keepdims=keepdims)(x)
 
 
+@traced
 def searchsorted(sorted_sequence: Any, values: Any, right: bool = False) -> Variable:
     """Indices where ``values`` would be inserted to keep each row sorted (NNabla's).
 
@@ -260,6 +265,7 @@ def searchsorted(sorted_sequence: Any, values: Any, right: bool = False) -> Vari
     return SearchSorted(right=right)(sorted_sequence, values)
 
 
+@traced
 def argmin(x: Any, axis: int | None = None, keepdims: bool = False) -> Variable:
     """Indices ``y = argmin(x, axis)`` of the minima, int64 (not differentiable).
 
@@ -273,6 +279,7 @@ def argmin(x: Any, axis: int | None = None, keepdims: bool = False) -> Variable:
     return Argmin(axis=axis, keepdims=keepdims)(x)
 
 
+@traced
 def sort(
     x: Any,
     axis: int = -1,
@@ -300,6 +307,7 @@ def sort(
     return (y, p) if with_index else y
 
 
+@traced
 def top_k_data(
     x: Any,
     k: int,

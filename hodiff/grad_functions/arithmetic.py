@@ -26,7 +26,7 @@ from hodiff.functions import reduction as _reduction
 __all__ = ["mul_n", "sum_to"]
 
 
-class SumTo(Function):
+class SumTo(Function, follows_shape=False):
     """Sums a broadcast gradient back to ``shape``: the transpose of ``broadcast``."""
 
     need_inputs = False
@@ -101,7 +101,7 @@ def _mul_n(inputs: Sequence[Any], val: float) -> Any:
     return y if val == 1.0 else y * val
 
 
-class MulN(Function):
+class MulN(Function, follows_shape=True, follows_rank=True):
     """``y = val * x_0 * x_1 * ... * x_{n-1}`` elementwise, with numpy broadcasting.
 
     One node for a product that backward rules build often (``ggx * gy * y * -2`` in

@@ -27,7 +27,7 @@ def _add_at(xp: Any, out: Any, key: tuple[Any, ...], values: Any) -> None:
     xp.add.at(out, key, values)
 
 
-class IndexAdd(Function):
+class IndexAdd(Function, follows_shape=False):
     """Zeros of ``shape`` with ``y`` added at ``key``: the transpose of ``x[key]``."""
 
     need_inputs = False
@@ -73,7 +73,7 @@ class IndexAdd(Function):
         return IndexAdd(key=key, shape=(y.shape[at], *self.shape))(y)
 
 
-class GatherAdd(Function):
+class GatherAdd(Function, follows_shape=False):
     """Zeros of ``shape`` with ``y`` added where ``gather(., indices, axis, batch_dims)``
     reads: the transpose of gather.
     """

@@ -20,7 +20,7 @@ __all__ = ["convolution_filter_grad"]
 Ints = tuple[int, ...]
 
 
-class ConvolutionFilterGrad(Function):
+class ConvolutionFilterGrad(Function, follows_shape=False):
     """``gw[o, c, k] = sum_{b, p} gy[b, o, p] x[b, c, s p + d k - pad]`` (per group).
 
     The gradient of :func:`hodiff.functions.convolution` with respect to its

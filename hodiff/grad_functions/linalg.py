@@ -14,7 +14,7 @@ from hodiff.functions import linalg as _linalg
 __all__ = ["einsum_expand"]
 
 
-class EinsumExpand(Function):
+class EinsumExpand(Function, follows_shape=False):
     """The transpose of ``einsum(dst -> src)``: ``x`` (indices ``src``) laid out on ``dst``.
 
     Each index of ``dst`` missing from ``src`` is a broadcast; an index repeated

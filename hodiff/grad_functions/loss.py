@@ -43,7 +43,7 @@ def _batch_select(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) 
     return _batching.renew(self, axis=axis)(x, t)
 
 
-class SelectByLabel(Function):
+class SelectByLabel(Function, follows_shape=True):
     """``y = take_along_axis(x, t, axis)``: the entry of each slice picked by its label."""
 
     need_inputs = (1,)
@@ -78,7 +78,7 @@ class SelectByLabel(Function):
             x.store(g, accum[0])
 
 
-class ScatterByLabel(Function):
+class ScatterByLabel(Function, follows_shape=False):
     """``y[..., t, ...] = g`` along ``axis`` into zeros of length ``size``; the transpose of
     :class:`SelectByLabel`.
     """
@@ -118,7 +118,7 @@ class ScatterByLabel(Function):
             inputs[0].store(g, accum[0])
 
 
-class SoftmaxCrossEntropyGrad(Function):
+class SoftmaxCrossEntropyGrad(Function, follows_shape=True):
     """``gx = gy * (softmax(x) - onehot(t))`` along ``axis``: softmax_cross_entropy's gradient."""
 
     def __init__(self, *, axis: int | None = None) -> None:

@@ -89,7 +89,7 @@ def _softplus_backward(gy: Any, x: Any, beta: float) -> Any:
         return gy / (1.0 + xp.exp(t))  # 0-d, broadcast, mixed dtypes: numpy's promotion
 
 
-class _GradNode(Function, register=False):
+class _GradNode(Function, register=False, follows_shape=True, follows_rank=True):
     """``gx = f(gy, y)`` elementwise, with numpy broadcasting of ``gy`` and ``y``."""
 
     _second: str = "y"  # the second input's name, for messages

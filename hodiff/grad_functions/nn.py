@@ -16,7 +16,7 @@ from hodiff.grad_functions import array as _garray
 __all__ = ["embed_weight_grad"]
 
 
-class EmbedWeightGrad(Function):
+class EmbedWeightGrad(Function, follows_shape=False):
     """``gw[k] = sum of gy[i...] over the ids x[i...] == k``: the transpose of ``embed``."""
 
     need_inputs = (1,)

@@ -31,7 +31,7 @@ Ints = tuple[int, ...]
 Spec = list[tuple[Ints, Any]]
 
 
-class PoolingBackward(Function):
+class PoolingBackward(Function, follows_shape=False):
     """``gx = P^T gy`` for the sum or average pooling ``P`` of an input of ``shape``."""
 
     need_inputs = False
@@ -78,7 +78,7 @@ class PoolingBackward(Function):
         return _batching.renew(self, shape=(gy.shape[0], *self.shape))(gy)
 
 
-class MaxPoolingBackward(Function):
+class MaxPoolingBackward(Function, follows_shape=False):
     """``gx.flat[index] += gy``: scatters each window's gradient to its maximum."""
 
     need_inputs = (1,)
@@ -127,7 +127,7 @@ class MaxPoolingBackward(Function):
         return _array.reshape(gx, (size, *self.shape))
 
 
-class InterpolateBackward(_kernels.InterpolateBase):
+class InterpolateBackward(_kernels.InterpolateBase, follows_shape=False):
     """``gx = gy`` multiplied along each spatial axis by the transposed resize matrix."""
 
     def __init__(self, *, input_size: Sequence[int], **params: Any) -> None:

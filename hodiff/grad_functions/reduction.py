@@ -23,7 +23,7 @@ __all__ = ["linear_scan", "tie_weights"]
 Spec = list[tuple[tuple[int, ...], Any]]
 
 
-class TieWeights(Function):
+class TieWeights(Function, follows_shape=True):
     """1/(number of extrema of the slice) at each maximum (minimum) over ``axes``, 0
     elsewhere; piecewise constant, so not differentiable (it cuts the graph).
     """
@@ -58,7 +58,7 @@ class TieWeights(Function):
         return _batching.renew(self, axes=_batching.shift_axes(tuple(self.axes), x.ndim - 1))(x)
 
 
-class LinearScan(Function):
+class LinearScan(Function, follows_shape=True):
     """``h_k = a_k h_{k-1} + b_k`` along ``axis`` from ``h_{-1} = 0`` (``reverse``:
     ``h_k = a_k h_{k+1} + b_k`` from the end), by log2(K) vectorised doubling steps.
     """

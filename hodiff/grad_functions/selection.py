@@ -71,7 +71,7 @@ def _batch_along(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) -
     return _batching.renew(self, **changes)(a, idx)
 
 
-class TakeAlongAxis(Function):
+class TakeAlongAxis(Function, follows_shape=True):
     """``y[i, j, k] = x[i, idx[i, j, k], k]`` (for axis 1); ``y.shape == idx.shape``."""
 
     need_inputs = (1,)
@@ -98,7 +98,7 @@ class TakeAlongAxis(Function):
             inputs[0].store(g, accum[0])
 
 
-class ScatterAlongAxis(Function):
+class ScatterAlongAxis(Function, follows_shape=False):
     """Zeros of ``shape`` plus ``out[i, idx[i, j, k], k] += y[i, j, k]`` (for axis 1)."""
 
     need_inputs = (1,)
@@ -144,7 +144,7 @@ def _check_nd(name: str, data: tuple[int, ...], idx: Variable) -> tuple[int, ...
     return idx.shape[1:] + data[idx.shape[0] :]
 
 
-class GatherNd(Function):
+class GatherNd(Function, follows_shape=True):
     """``y[j...] = x[idx[0, j...], ..., idx[M-1, j...], ...]`` (NNabla's gather_nd)."""
 
     need_inputs = (1,)
@@ -176,7 +176,7 @@ class GatherNd(Function):
         return _array.transpose(y, (ny, *range(ny), *range(ny + 1, y.ndim)))
 
 
-class ScatterNdAdd(Function):
+class ScatterNdAdd(Function, follows_shape=False):
     """Zeros of ``shape`` plus ``out[idx[0, j...], ..., idx[M-1, j...], ...] += y[j...]``."""
 
     need_inputs = (1,)

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from hodiff.engine import api
-from hodiff.engine.batching import loop
+from hodiff.engine.batching import batched, loop
 from hodiff.engine.context import array_module
 from hodiff.engine.function import REGISTRY
 from hodiff.engine.variable import Variable
@@ -469,7 +469,7 @@ def _unwrap(o: Any, ax: int | None, level: int, size: int, k: str) -> Variable:
     else:  # the same for every example: broadcast along the batch
         if ax is None:
             return o
-        v = array.broadcast(array.reshape(o, (1, *o.shape)), (size, *o.shape))
+        v = batched(o, None, size)  # its nodes refuse a new shape of o (no traced call)
     if not -v.ndim <= ax < v.ndim:
         raise ValueError(f"vmap: out_axes[{k}] = {ax} is out of range for {v.ndim} dimensions")
     return _move_from_front(v, ax % v.ndim)
