@@ -17,7 +17,8 @@ import hodiff.functions as F
 import hodiff.parametric as PF
 import hodiff.solvers as S
 from hodiff.engine.api import topological_order
-from hodiff.engine.function import REGISTRY, Function, traced
+from hodiff.engine.function import REGISTRY, Function
+from hodiff.engine.tracing import traced
 from hodiff.engine.variable import ShapeResetError, Variable
 from hodiff.testing import all_specs, spec_ids
 from hodiff.testing.harness import is_float, outputs_of

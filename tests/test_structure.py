@@ -26,7 +26,8 @@ import pathlib
 import re
 
 import hodiff.functions as F
-from hodiff.engine.function import REGISTRY, traced
+from hodiff.engine.function import REGISTRY
+from hodiff.engine.tracing import traced
 
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "hodiff"
 

@@ -7,8 +7,10 @@ from typing import Any
 
 from hodiff.engine import checks, follow, reverse
 from hodiff.engine import plan as planning
+from hodiff.engine.arguments import array_module_of
 from hodiff.engine.context import get_auto_forward, is_recording
-from hodiff.engine.function import GradientShapeError, array_module_of, traced
+from hodiff.engine.function import GradientShapeError
+from hodiff.engine.tracing import traced
 from hodiff.engine.variable import Variable, is_scalar
 
 __all__ = ["grad", "iter_grads"]

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from hodiff.engine import function as _function
+from hodiff.engine import tracing as _tracing
 from hodiff.engine import variable as _variable
 from hodiff.engine.clock import CLOCK
 from hodiff.engine.context import _auto_forward
@@ -152,7 +152,7 @@ class _Following:
         self.written: list[tuple[Variable, tuple[int, ...], Any, Any, bool]] = []
         # each node followed: its state and set-up shapes before
         self.states: list[tuple[Function, dict[str, Any], Shapes | None]] = []
-        self.remade: list[_function.Trace] = []
+        self.remade: list[_tracing.Trace] = []
         self.parents: list[tuple[Variable, Any, bool]] = []  # (output, old parent, need_grad)
         self.dropped: set[Function] = set()  # the old nodes of the compositions made again
         self.traces = _outermost_traces(nodes)  # (t0, t1, trace), sorted, not nested
@@ -167,7 +167,7 @@ class _Following:
             if trace is None or trace not in self.remade:  # else a node made again: dropped
                 self.visit(f, trace)
 
-    def visit(self, f: Function, trace: _function.Trace | None) -> None:
+    def visit(self, f: Function, trace: _tracing.Trace | None) -> None:
         """Follows ``f`` (or makes its composition ``trace`` again) if it is affected."""
         ins = f.inputs
         now = [x._shape for x in ins]
@@ -214,7 +214,7 @@ class _Following:
             record_shape_change(v, self.t, v._shape)
             v._shape, v._data = shape, None
 
-    def remake(self, trace: _function.Trace) -> None:
+    def remake(self, trace: _tracing.Trace) -> None:
         """Makes the composition of ``trace`` again (static mode) and gives its outputs the
         new nodes as parents, numbered inside the old interval.
         """
@@ -272,7 +272,7 @@ class _Following:
             v._shape, v._data, v._dtype = shape, data, dtype
 
 
-def _made_again(trace: _function.Trace) -> tuple[list[Any], list[Function]]:
+def _made_again(trace: _tracing.Trace) -> tuple[list[Any], list[Function]]:
     """Calls the composition of ``trace`` again (static mode): its outputs, and its new
     nodes, numbered inside ``trace``'s interval and recorded as set up for their shapes.
     """

@@ -94,6 +94,7 @@ import numpy as np
 
 from hodiff.engine import batching as _batching
 from hodiff.engine import variable as _variable
+from hodiff.engine.arguments import check_devices, wrap
 from hodiff.engine.context import (
     NO_GRAD,
     RAW,
@@ -101,9 +102,9 @@ from hodiff.engine.context import (
     TRUSTED,
     _mode,
     array_module,
-    get_default_context,
 )
-from hodiff.engine.variable import Variable, _no_value, as_variable
+from hodiff.engine.tracing import traced
+from hodiff.engine.variable import Variable, _no_value
 
 __all__ = [
     "REGISTRY",
@@ -207,72 +208,6 @@ class Slot:
         if (gx._shape if type(gx) is Variable else gx.shape) != self.shape:  # no property call
             gx = _sum_to(gx, self.shape)
         self.grad = self.grad + gx if accum else gx
-
-
-class Trace:
-    """How a composition made its nodes: the function, its arguments and the clock interval
-    ``(t0, t1)`` its nodes were numbered in. Kept by its outputs (``Variable._trace``) in a
-    static graph, so that :meth:`Variable.reset_shape` can make the composition again for
-    new shapes (what NNabla's setup does for its own functions) instead of refusing it.
-    """
-
-    __slots__ = ("args", "fn", "kwargs", "name", "outs", "t0", "t1")
-
-    def __init__(
-        self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], t0: int, t1: int
-    ) -> None:
-        self.fn, self.args, self.kwargs, self.t0, self.t1 = fn, args, kwargs, t0, t1
-        self.name = getattr(fn, "__name__", "function")
-        self.outs: list[weakref.ref[Variable] | None] = []
-
-
-def record_trace(
-    out: Any, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], t0: int, t1: int
-) -> None:
-    """Gives the outputs ``out`` of the call ``fn(*args, **kwargs)`` (numbered between the
-    clock times ``t0`` and ``t1``) its :class:`Trace`, if the call made nodes.
-    """
-    outs = out if isinstance(out, tuple | list) else (out,)
-    trace = Trace(fn, args, kwargs, t0, t1)
-    for v in outs:
-        if isinstance(v, Variable) and v.parent is not None and t0 < v.parent.seq < t1:
-            v._trace = trace
-            trace.outs.append(weakref.ref(v))
-        else:
-            trace.outs.append(None)
-
-
-def traced(fn: Any) -> Any:
-    """``fn`` (a composition of primitives) as a function whose outputs, in a static graph,
-    keep a :class:`Trace` of the call; define-by-run calls only pay the check.
-
-    ``@traced`` above a ``def``: every public function of ``hodiff.functions`` but the
-    one-primitive wrappers of the elementwise families that read no shapes, so that
-    :meth:`Variable.reset_shape` makes the call again for new shapes. Calls from backward
-    and batch rules (``hd.grad``, ``hd.vmap``) keep no trace: the nodes they make hold the
-    shapes they were made for and refuse new ones (``_shape_bound``).
-    """
-
-    @functools.wraps(fn)
-    def call(*args: Any, **kwargs: Any) -> Any:
-        if _mode.get() & (STATIC | RAW | TRUSTED) != STATIC:  # define-by-run, a plain pass,
-            return fn(*args, **kwargs)  # or a rule
-        t0 = next(_seq)
-        out = fn(*args, **kwargs)
-        record_trace(out, fn, args, kwargs, t0, next(_seq))
-        return out
-
-    return call
-
-
-def shape_bound(v: Any) -> Any:
-    """Marks the node that made ``v`` as holding a number computed from its inputs' shapes
-    (a composition's ``1/sqrt(E)``): a static graph then refuses to carry it to a new shape
-    (:meth:`Variable.reset_shape`) instead of computing with the old number. Returns ``v``.
-    """
-    if isinstance(v, Variable) and v.parent is not None:
-        v.parent._shape_bound = True
-    return v
 
 
 class Function:
@@ -531,7 +466,7 @@ class Function:
         if skipped:
             self.setup_impl(inputs)
         if isinstance(error, TypeError):
-            _check_devices(self.name, inputs, error)
+            check_devices(self.name, inputs, error)
         raise error
 
     def _needs_grad(self, inputs: Sequence[Variable], mode: int) -> bool:
@@ -613,7 +548,7 @@ class Function:
 
     def _wrap(self, i: int, value: Any, args: Sequence[Any]) -> Variable:
         try:
-            return _wrap(value, args)
+            return wrap(value, args)
         except TypeError as e:
             why = f" ({e})" if isinstance(value, list | tuple) else ""  # a list of Variables
             raise TypeError(
@@ -799,98 +734,6 @@ def _output(spec: tuple[tuple[int, ...], Any] | None, y: Any) -> Variable:
     v.need_grad = False
     v.parent = None
     return v
-
-
-def _check_devices(name: str, inputs: Sequence[Variable], error: Exception) -> None:
-    """After a failed forward: a clear TypeError when numpy and cupy inputs were mixed."""
-    kinds = ["cupy" if type(x._data).__module__.startswith("cupy") else "numpy" for x in inputs]
-    if len(set(kinds)) > 1:
-        where = ", ".join(
-            f"input {i} {k} {x.shape} {x.dtype}"
-            for i, (k, x) in enumerate(zip(kinds, inputs, strict=True))
-        )
-        raise TypeError(
-            f"{name}: inputs live on different devices ({where}); move Variables with "
-            "Variable.from_array(cupy.asarray(v.d)) or build them in one context"
-        ) from error
-
-
-def _wrap(value: Any, args: Sequence[Any]) -> Variable:
-    """A constant leaf for a non-Variable argument; a Python scalar, or a list of Python
-    floats, takes the float dtype of the array arguments (numpy's weak-scalar rule, extended
-    to lists: Python numbers have no dtype of their own), so ``where(c, gy, 0.0)`` keeps gy's
-    dtype and ``x32 - [1.0, 2.0]`` stays float32. Alone, Python numbers and lists are what
-    numpy makes of them (float64 for floats), in every spelling.
-
-    A constant goes where the array arguments are: next to a cupy array, a scalar or a numpy
-    array (a mask, an index array made by a composed function) becomes a cupy array.
-    """
-    if isinstance(value, bool | int | float):
-        return _wrap_number(value, args)
-    if isinstance(value, list):
-        a = np.asarray(value)
-        if a.dtype.kind == "f":  # a list of ints stays ints (labels, indices)
-            dtype = _float_dtype_of([b for b in args if b is not value])
-            if dtype is not None:
-                a = a.astype(dtype, copy=False)
-        return Variable.from_array(array_module_of(*args).asarray(a), copy=False)
-    if isinstance(value, np.ndarray | np.generic):
-        xp = array_module_of(*args)
-        if xp is not np:
-            return Variable.from_array(xp.asarray(value), copy=False)
-    return as_variable(value)
-
-
-def _float_dtype_of(args: Sequence[Any]) -> Any:
-    """The dtype of the first float array (or Variable) among ``args``; None for none."""
-    for a in args:
-        dtype = getattr(a, "dtype", None)
-        if dtype is not None and dtype.kind == "f":
-            return dtype
-    return None
-
-
-def _wrap_number(value: bool | int | float, args: Sequence[Any]) -> Variable:
-    """:func:`_wrap` of a Python number: in the float dtype of the first float argument, on
-    its device; alone, what numpy makes of it.
-    """
-    for a in args:
-        dtype = getattr(a, "dtype", None)
-        if dtype is not None and dtype.kind == "f":
-            d = a._data if isinstance(a, Variable) else a
-            xp = np if type(d) is np.ndarray else array_module_of(*args)  # numpy: no search
-            return Variable.from_array(xp.asarray(value, dtype=dtype))
-    xp = array_module_of(*args)
-    if xp is not np:
-        return Variable.from_array(xp.asarray(np.asarray(value)), copy=False)
-    return as_variable(value)
-
-
-def as_variables(*values: Any) -> list[Variable]:
-    """``values`` as Variables by the rule of a function's arguments (:func:`_wrap`): for a
-    composed function that needs its operands as Variables before calling primitives (a
-    Python number or list of floats next to a float32 Variable is float32).
-    """
-    return [v if isinstance(v, Variable) else _wrap(v, values) for v in values]
-
-
-def array_module_of(*values: Any) -> Any:
-    """numpy or cupy: cupy if any of ``values`` has a cupy array (a bare array, a Variable's
-    value, or the batched value of a Variable inside ``hd.vmap``), else numpy; the context's
-    module when none has an array yet (a static graph before its forward).
-
-    Composed functions make their constants (masks, index arrays) with it, so that they live
-    where the inputs do.
-    """
-    found = None
-    for a in values:
-        while isinstance(a, Variable):
-            a = a._data if a._data is not None else getattr(a, "_value", None)
-        if a is not None and hasattr(a, "shape"):
-            found = array_module(a)
-            if found is not np:  # a GPU array anywhere wins over host arrays
-                return found
-    return found if found is not None else get_default_context().xp
 
 
 def _as_declared(f: Function, xs: Sequence[Any], ys: list[Any], dtypes: Sequence[Any]) -> list[Any]:

@@ -20,17 +20,11 @@ from typing import Any
 import numpy as np
 
 from hodiff.engine import variable as _variable
+from hodiff.engine.arguments import array_module_of
 from hodiff.engine.checks import check_seed, check_values, values_epoch
 from hodiff.engine.clock import CLOCK
 from hodiff.engine.context import _raw, _trusted, array_module, get_default_context
-from hodiff.engine.function import (
-    Function,
-    GradientShapeError,
-    Slot,
-    _Out,
-    array_module_of,
-    as_array,
-)
+from hodiff.engine.function import Function, GradientShapeError, Slot, _Out, as_array
 from hodiff.engine.plan import FLAGS2, Plan, paused_collector, plain_plan
 from hodiff.engine.variable import FREED, Variable, _no_value
 

@@ -21,7 +21,8 @@ import numpy as np
 from hodiff.engine import batching as _batching
 from hodiff.engine import cuda as _cuda
 from hodiff.engine.context import array_module
-from hodiff.engine.function import Elementwise, Flags, Function, Slots, traced
+from hodiff.engine.function import Elementwise, Flags, Function, Slots
+from hodiff.engine.tracing import traced
 from hodiff.engine.variable import Variable, as_variable
 from hodiff.functions import arithmetic as _arithmetic
 from hodiff.functions import array as _array

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from hodiff.engine import batching as _batching
-from hodiff.engine.function import Flags, Function, Slots, shape_bound, traced
+from hodiff.engine.function import Flags, Function, Slots
+from hodiff.engine.tracing import shape_bound, traced
 from hodiff.engine.variable import Variable
 from hodiff.functions import activation as _act
 from hodiff.functions import arithmetic as _arith

@@ -23,7 +23,8 @@ import numpy as np
 
 from hodiff.engine import batching as _batching
 from hodiff.engine.context import array_module
-from hodiff.engine.function import Flags, Function, Slots, float_dtype, traced
+from hodiff.engine.function import Flags, Function, Slots, float_dtype
+from hodiff.engine.tracing import traced
 from hodiff.engine.variable import Variable
 from hodiff.functions import array as _array
 from hodiff.functions import reduction as _red

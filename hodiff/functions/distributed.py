@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from hodiff.engine.context import array_module
-from hodiff.engine.function import Function, Slot, float_dtype, traced
+from hodiff.engine.function import Function, Slot, float_dtype
+from hodiff.engine.tracing import traced
 from hodiff.engine.variable import Variable
 from hodiff.training.distributed import Communicator
 

@@ -21,7 +21,8 @@ import numpy as np
 
 from hodiff.engine import batching as _batching
 from hodiff.engine.context import array_module, get_default_context
-from hodiff.engine.function import Flags, Function, Slots, traced
+from hodiff.engine.function import Flags, Function, Slots
+from hodiff.engine.tracing import traced
 from hodiff.engine.variable import Variable
 from hodiff.functions._index_kernels import (  # noqa: F401 (re-exported: the array family uses them)
     IndexOutOfRangeError,

@@ -20,7 +20,8 @@ import numpy as np
 
 from hodiff.engine import batching as _batching
 from hodiff.engine.context import RAW, _mode, array_module
-from hodiff.engine.function import Flags, Function, Slots, float_dtype, traced
+from hodiff.engine.function import Flags, Function, Slots, float_dtype
+from hodiff.engine.tracing import traced
 from hodiff.engine.variable import Variable
 from hodiff.functions import array as _array
 from hodiff.functions import reduction as _reduction

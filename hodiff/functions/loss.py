@@ -15,8 +15,10 @@ from typing import Any
 import numpy as np
 
 from hodiff.engine import batching as _batching
+from hodiff.engine.arguments import as_variables
 from hodiff.engine.context import array_module
-from hodiff.engine.function import Flags, Function, Slots, as_variables, float_dtype, traced
+from hodiff.engine.function import Flags, Function, Slots, float_dtype
+from hodiff.engine.tracing import traced
 from hodiff.engine.variable import Variable
 from hodiff.functions import activation as _act
 from hodiff.functions import arithmetic as _arith

@@ -16,8 +16,9 @@ import numpy as np
 
 from hodiff.engine import batching as _batching
 from hodiff.engine.context import array_module
-from hodiff.engine.function import Function, Slot, float_dtype, traced
+from hodiff.engine.function import Function, Slot, float_dtype
 from hodiff.engine.random import node_generator
+from hodiff.engine.tracing import traced
 from hodiff.engine.variable import Variable
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions import indexing as _indexing

@@ -18,7 +18,8 @@ import numpy as np
 
 from hodiff.engine import batching as _batching
 from hodiff.engine.context import array_module, get_default_context
-from hodiff.engine.function import Function, Slot, traced
+from hodiff.engine.function import Function, Slot
+from hodiff.engine.tracing import traced
 from hodiff.engine.variable import Variable, as_variable
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions import array as _array

@@ -30,7 +30,8 @@ import numpy as np
 
 from hodiff.engine import batching as _batching
 from hodiff.engine.context import array_module
-from hodiff.engine.function import Flags, Function, Slots, float_dtype, shape_bound, traced
+from hodiff.engine.function import Flags, Function, Slots, float_dtype
+from hodiff.engine.tracing import shape_bound, traced
 from hodiff.engine.variable import Variable
 from hodiff.functions import array as _array
 from hodiff.functions import indexing as _indexing

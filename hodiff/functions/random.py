@@ -26,8 +26,9 @@ import numpy as np
 
 from hodiff.engine import batching as _batching
 from hodiff.engine.context import get_default_context
-from hodiff.engine.function import Function, traced
+from hodiff.engine.function import Function
 from hodiff.engine.random import node_generator
+from hodiff.engine.tracing import traced
 from hodiff.engine.variable import Variable
 from hodiff.functions.arithmetic import check_scalar
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from hodiff.engine.function import traced
+from hodiff.engine.tracing import traced
 from hodiff.engine.variable import Variable, as_variable
 from hodiff.functions.activation import relu, sigmoid
 from hodiff.functions.array import concatenate, reshape, split, stack, transpose

@@ -19,7 +19,8 @@ import numpy as np
 
 from hodiff.engine import batching as _batching
 from hodiff.engine.context import array_module
-from hodiff.engine.function import Function, Slot, float_dtype, traced
+from hodiff.engine.function import Function, Slot, float_dtype
+from hodiff.engine.tracing import traced
 from hodiff.engine.variable import Variable
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions import array as _array

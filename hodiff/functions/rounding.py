@@ -19,8 +19,9 @@ from typing import Any
 import numpy as np
 
 from hodiff.engine import batching as _batching
+from hodiff.engine.arguments import array_module_of
 from hodiff.engine.context import array_module
-from hodiff.engine.function import Elementwise, Flags, Function, Slots, array_module_of, float_dtype
+from hodiff.engine.function import Elementwise, Flags, Function, Slots, float_dtype
 from hodiff.engine.variable import Variable
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions import array as _array

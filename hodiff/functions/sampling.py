@@ -21,7 +21,8 @@ import numpy as np
 
 from hodiff.engine import batching as _batching
 from hodiff.engine.context import array_module, get_default_context
-from hodiff.engine.function import Function, shape_bound, traced
+from hodiff.engine.function import Function
+from hodiff.engine.tracing import shape_bound, traced
 from hodiff.engine.variable import Variable
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions import array as _array

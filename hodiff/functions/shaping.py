@@ -18,8 +18,10 @@ from typing import Any
 import numpy as np
 
 from hodiff.engine import batching as _batching
+from hodiff.engine.arguments import array_module_of
 from hodiff.engine.context import get_default_context
-from hodiff.engine.function import Flags, Function, Slots, array_module_of, traced
+from hodiff.engine.function import Flags, Function, Slots
+from hodiff.engine.tracing import traced
 from hodiff.engine.variable import Variable
 from hodiff.functions import array as _array
 from hodiff.functions.indexing import as_ints, normalize_axis, shape_of

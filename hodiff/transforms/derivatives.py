@@ -40,6 +40,7 @@ import numpy as np
 
 import hodiff.functions as F
 from hodiff.engine import api
+from hodiff.engine.arguments import array_module_of
 from hodiff.engine.autograd import grad
 from hodiff.engine.context import (
     array_module,
@@ -47,7 +48,6 @@ from hodiff.engine.context import (
     get_auto_forward,
     no_grad,
 )
-from hodiff.engine.function import array_module_of
 from hodiff.engine.variable import Variable
 from hodiff.functions import array, shaping
 from hodiff.transforms import taylor as _taylor

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from hodiff import functions as F
+from hodiff.engine.arguments import array_module_of
 from hodiff.engine.autograd import grad
-from hodiff.engine.function import array_module_of
 from hodiff.engine.variable import Variable
 from hodiff.transforms import taylor as _taylor
 from hodiff.transforms.derivatives import hvp

@@ -65,9 +65,10 @@ import numpy as np
 from hodiff import functions as F
 from hodiff.engine import api
 from hodiff.engine import batching as _batching
+from hodiff.engine.arguments import array_module_of
 from hodiff.engine.autograd import grad as _autograd_grad
 from hodiff.engine.context import auto_forward
-from hodiff.engine.function import Elementwise, Function, array_module_of
+from hodiff.engine.function import Elementwise, Function
 from hodiff.engine.variable import Variable
 from hodiff.functions import linalg as _linalg
 

@@ -25,7 +25,7 @@ import copy
 from typing import Any
 
 from hodiff.engine import api
-from hodiff.engine.function import array_module_of
+from hodiff.engine.arguments import array_module_of
 from hodiff.engine.variable import Variable
 from hodiff.transforms import taylor as _taylor
 from hodiff.transforms.checkpointing.replay import replay

@@ -14,7 +14,8 @@ from typing import Any
 
 from hodiff.engine import api
 from hodiff.engine import random as _random
-from hodiff.engine.function import Function, array_module_of
+from hodiff.engine.arguments import array_module_of
+from hodiff.engine.function import Function
 from hodiff.engine.variable import Variable
 
 __all__ = [

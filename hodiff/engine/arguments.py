@@ -1,0 +1,110 @@
+"""A function's arguments as Variables: constants wrapped where the inputs live.
+
+A primitive called with Python numbers, lists or arrays wraps them as constant leaves
+(:func:`wrap`): a Python number takes the float dtype of the array arguments (numpy's
+weak-scalar rule), and a constant goes to the device of the arrays (:func:`array_module_of`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from hodiff.engine.context import array_module, get_default_context
+from hodiff.engine.variable import Variable, as_variable
+
+__all__ = ["array_module_of", "as_variables", "check_devices", "wrap"]
+
+
+def check_devices(name: str, inputs: Sequence[Variable], error: Exception) -> None:
+    """After a failed forward: a clear TypeError when numpy and cupy inputs were mixed."""
+    kinds = ["cupy" if type(x._data).__module__.startswith("cupy") else "numpy" for x in inputs]
+    if len(set(kinds)) > 1:
+        where = ", ".join(
+            f"input {i} {k} {x.shape} {x.dtype}"
+            for i, (k, x) in enumerate(zip(kinds, inputs, strict=True))
+        )
+        raise TypeError(
+            f"{name}: inputs live on different devices ({where}); move Variables with "
+            "Variable.from_array(cupy.asarray(v.d)) or build them in one context"
+        ) from error
+
+
+def wrap(value: Any, args: Sequence[Any]) -> Variable:
+    """A constant leaf for a non-Variable argument; a Python scalar, or a list of Python
+    floats, takes the float dtype of the array arguments (numpy's weak-scalar rule, extended
+    to lists: Python numbers have no dtype of their own), so ``where(c, gy, 0.0)`` keeps gy's
+    dtype and ``x32 - [1.0, 2.0]`` stays float32. Alone, Python numbers and lists are what
+    numpy makes of them (float64 for floats), in every spelling.
+
+    A constant goes where the array arguments are: next to a cupy array, a scalar or a numpy
+    array (a mask, an index array made by a composed function) becomes a cupy array.
+    """
+    if isinstance(value, bool | int | float):
+        return _wrap_number(value, args)
+    if isinstance(value, list):
+        a = np.asarray(value)
+        if a.dtype.kind == "f":  # a list of ints stays ints (labels, indices)
+            dtype = _float_dtype_of([b for b in args if b is not value])
+            if dtype is not None:
+                a = a.astype(dtype, copy=False)
+        return Variable.from_array(array_module_of(*args).asarray(a), copy=False)
+    if isinstance(value, np.ndarray | np.generic):
+        xp = array_module_of(*args)
+        if xp is not np:
+            return Variable.from_array(xp.asarray(value), copy=False)
+    return as_variable(value)
+
+
+def _float_dtype_of(args: Sequence[Any]) -> Any:
+    """The dtype of the first float array (or Variable) among ``args``; None for none."""
+    for a in args:
+        dtype = getattr(a, "dtype", None)
+        if dtype is not None and dtype.kind == "f":
+            return dtype
+    return None
+
+
+def _wrap_number(value: bool | int | float, args: Sequence[Any]) -> Variable:
+    """:func:`wrap` of a Python number: in the float dtype of the first float argument, on
+    its device; alone, what numpy makes of it.
+    """
+    for a in args:
+        dtype = getattr(a, "dtype", None)
+        if dtype is not None and dtype.kind == "f":
+            d = a._data if isinstance(a, Variable) else a
+            xp = np if type(d) is np.ndarray else array_module_of(*args)  # numpy: no search
+            return Variable.from_array(xp.asarray(value, dtype=dtype))
+    xp = array_module_of(*args)
+    if xp is not np:
+        return Variable.from_array(xp.asarray(np.asarray(value)), copy=False)
+    return as_variable(value)
+
+
+def as_variables(*values: Any) -> list[Variable]:
+    """``values`` as Variables by the rule of a function's arguments (:func:`wrap`): for a
+    composed function that needs its operands as Variables before calling primitives (a
+    Python number or list of floats next to a float32 Variable is float32).
+    """
+    return [v if isinstance(v, Variable) else wrap(v, values) for v in values]
+
+
+def array_module_of(*values: Any) -> Any:
+    """numpy or cupy: cupy if any of ``values`` has a cupy array (a bare array, a Variable's
+    value, or the batched value of a Variable inside ``hd.vmap``), else numpy; the context's
+    module when none has an array yet (a static graph before its forward).
+
+    Composed functions make their constants (masks, index arrays) with it, so that they live
+    where the inputs do.
+    """
+    found = None
+    for a in values:
+        while isinstance(a, Variable):
+            a = a._data if a._data is not None else getattr(a, "_value", None)
+        if a is not None and hasattr(a, "shape"):
+            found = array_module(a)
+            if found is not np:  # a GPU array anywhere wins over host arrays
+                return found
+    return found if found is not None else get_default_context().xp
