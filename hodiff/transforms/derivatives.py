@@ -84,7 +84,7 @@ def _inputs(name: str, inputs: Any, keep: bool = False) -> tuple[list[Variable],
     xs: list[Variable] = []
     keep = keep or inside_vmap()  # inside hd.vmap the results stay connected to the caller
     for i, a in enumerate(items):
-        x = _input_leaf(name, a, _label(i, multi), keep)
+        x = _input_leaf(name, a, i, multi, keep)
         if x.dtype.kind != "f":
             raise TypeError(
                 f"{name}: {_label(i, multi)} has dtype {x.dtype}; derivatives need float inputs"
@@ -93,10 +93,10 @@ def _inputs(name: str, inputs: Any, keep: bool = False) -> tuple[list[Variable],
     return xs, multi
 
 
-def _input_leaf(name: str, a: Any, label: str, keep: bool) -> Variable:
+def _input_leaf(name: str, a: Any, i: int, multi: bool, keep: bool) -> Variable:
     """The Variable a transform differentiates for the input ``a`` (see :func:`_inputs`)."""
     if type(a) is BatchedVariable:
-        _check_alive(name, a, label)
+        _check_alive(name, a, _label(i, multi))
         return a
     if isinstance(a, Variable) and keep:
         return a

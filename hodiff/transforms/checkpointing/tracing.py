@@ -38,7 +38,7 @@ def trace(
     start = api.clock()
     vjp = node.f if isinstance(node.f, Vjp) else None
     kind, outs, traced = traced_call(node, leaves, vjp)
-    specs = specs_of(node.name, outs)
+    specs = specs_of(node, outs)
     values = [api.value_of(o) for o in outs]
     if any(a is None for a in values):
         values = None  # type: ignore[assignment]
@@ -52,7 +52,7 @@ def trace(
         del fouts
     del outs, leaves, made, traced  # they would keep f's graph alive
     externals = alive(found)
-    check_externals(node.name, externals, xs)
+    check_externals(node, externals, xs)
     return kind, specs, values, externals, kept
 
 
@@ -73,13 +73,13 @@ def traced_call(
     return kind, outs, traced
 
 
-def specs_of(name: str, outs: list[Variable]) -> list[Spec]:
+def specs_of(node: Any, outs: list[Variable]) -> list[Spec]:
     """Each output's shape and dtype; raises TypeError for one that is not float."""
     specs: list[Spec] = []
     for k, o in enumerate(outs):
         if o.dtype.kind != "f":
             raise TypeError(
-                f"{name}: output {k} of f has dtype {o.dtype} (shape {o.shape}); a "
+                f"{node.name}: output {k} of f has dtype {o.dtype} (shape {o.shape}); a "
                 "checkpointed function returns float Variables (compute integer results "
                 "outside it)"
             )
@@ -87,13 +87,13 @@ def specs_of(name: str, outs: list[Variable]) -> list[Spec]:
     return specs
 
 
-def check_externals(name: str, externals: list[Any], xs: list[Variable]) -> None:
+def check_externals(node: Any, externals: list[Any], xs: list[Variable]) -> None:
     """Raises NotImplementedError for a mapped variable (``hd.vmap``) that ``f`` reached
     without being given it.
     """
     for v in externals:
         if type(v) is BatchedVariable and not any(v is x for x in xs):
             raise NotImplementedError(
-                f"{name}: inside hd.vmap, f uses a mapped variable it was not given "
+                f"{node.name}: inside hd.vmap, f uses a mapped variable it was not given "
                 f"(shape {v.shape}, dtype {v.dtype}); pass it to hd.checkpoint as an argument"
             )
