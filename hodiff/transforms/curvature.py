@@ -526,32 +526,9 @@ def density(
 
     """
     name = "curvature.density"
-    for arg, value in (("n_probes", n_probes), ("n_steps", n_steps), ("n_grid", n_grid)):
-        if not isinstance(value, int | np.integer) or value < 1:
-            raise ValueError(f"{name}: {arg} must be a positive integer, got {value!r}")
-    if sigma is not None and not sigma > 0:
-        raise ValueError(f"{name}: sigma must be positive, got {sigma!r}")
-    if grid is not None:
-        refuse_batched(name, "grid", grid, _NOT_PER_EXAMPLE)
-        grid = np.array(_host(grid), dtype=np.float64)  # a copy: the caller keeps theirs
-        if grid.ndim != 1 or grid.size < 2 or np.any(np.diff(grid) <= 0):
-            raise ValueError(
-                f"{name}: grid must be a 1-d increasing array of 2 or more points, "
-                f"got shape {grid.shape}"
-            )
+    grid = _density_args(name, n_probes, n_steps, n_grid, sigma, grid)
     op = _Hessian(name, loss, params, data)
-    rng = np.random.default_rng(seed)
-    m = min(int(n_steps), op.n)
-    nodes, weights = [], []
-    for _ in range(int(n_probes)):
-        kry = _Krylov(op, m, rng)
-        v = _rademacher(op.xp, rng, op.n)
-        kry.grow(v / math.sqrt(op.n), m, restart_on_breakdown=False)
-        theta, s = kry.ritz()
-        nodes.append(theta)
-        weights.append(s[0] ** 2)
-    theta_all = np.concatenate(nodes)
-    w_all = np.concatenate(weights) / n_probes
+    theta_all, w_all = _quadrature(op, int(n_probes), int(n_steps), seed)
     lo, hi = float(theta_all.min()), float(theta_all.max())
     if sigma is None:
         sigma = 0.01 * (hi - lo) if hi > lo else 0.01 * max(abs(hi), 1e-12)
@@ -573,6 +550,49 @@ def density(
             stacklevel=2,
         )
     return grid, values / mass
+
+
+def _density_args(
+    name: str, n_probes: Any, n_steps: Any, n_grid: Any, sigma: Any, grid: Any
+) -> np.ndarray | None:
+    """Checks :func:`density`'s arguments (ValueError naming the first wrong one); returns
+    ``grid`` as a float64 numpy copy (None: the default grid).
+    """
+    for arg, value in (("n_probes", n_probes), ("n_steps", n_steps), ("n_grid", n_grid)):
+        if not isinstance(value, int | np.integer) or value < 1:
+            raise ValueError(f"{name}: {arg} must be a positive integer, got {value!r}")
+    if sigma is not None and not sigma > 0:
+        raise ValueError(f"{name}: sigma must be positive, got {sigma!r}")
+    if grid is None:
+        return None
+    refuse_batched(name, "grid", grid, _NOT_PER_EXAMPLE)
+    grid = np.array(_host(grid), dtype=np.float64)  # a copy: the caller keeps theirs
+    if grid.ndim != 1 or grid.size < 2 or np.any(np.diff(grid) <= 0):
+        raise ValueError(
+            f"{name}: grid must be a 1-d increasing array of 2 or more points, "
+            f"got shape {grid.shape}"
+        )
+    return grid
+
+
+def _quadrature(
+    op: _Hessian, n_probes: int, n_steps: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The Gauss quadrature of ``n_probes`` Lanczos runs of ``n_steps`` (at most ``n``) from
+    normalized Rademacher vectors: all the nodes ``theta_j`` and their weights ``s_j[0]^2 /
+    n_probes`` (each probe's sum to ``1 / n_probes``).
+    """
+    rng = np.random.default_rng(seed)
+    m = min(n_steps, op.n)
+    nodes, weights = [], []
+    for _ in range(n_probes):
+        kry = _Krylov(op, m, rng)
+        v = _rademacher(op.xp, rng, op.n)
+        kry.grow(v / math.sqrt(op.n), m, restart_on_breakdown=False)
+        theta, s = kry.ritz()
+        nodes.append(theta)
+        weights.append(s[0] ** 2)
+    return np.concatenate(nodes), np.concatenate(weights) / n_probes
 
 
 def plot_density(

@@ -84,28 +84,34 @@ def _inputs(name: str, inputs: Any, keep: bool = False) -> tuple[list[Variable],
     xs: list[Variable] = []
     keep = keep or inside_vmap()  # inside hd.vmap the results stay connected to the caller
     for i, a in enumerate(items):
-        x: Variable
-        if type(a) is BatchedVariable:
-            _check_alive(name, a, _label(i, multi))
-            x = a
-        elif isinstance(a, Variable) and keep:
-            x = a
-        elif isinstance(a, Variable):
-            x = a.unlinked(need_grad=True)
-            if api.value_of(x) is None:
-                api.set_value(x, a.d)
-        elif isinstance(a, bool | int | float | list) and not isinstance(a, np.generic):
-            # Python numbers have no dtype: float64, as numpy makes 2.0 (an int 2 too)
-            x = Variable.from_array(np.asarray(a, dtype=np.float64), need_grad=True)
-        else:  # the graph outlives the call only with keep: only then is a copy needed
-            x = Variable.from_array(a, copy=keep)
-            x.need_grad = x.dtype.kind == "f"  # (ints are refused below)
+        x = _input_leaf(name, a, i, multi, keep)
         if x.dtype.kind != "f":
             raise TypeError(
                 f"{name}: {_label(i, multi)} has dtype {x.dtype}; derivatives need float inputs"
             )
         xs.append(x)
     return xs, multi
+
+
+def _input_leaf(name: str, a: Any, i: int, multi: bool, keep: bool) -> Variable:
+    """The Variable a transform differentiates for the input ``a`` (see :func:`_inputs`)."""
+    if type(a) is BatchedVariable:
+        _check_alive(name, a, _label(i, multi))
+        return a
+    if isinstance(a, Variable) and keep:
+        return a
+    if isinstance(a, Variable):
+        x = a.unlinked(need_grad=True)
+        if api.value_of(x) is None:
+            api.set_value(x, a.d)
+        return x
+    if isinstance(a, bool | int | float | list) and not isinstance(a, np.generic):
+        # Python numbers have no dtype: float64, as numpy makes 2.0 (an int 2 too)
+        return Variable.from_array(np.asarray(a, dtype=np.float64), need_grad=True)
+    # the graph outlives the call only with keep: only then is a copy needed
+    x = Variable.from_array(a, copy=keep)
+    x.need_grad = x.dtype.kind == "f"  # (ints are refused by the caller)
+    return x
 
 
 def _value(y: Variable, xs: Sequence[Variable]) -> Any:
@@ -480,21 +486,9 @@ def hvp(f: Callable[..., Variable], inputs: Any, v: Any, mode: str = "rev-rev") 
         gs = grad(y, xs, allow_unused=True)
         if mode == "fwd-rev" and not batched:  # forward mode over the recorded gradient graph
             return _fwd_rev(y, gs, xs, vs, k, start, multi)
-        if mode == "rev-rev":
-            roots, wrt = gs, xs  # sum_j (d g_j / dx)^T v_j = H v
-        else:
-            xp = array_module_of(y, *xs)
-            us = [_seed_leaf(xp, x) for x in xs]
-            roots = grad(gs, xs, grad_outputs=us, allow_unused=True)  # H^T u, linear in u
-            wrt = us  # d(H^T u)/du applied to v = H v
+        roots, wrt = _hvp_roots(mode, y, gs, xs)
         if batched:
-            if k is None:
-                hv = grad(roots, wrt, grad_outputs=vs, allow_unused=True)
-            else:  # a batch of directions: a vmap over them, nested in the enclosing ones
-                hv = _vrows(
-                    roots, wrt, k, lambda a, b: [d if b - a == k else d[a:b] for d in vs], None
-                )
-            return y, _pack(hv, multi)
+            return y, _pack(_hvp_recorded(roots, wrt, vs, k), multi)
         if k is None:
             pullback = Pullback(roots, wrt)
             evaluate([y, *pullback.roots])
@@ -510,6 +504,29 @@ def hvp(f: Callable[..., Variable], inputs: Any, v: Any, mode: str = "rev-rev") 
         evaluate([y, *roots])
         hv = _batched_pass(roots, wrt, k, lambda a, b: [d[a:b] for d in vs], None, False)
     return _value(y, xs), _pack(hv, multi)
+
+
+def _hvp_roots(
+    mode: str, y: Variable, gs: list[Any], xs: list[Variable]
+) -> tuple[list[Any], list[Variable]]:
+    """The roots and the variables of the pass whose vjp of ``v`` is ``H v``: the gradient
+    ``g`` and ``x`` (``"rev-rev"``); otherwise ``H^T u`` and the seeds ``u``, linear in ``u``.
+    """
+    if mode == "rev-rev":
+        return gs, xs  # sum_j (d g_j / dx)^T v_j = H v
+    xp = array_module_of(y, *xs)
+    us = [_seed_leaf(xp, x) for x in xs]
+    roots = grad(gs, xs, grad_outputs=us, allow_unused=True)  # H^T u, linear in u
+    return roots, us  # d(H^T u)/du applied to v = H v
+
+
+def _hvp_recorded(roots: list[Any], wrt: list[Variable], vs: list[Any], k: int | None) -> Any:
+    """``H v`` inside ``hd.vmap``: the recorded vjp of ``vs`` (Variables), or for a batch of
+    ``k`` directions a vmap over them, nested in the enclosing ones.
+    """
+    if k is None:
+        return grad(roots, wrt, grad_outputs=vs, allow_unused=True)
+    return _vrows(roots, wrt, k, lambda a, b: [d if b - a == k else d[a:b] for d in vs], None)
 
 
 def _fwd_rev(

@@ -161,14 +161,7 @@ class JetPass:
         every other variable are dropped once its last consumer among ``nodes`` has run,
         so that a plain pass holds only a few layers' coefficients at a time.
         """
-        uses: dict[Variable, int] | None = None
-        if keep is not None:
-            uses = {}
-            for f in nodes:
-                for x in f.inputs:
-                    uses[x] = uses.get(x, 0) + 1
-            for v in keep:
-                uses[v] = uses.get(v, 0) + len(nodes) + 1  # never dropped
+        uses = None if keep is None else self._uses(nodes, keep)
         series = self.series
         token = None if self.record else api.raw_mode()
         if token is not None:
@@ -182,20 +175,41 @@ class JetPass:
                 if all(s is None for s in ins):
                     continue
                 outs = api.outputs_of(f)
-                result = _rule(self, f, ins, outs)
-                for o, s in zip(outs, result, strict=True):
-                    if o is not None and s is not None and any(c is not None for c in s):
-                        series[o] = s
+                self._store(outs, _rule(self, f, ins, outs))
                 if uses is not None:
-                    for x in f.inputs:
-                        left = uses[x] - 1
-                        uses[x] = left
-                        if left == 0:
-                            series.pop(x, None)
-                            self.alias.pop(x, None)
+                    self._release(f, uses)
         finally:
             if token is not None:
                 token.__exit__()
+
+    def _store(self, outs: list[Any], result: list[Any]) -> None:
+        """Keeps each output's coefficients unless every one is zero (None)."""
+        series = self.series
+        for o, s in zip(outs, result, strict=True):
+            if o is not None and s is not None and any(c is not None for c in s):
+                series[o] = s
+
+    def _release(self, f: Function, uses: dict[Variable, int]) -> None:
+        """Counts ``f``'s reads of its inputs and drops the coefficients (and aliases) of
+        those it was the last to read.
+        """
+        for x in f.inputs:
+            left = uses[x] - 1
+            uses[x] = left
+            if left == 0:
+                self.series.pop(x, None)
+                self.alias.pop(x, None)
+
+    @staticmethod
+    def _uses(nodes: Sequence[Function], keep: Sequence[Variable]) -> dict[Variable, int]:
+        """Per variable, how many of ``nodes`` read it; ``keep`` counted past any release."""
+        uses: dict[Variable, int] = {}
+        for f in nodes:
+            for x in f.inputs:
+                uses[x] = uses.get(x, 0) + 1
+        for v in keep:
+            uses[v] = uses.get(v, 0) + len(nodes) + 1  # never dropped
+        return uses
 
     def _follow_alias(self, f: Function) -> None:
         """Gives ``f``'s outputs aliases when one of its inputs has one: ``f`` linked again to
@@ -341,24 +355,34 @@ def _multilinear(jp: JetPass, f: Function, ins: list[Coeffs | None], outs: list[
     series = [ins[i] for i in which]
     out: Coeffs = []
     for k in range(1, jp.kk + 1):
-        per_dir: list[Any] = []
-        with_top: list[Any] = []
-        for js in _compositions(k, len(which)):
-            cs = [
-                v if j == 0 else (None if s is None else s[j - 1])
-                for v, s, j in zip(vals, series, js, strict=True)
-            ]
-            if any(c is None for c in cs):
-                continue
-            t = _product(jp, f, cs, js)
-            m = math.factorial(k) // math.prod(math.factorial(j) for j in js)
-            t = t if m == 1 else t * float(m)
-            (with_top if k in js else per_dir).append(t)
+        per_dir, with_top = _leibniz(jp, f, vals, series, k)
         for i, s in enumerate(ins):
             if i not in which and s is not None and s[k - 1] is not None:
                 with_top.append(_bias_term(f, s[k - 1]))
         out.append(jp.combine(k, per_dir, with_top))
     return [out]
+
+
+def _leibniz(
+    jp: JetPass, f: Function, vals: list[Any], series: list[Coeffs | None], k: int
+) -> tuple[list[Any], list[Any]]:
+    """The terms of Leibniz' rule of order ``k`` in the multilinear inputs (``vals``,
+    their coefficients ``series``): those without and those with a top coefficient.
+    """
+    per_dir: list[Any] = []
+    with_top: list[Any] = []
+    for js in _compositions(k, len(vals)):
+        cs = [
+            v if j == 0 else (None if s is None else s[j - 1])
+            for v, s, j in zip(vals, series, js, strict=True)
+        ]
+        if any(c is None for c in cs):
+            continue
+        t = _product(jp, f, cs, js)
+        m = math.factorial(k) // math.prod(math.factorial(j) for j in js)
+        t = t if m == 1 else t * float(m)
+        (with_top if k in js else per_dir).append(t)
+    return per_dir, with_top
 
 
 def _compositions(k: int, n: int) -> list[tuple[int, ...]]:
@@ -458,36 +482,15 @@ def _elementwise(jp: JetPass, f: Function, sx: Coeffs | None, y: Variable) -> Co
         m = _derivative(jp, f, jp.val(x), jp.val(y))
         return [None if c is None else c * m for c in sx]
     kk = jp.kk
-    z0 = _derivative(jp, f, jp.val(x), jp.val(y))
-    ds: list[Any] = [z0]  # f^(1), f^(2), ...
-    if kk >= 2:
-        xp = array_module_of(x)
-        ones = xp.ones((1, *x.shape), dtype=x.dtype if x.dtype.kind == "f" else np.float64)
-        unit = JetPass(kk, collapsed=False, record=jp.record)
-        unit.alias = jp.alias  # it reads the primal values as jp does
-        ds += [None if d is None else d[0] for d in _recurrence(unit, f, [ones], y, z0, True)[1:]]
+    ds = _unit_derivatives(jp, f, x, y)  # f^(1), f^(2), ...
     ys: Coeffs = []
-    one = _ONE
-    table: dict[tuple[int, int], Any] = {(0, 0): one}  # B_{n,m}, per direction
+    table: dict[tuple[int, int], Any] = {(0, 0): _ONE}  # B_{n,m}, per direction
     for k in range(1, kk + 1):
         terms = []
         for m in range(1, k + 1):
             d = ds[m - 1]
             summed = jp.top(k) and m >= 2  # sum_r B_{k,m}[r], without B_{k,m} in memory
-            total = None
-            for i in range(1, k - m + 2):
-                xi, b = sx[i - 1], table.get((k - i, m - 1))
-                if xi is None or b is None:
-                    continue
-                if summed:  # sum_r B_{k,m}[r]
-                    term = jp.sum_prod(xi, b)
-                elif b is one:
-                    term = xi
-                else:
-                    term = xi * b
-                c = comb(k - 1, i - 1)
-                term = term if c == 1 else term * float(c)
-                total = term if total is None else total + term
+            total = _bell(jp, sx, table, k, m, summed)
             if not summed:
                 table[(k, m)] = total
             if d is not None and total is not None:
@@ -497,6 +500,51 @@ def _elementwise(jp: JetPass, f: Function, sx: Coeffs | None, y: Variable) -> Co
 
 
 _ONE = object()  # B_{0,0} = 1
+
+
+def _unit_derivatives(jp: JetPass, f: Function, x: Variable, y: Variable) -> list[Any]:
+    """``f^(1)(x0), ..., f^(K)(x0)``: ``dydx`` and the jet of its graph along the unit
+    curve ``x0 + t`` (one direction), by :func:`_recurrence`.
+    """
+    kk = jp.kk
+    z0 = _derivative(jp, f, jp.val(x), jp.val(y))
+    ds: list[Any] = [z0]
+    if kk >= 2:
+        xp = array_module_of(x)
+        ones = xp.ones((1, *x.shape), dtype=x.dtype if x.dtype.kind == "f" else np.float64)
+        unit = JetPass(kk, collapsed=False, record=jp.record)
+        unit.alias = jp.alias  # it reads the primal values as jp does
+        ds += [None if d is None else d[0] for d in _recurrence(unit, f, [ones], y, z0, True)[1:]]
+    return ds
+
+
+def _bell(
+    jp: JetPass,
+    sx: Coeffs,
+    table: dict[tuple[int, int], Any],
+    k: int,
+    m: int,
+    summed: bool,
+) -> Any:
+    """``B_{k,m}(x_1, ..., x_{k-m+1}) = sum_i C(k-1, i-1) x_i B_{k-i,m-1}`` per direction
+    (from ``table``, the lower ones), or summed over the directions (``summed``); None
+    where every term is zero.
+    """
+    total = None
+    for i in range(1, k - m + 2):
+        xi, b = sx[i - 1], table.get((k - i, m - 1))
+        if xi is None or b is None:
+            continue
+        if summed:  # sum_r B_{k,m}[r]
+            term = jp.sum_prod(xi, b)
+        elif b is _ONE:
+            term = xi
+        else:
+            term = xi * b
+        c = comb(k - 1, i - 1)
+        term = term if c == 1 else term * float(c)
+        total = term if total is None else total + term
+    return total
 
 
 def _recurrence(
@@ -591,42 +639,58 @@ def _generic(jp: JetPass, f: Function, ins: list[Coeffs | None], outs: list[Any]
     if not sizes:  # every coefficient zero
         return [None] * len(outs)
     nr = max(sizes)
-    per: list[list[list[Any]]] = []  # per direction r: per output, coefficients 1..kk
     low = kk - 1 if jp.collapsed else kk  # orders computed per direction
-    for r in range(nr):
-        curves: list[Coeffs | None] = []
-        for s in ins:
-            if s is None:
-                curves.append(None)
-                continue
-            curves.append([_row(c, r) for c in s[:low]] + [None] * (kk - low))
-        per.append(_curve_derivatives(jp, f, curves, kk))
-    result: list[Any] = []
-    for i in range(len(outs)):
-        coeffs: Coeffs = []
-        for k in range(1, kk + 1):
-            rows = [per[r][i][k - 1] for r in range(nr)]
-            if any(v is None for v in rows):
-                coeffs.append(None)
-                continue
-            c = F.stack(*rows, axis=0) if nr > 1 else F.reshape(rows[0], (1, *rows[0].shape))
-            if jp.top(k):
-                c = jp.sum_dirs(c)
-            coeffs.append(c)
-        result.append(coeffs)
+    # per direction r: per output, coefficients 1..kk
+    per = [_curve_derivatives(jp, f, _curves(ins, r, low, kk), kk) for r in range(nr)]
+    result = [_stacked(jp, per, i, nr) for i in range(len(outs))]
     if jp.collapsed:  # + J x_K, from the summed top coefficients
-        tops: list[Coeffs | None] = [
-            None if s is None or s[kk - 1] is None else [_row(s[kk - 1], 0)] for s in ins
-        ]
-        if any(top is not None for top in tops):
-            d1 = _curve_derivatives(jp, f, tops, 1)
-            for i, di in enumerate(d1):
-                if di[0] is None:
-                    continue
-                t = F.reshape(di[0], (1, *di[0].shape))
-                old = result[i][kk - 1]
-                result[i][kk - 1] = t if old is None else old + t
+        _add_top(jp, f, ins, result)
     return result
+
+
+def _curves(ins: list[Coeffs | None], r: int, low: int, kk: int) -> list[Coeffs | None]:
+    """Per input, direction ``r``'s coefficients 1..``low`` (the rest zero), or None."""
+    curves: list[Coeffs | None] = []
+    for s in ins:
+        if s is None:
+            curves.append(None)
+            continue
+        curves.append([_row(c, r) for c in s[:low]] + [None] * (kk - low))
+    return curves
+
+
+def _stacked(jp: JetPass, per: list[list[list[Any]]], i: int, nr: int) -> Coeffs:
+    """Output ``i``'s coefficients 1..K, its ``nr`` directions' rows stacked on the direction
+    axis (summed at a collapsed top); None where a row is zero.
+    """
+    coeffs: Coeffs = []
+    for k in range(1, jp.kk + 1):
+        rows = [per[r][i][k - 1] for r in range(nr)]
+        if any(v is None for v in rows):
+            coeffs.append(None)
+            continue
+        c = F.stack(*rows, axis=0) if nr > 1 else F.reshape(rows[0], (1, *rows[0].shape))
+        if jp.top(k):
+            c = jp.sum_dirs(c)
+        coeffs.append(c)
+    return coeffs
+
+
+def _add_top(jp: JetPass, f: Function, ins: list[Coeffs | None], result: list[Any]) -> None:
+    """Adds ``J x_K`` to each output's top coefficient, from the inputs' summed tops."""
+    kk = jp.kk
+    tops: list[Coeffs | None] = [
+        None if s is None or s[kk - 1] is None else [_row(s[kk - 1], 0)] for s in ins
+    ]
+    if not any(top is not None for top in tops):
+        return
+    d1 = _curve_derivatives(jp, f, tops, 1)
+    for i, di in enumerate(d1):
+        if di[0] is None:
+            continue
+        t = F.reshape(di[0], (1, *di[0].shape))
+        old = result[i][kk - 1]
+        result[i][kk - 1] = t if old is None else old + t
 
 
 def _row(c: Any, r: int) -> Any:
@@ -641,37 +705,44 @@ def _curve_derivatives(
         dtypes = [x.dtype for x in f.inputs if x.dtype.kind == "f"]
         xp = array_module_of(*f.inputs)
         t = Variable.from_array(xp.zeros((), dtype=dtypes[0] if dtypes else np.float64), True)
-        args = []
-        for x, cs in zip(f.inputs, curves, strict=True):
-            x0 = jp.val(x) if jp.record else _leaf(api.value_of(x))
-            if cs is None or all(c is None for c in cs):
-                args.append(x0)
-                continue
-            acc: Any = None  # Horner: x1 + t/2 (x2 + t/3 (x3 + ...))
-            for k in range(len(cs), 0, -1):
-                c = cs[k - 1]
-                if c is not None and not jp.record:
-                    c = _const(c)
-                if acc is None:
-                    acc = c
-                elif c is None:
-                    acc = acc * t * (1.0 / (k + 1))
-                else:
-                    acc = c + acc * t * (1.0 / (k + 1))
-            args.append(x0 + acc * t if acc is not None else x0)
+        args = [_on_curve(jp, x, cs, t) for x, cs in zip(f.inputs, curves, strict=True)]
         g = _batching.renew(f)
         ys = _as_tuple(g(*args))
-        out: list[list[Any]] = []
-        for y in ys:
-            derivs: list[Any] = []
-            cur: Any = y
-            for _ in range(kk):
-                cur = None if cur is None else _d_dt(cur, t)
-                derivs.append(cur)
-            out.append(derivs)
+        out = [_t_derivatives(y, t, kk) for y in ys]
     if not jp.record:
         out = [[None if d is None else d.d for d in ds] for ds in out]
     return out
+
+
+def _on_curve(jp: JetPass, x: Variable, cs: Coeffs | None, t: Variable) -> Any:
+    """``x(t) = x0 + sum_k x_k t^k / k!`` (``cs``: ``x_1..x_K``, None where zero), by
+    Horner's scheme; ``x0`` itself when every coefficient is zero.
+    """
+    x0 = jp.val(x) if jp.record else _leaf(api.value_of(x))
+    if cs is None or all(c is None for c in cs):
+        return x0
+    acc: Any = None  # Horner: x1 + t/2 (x2 + t/3 (x3 + ...))
+    for k in range(len(cs), 0, -1):
+        c = cs[k - 1]
+        if c is not None and not jp.record:
+            c = _const(c)
+        if acc is None:
+            acc = c
+        elif c is None:
+            acc = acc * t * (1.0 / (k + 1))
+        else:
+            acc = c + acc * t * (1.0 / (k + 1))
+    return x0 + acc * t if acc is not None else x0
+
+
+def _t_derivatives(y: Any, t: Variable, kk: int) -> list[Any]:
+    """``d^k y / dt^k`` for ``k = 1..kk``, nested first derivatives (None: zero)."""
+    derivs: list[Any] = []
+    cur: Any = y
+    for _ in range(kk):
+        cur = None if cur is None else _d_dt(cur, t)
+        derivs.append(cur)
+    return derivs
 
 
 def _const(a: Any) -> Any:

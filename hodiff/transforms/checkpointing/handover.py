@@ -242,12 +242,7 @@ def vjp_values(
     recompute ``f``.
     """
     assert isinstance(node.f, Vjp)
-    fwd = node.f.node
-    n_v, n_c = len(node.positions), len(fwd.positions)
-    known = node.inputs
-    ids = {id(x) for x in fwd.inputs}
-    # the wanted inputs F's part sends to: fwd's arguments and its externals
-    fw = [k for k, i in enumerate(wanted) if i < n_c or (i >= n_v and id(known[i]) in ids)]
+    fw = forward_wanted(node, wanted)
     if gnodes is None:
         gnodes = api.nodes_since(outs, linked)
     front = frontier(gnodes, start, linked) if fw else []
@@ -265,27 +260,78 @@ def vjp_values(
     if not pairs:
         return gs
     fvars, fgrads = [v for v, _ in pairs], [g for _, g in pairs]
-    if scope is not None and fwd not in scope.handoff and scope.visits(fwd):
-        size = sum(g.nbytes for g in fgrads)
-        budget = sum(
-            nbytes(known[wanted[j]].shape, api.grad_dtype(known[wanted[j]]))
-            for j in fw
-            if gs[j] is None
-        )
-        if size <= budget:
-            place = places(fouts, fvars, start, linked)
-            if place is not None:
-                # the values too, within the memory the pass has freed (the frontier
-                # replaces a gradient, so nothing else grows here), when fwd computes
-                # by its kept graph (which takes them; a run of f computes its own)
-                values = None
-                if fwd.kept is not None:
-                    values = read_values(place[2], scope.freed - held(scope) - size)
-                scope.handoff[fwd] = Handed(node, fwd, *place[:2], fgrads, values)
-                return gs
+    if hand_over(node, scope, fouts, fvars, fgrads, fw, wanted, gs, start, linked):
+        return gs
     trim([*fvars], start, linked)  # before F's part: the values F's rules do not read
     del fouts
-    fwrt = [wrt[j] for j in fw]
+    add_f_part(gs, [wrt[j] for j in fw], fw, fvars, fgrads, start)
+    return gs
+
+
+def forward_wanted(node: Any, wanted: list[int]) -> list[int]:
+    """The places in ``wanted`` of the inputs of ``node`` (the checkpoint of a :class:`Vjp`)
+    that F's part sends to: the arguments and the externals of its forward checkpoint.
+    """
+    fwd = node.f.node
+    n_v, n_c = len(node.positions), len(fwd.positions)
+    known = node.inputs
+    ids = {id(x) for x in fwd.inputs}
+    return [k for k, i in enumerate(wanted) if i < n_c or (i >= n_v and id(known[i]) in ids)]
+
+
+def hand_over(
+    node: Any,
+    scope: api.PassScope | None,
+    fouts: list[Variable],
+    fvars: list[Variable],
+    fgrads: list[Any],
+    fw: list[int],
+    wanted: list[int],
+    gs: list[Any],
+    start: int,
+    linked: int,
+) -> bool:
+    """Leaves F's part (the frontier ``fvars`` and its gradients ``fgrads``) to the forward
+    checkpoint of the segment in ``scope``, when the pass visits it later and the frontier
+    takes no more memory than the gradients it replaces (see :func:`vjp_values`); whether
+    it did.
+    """
+    fwd = node.f.node
+    if scope is None or fwd in scope.handoff or not scope.visits(fwd):
+        return False
+    size = sum(g.nbytes for g in fgrads)
+    known = node.inputs
+    budget = sum(
+        nbytes(known[wanted[j]].shape, api.grad_dtype(known[wanted[j]]))
+        for j in fw
+        if gs[j] is None
+    )
+    if size > budget:
+        return False
+    place = places(fouts, fvars, start, linked)
+    if place is None:
+        return False
+    # the values too, within the memory the pass has freed (the frontier replaces a
+    # gradient, so nothing else grows here), when fwd computes by its kept graph (which
+    # takes them; a run of f computes its own)
+    values = None
+    if fwd.kept is not None:
+        values = read_values(place[2], scope.freed - held(scope) - size)
+    scope.handoff[fwd] = Handed(node, fwd, *place[:2], fgrads, values)
+    return True
+
+
+def add_f_part(
+    gs: list[Any],
+    fwrt: list[Variable],
+    fw: list[int],
+    fvars: list[Variable],
+    fgrads: list[Any],
+    start: int,
+) -> None:
+    """F's part of the pass: the frontier's gradients carried on to ``fwrt`` (the wanted
+    inputs at the places ``fw``) through F's rules, added to their gradients in ``gs``.
+    """
     plan = segment_plan(fvars, fwrt, start)
     more = api.grad_values(fvars, fwrt, fgrads, plan, clear_buffer=True)  # nor F's
     del plan
@@ -299,4 +345,3 @@ def vjp_values(
             h += g  # h is this pass's own (grad_values shares it with nothing)
         else:
             gs[j] = h + g
-    return gs

@@ -209,18 +209,16 @@ class Kept:
         value links gradient nodes that read it), so the values computed are the same.
         """
         plan = api.plan(roots, wrt, self.nodes)
-        read: set[Variable] = set()  # the values the pass's rules read
-        go: set[Function] = set()  # the nodes whose rules read their own outputs
-        for f in plan.nodes:
-            n = f.need_inputs
-            if n is True:
-                read.update(f.inputs)
-            elif n is not False:
-                read.update([x for i, x in enumerate(f.inputs) if i in n])
-            if f.need_outputs:
-                go.add(f)
+        read, go = reads_of(plan.nodes)
+        run = self.to_run(read, go, bound or set())
+        return plan, (run, frees_of(run, read))
+
+    def to_run(self, read: set[Variable], go: set[Function], bound: set[int]) -> list[Function]:
+        """The kept nodes, in creation order, that compute a value the pass reads (``read``;
+        every output of the nodes ``go``) or that a later one computes from, and whose
+        needed outputs are not all ``bound``.
+        """
         needed = set(read)
-        bound = bound or set()
         run: list[Function] = []
         for f in reversed(self.nodes):
             wants = [o for o in api.outputs_of(f) if o is not None]
@@ -230,7 +228,24 @@ class Kept:
                 run.append(f)
                 needed.update(f.inputs)
         run.reverse()
-        return plan, (run, frees_of(run, read))
+        return run
+
+
+def reads_of(nodes: Sequence[Function]) -> tuple[set[Variable], set[Function]]:
+    """The values the rules of ``nodes`` read, and the nodes whose rules read their own
+    outputs.
+    """
+    read: set[Variable] = set()
+    go: set[Function] = set()
+    for f in nodes:
+        n = f.need_inputs
+        if n is True:
+            read.update(f.inputs)
+        elif n is not False:
+            read.update([x for i, x in enumerate(f.inputs) if i in n])
+        if f.need_outputs:
+            go.add(f)
+    return read, go
 
 
 #: the nodes to compute, in order, and per node the values to free once it ran

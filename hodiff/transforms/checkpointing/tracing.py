@@ -37,23 +37,8 @@ def trace(
     leaves = [x.unlinked() for x in xs]
     start = api.clock()
     vjp = node.f if isinstance(node.f, Vjp) else None
-    if vjp is not None:
-        vjp.traced = []
-    try:
-        kind, outs = as_outputs(node.name, call_f(node, leaves))
-        traced = vjp.traced if vjp is not None else None
-    finally:
-        if vjp is not None:
-            vjp.traced = None
-    specs: list[Spec] = []
-    for k, o in enumerate(outs):
-        if o.dtype.kind != "f":
-            raise TypeError(
-                f"{node.name}: output {k} of f has dtype {o.dtype} (shape {o.shape}); a "
-                "checkpointed function returns float Variables (compute integer results "
-                "outside it)"
-            )
-        specs.append((o.shape, o.dtype))
+    kind, outs, traced = traced_call(node, leaves, vjp)
+    specs = specs_of(node, outs)
     values = [api.value_of(o) for o in outs]
     if any(a is None for a in values):
         values = None  # type: ignore[assignment]
@@ -65,12 +50,50 @@ def trace(
         fouts, linked = traced or ([], -1)
         kept = Kept.of(leaves, outs, start, xs, fouts, linked, None if vjp else made)
         del fouts
-    del outs, leaves, o, made, traced  # they would keep f's graph alive (o: the last output)
+    del outs, leaves, made, traced  # they would keep f's graph alive
     externals = alive(found)
+    check_externals(node, externals, xs)
+    return kind, specs, values, externals, kept
+
+
+def traced_call(
+    node: Any, leaves: list[Variable], vjp: Vjp | None
+) -> tuple[type | None, list[Variable], Any]:
+    """``node.f`` run on ``leaves``: the container type of its result, its outputs, and,
+    for a recorded gradient (``vjp``), what its run traced (``Vjp.traced``).
+    """
+    if vjp is not None:
+        vjp.traced = []
+    try:
+        kind, outs = as_outputs(node.name, call_f(node, leaves))
+        traced = vjp.traced if vjp is not None else None
+    finally:
+        if vjp is not None:
+            vjp.traced = None
+    return kind, outs, traced
+
+
+def specs_of(node: Any, outs: list[Variable]) -> list[Spec]:
+    """Each output's shape and dtype; raises TypeError for one that is not float."""
+    specs: list[Spec] = []
+    for k, o in enumerate(outs):
+        if o.dtype.kind != "f":
+            raise TypeError(
+                f"{node.name}: output {k} of f has dtype {o.dtype} (shape {o.shape}); a "
+                "checkpointed function returns float Variables (compute integer results "
+                "outside it)"
+            )
+        specs.append((o.shape, o.dtype))
+    return specs
+
+
+def check_externals(node: Any, externals: list[Any], xs: list[Variable]) -> None:
+    """Raises NotImplementedError for a mapped variable (``hd.vmap``) that ``f`` reached
+    without being given it.
+    """
     for v in externals:
         if type(v) is BatchedVariable and not any(v is x for x in xs):
             raise NotImplementedError(
                 f"{node.name}: inside hd.vmap, f uses a mapped variable it was not given "
                 f"(shape {v.shape}, dtype {v.dtype}); pass it to hd.checkpoint as an argument"
             )
-    return kind, specs, values, externals, kept
