@@ -34,7 +34,8 @@ from hodiff.engine.context import NO_GRAD, RAW, STATIC, TRUSTED, _mode
 from hodiff.engine.function import Function
 from hodiff.engine.order import nodes_since, topological_order
 from hodiff.engine.plan import plan, unused_inputs
-from hodiff.engine.reverse import PassScope, Pullback, current_pass, grad_graph, grad_values
+from hodiff.engine.recorded import Pullback, grad_graph, grad_values
+from hodiff.engine.reverse import PassScope, current_pass
 from hodiff.engine.run import forward
 from hodiff.engine.variable import Variable
 

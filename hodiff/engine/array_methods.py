@@ -371,7 +371,7 @@ class Registry:
 
 #: what Variable's methods call: the engine registers the passes (``forward`` from
 #: ``hodiff.engine.run``, ``backward`` from ``hodiff.engine.reverse``) and the record of shape
-#: changes (``record_shape_change``, ``hodiff.engine.follow``); ``hodiff.functions`` the
+#: changes (``reset_shape``, ``hodiff.engine.follow``); ``hodiff.functions`` the
 #: functions behind the operators and numpy-style methods (``x + y`` is ``Add2()(x, y)``,
 #: ``x @ w`` is ``matmul``, ``x[i]`` is ``getitem``, ``x.sum()`` is ``sum``)
 methods: Any = Registry("Variable", "hodiff.engine / hodiff.functions")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from hodiff.engine import checks, follow, reverse
+from hodiff.engine import checks, follow, recorded, reverse
 from hodiff.engine import plan as planning
 from hodiff.engine.arguments import array_module_of
 from hodiff.engine.context import get_auto_forward, is_recording
@@ -152,7 +152,7 @@ def _grad(
     if create_graph:
         if get_auto_forward():  # a static graph's .forward() recomputes freed values
             checks.check_values(plan, "grad")
-        results = reverse.grad_graph(outs, ins, seeds, plan)
+        results = recorded.grad_graph(outs, ins, seeds, plan)
     else:
         results = _grad_values(outs, ins, seeds, plan)
     out = []
@@ -195,7 +195,7 @@ def _grad_values(
             if type(v) is not Variable:  # a batched variable (hd.vmap)
                 return [
                     None if g is None else _in_dtype(g, x).unlinked(need_grad=False)  # type: ignore[union-attr]
-                    for x, g in zip(ins, reverse.grad_graph(outs, ins, seeds, plan), strict=True)
+                    for x, g in zip(ins, recorded.grad_graph(outs, ins, seeds, plan), strict=True)
                 ]
     for k, y in enumerate(outs):
         if y._data is None and y.parent is not None:
@@ -204,7 +204,7 @@ def _grad_values(
                 "in a static graph, call .forward() on it first"
             )
     checks.check_values(plan, "grad(create_graph=False)")
-    values = reverse.grad_values(outs, ins, [s.d for s in seeds], plan)
+    values = recorded.grad_values(outs, ins, [s.d for s in seeds], plan)
     return [None if g is None else Variable.from_array(g, copy=False) for g in values]
 
 

@@ -17,6 +17,7 @@ undone first.
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -29,7 +30,7 @@ from hodiff.engine.clock import CLOCK
 from hodiff.engine.context import _auto_forward
 from hodiff.engine.function import Function, _Out
 from hodiff.engine.order import topological_order
-from hodiff.engine.variable import SHAPE_HISTORY, ShapeResetError, Variable
+from hodiff.engine.variable import SHAPE_HISTORY, ShapeResetError, Variable, _check_shape
 
 __all__ = ["follow_shapes", "record_shape_change", "shape_changes", "shapes_current"]
 
@@ -55,6 +56,35 @@ def record_shape_change(v: Variable, t: int, before: tuple[int, ...]) -> None:
     if len(history) > SHAPE_HISTORY + 1:
         drop = len(history) - SHAPE_HISTORY
         history[:drop] = [(history[drop - 1][0], None)]
+
+
+def reset_shape(v: Variable, shape: Any, force: bool) -> None:
+    """:meth:`Variable.reset_shape`: ``v``'s new shape, recorded on the clock for the graphs
+    built on it to follow at their next forward.
+    """
+    new = _check_shape(shape)
+    old = v._shape
+    if v.parent is not None:
+        raise ValueError(
+            f"Variable.reset_shape: this Variable (shape {old}) is the output of "
+            f"{v.parent.name}; only a leaf's shape can be reset (the outputs follow "
+            "at the next .forward())"
+        )
+    same_size = math.prod(new) == math.prod(old)
+    if not same_size and not force:
+        raise ValueError(
+            f"Variable.reset_shape: shape {new} has {math.prod(new)} elements, the "
+            f"Variable's shape {old} has {math.prod(old)}; pass force=True to change "
+            "the size (the value is then dropped)"
+        )
+    if new == old:
+        return
+    t = CLOCK.reshaped()
+    record_shape_change(v, t, old)
+    v._data = v._data.reshape(new) if same_size and v._data is not None else None
+    v._shape = new
+    v._grad = None
+    v._version = CLOCK.last_write = t
 
 
 def shape_changes(v: Variable) -> list[tuple[int, tuple[int, ...] | None]]:
@@ -350,4 +380,4 @@ def _check_follows(f: Function, seen: Shapes, now: Shapes) -> None:
         )
 
 
-_variable.register(record_shape_change=record_shape_change)  # Variable.reset_shape
+_variable.register(reset_shape=reset_shape)  # Variable.reset_shape

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -32,13 +31,6 @@ class ShapeResetError(ValueError):
 #: the shape changes a variable remembers (``hodiff.engine.follow``): a node made before
 #: them that has not run since cannot follow (it raises ShapeResetError)
 SHAPE_HISTORY = 32
-
-
-def record_shape_change(v: Variable, t: int, before: tuple[int, ...]) -> None:
-    """Notes that ``v`` changed shape at clock time ``t``, from ``before`` (kept by
-    ``hodiff.engine.follow``, which registers it).
-    """
-    _impl.record_shape_change(v, t, before)
 
 
 class _Freed:
@@ -453,29 +445,7 @@ class Variable(ArrayMethods):
             ValueError: this Variable is not a leaf (its shape follows its inputs'), or
                 the size changes without ``force=True``.
         """
-        new = _check_shape(shape)
-        old = self._shape
-        if self.parent is not None:
-            raise ValueError(
-                f"Variable.reset_shape: this Variable (shape {old}) is the output of "
-                f"{self.parent.name}; only a leaf's shape can be reset (the outputs follow "
-                "at the next .forward())"
-            )
-        same_size = math.prod(new) == math.prod(old)
-        if not same_size and not force:
-            raise ValueError(
-                f"Variable.reset_shape: shape {new} has {math.prod(new)} elements, the "
-                f"Variable's shape {old} has {math.prod(old)}; pass force=True to change "
-                "the size (the value is then dropped)"
-            )
-        if new == old:
-            return
-        t = CLOCK.reshaped()
-        _impl.record_shape_change(self, t, old)
-        self._data = self._data.reshape(new) if same_size and self._data is not None else None
-        self._shape = new
-        self._grad = None
-        self._version = CLOCK.last_write = t
+        _impl.reset_shape(self, shape, force)  # hodiff.engine.follow
 
     def zero_grad(self) -> None:
         """Sets ``.g`` to zeros (lazily: the buffer is dropped and re-made on read or write)."""
