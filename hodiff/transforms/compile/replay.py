@@ -28,12 +28,21 @@ _FLOAT64 = np.dtype(np.float64)
 
 
 def run_step(node: Function, xs: Sequence[Any], specs: Sequence[tuple[Any, Any]]) -> list[Any]:
-    """The outputs of ``node`` on the arrays ``xs``, as a static graph's forward stores them:
-    numpy scalars made 0-d arrays, floats in their declared dtype (numpy computes float16
-    from small integers where float64 is declared: the kernel then runs on floats).
+    """The outputs of ``node`` on the arrays ``xs``, as a static graph's forward stores them
+    (:func:`fixed_outputs`).
     """
     ys: list[Any] = [None] * len(specs)
     node.forward_impl(xs, ys)
+    return fixed_outputs(node, xs, ys, specs)
+
+
+def fixed_outputs(
+    node: Function, xs: Sequence[Any], ys: list[Any], specs: Sequence[tuple[Any, Any]]
+) -> list[Any]:
+    """The kernel's outputs ``ys`` fixed up as a static graph's forward stores them: numpy
+    scalars made 0-d arrays, floats in their declared dtype (numpy computes float16 from
+    small integers where float64 is declared: the kernel then runs again on floats).
+    """
     ys = [np.asarray(y) if type(y) is not np.ndarray and array_module(y) is np else y for y in ys]
     declared = [np.dtype(d) for _, d in specs]
     if all(y.dtype == d or d.kind != "f" for y, d in zip(ys, declared, strict=True)):
@@ -81,7 +90,8 @@ def interpret(
                 _plain(y, s) for y, s in zip(raw, specs, strict=True)
             ):
                 fixups.add(i)
-            ys = run_step(step.node, xs, specs) if fixups is None or i in fixups else raw
+            fix = fixups is None or i in fixups
+            ys = fixed_outputs(step.node, xs, raw, specs) if fix else raw
         for o, y in zip(step.outs, ys, strict=True):
             values[o] = y
 
