@@ -42,7 +42,7 @@ def _backend(where: str, backend: str) -> str:
     if backend == "fused":
         raise ImportError(
             f"{where}: backend 'fused' needs the optional extra 'jit' "
-            "(pip install 'hodiff[jit]'), which is not installed; backend='replay' needs "
+            '(pip install -e ".[jit]"), which is not installed; backend="replay" needs '
             "nothing more"
         )
     return "replay"
