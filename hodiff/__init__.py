@@ -26,6 +26,7 @@ from hodiff.engine.variable import ShapeResetError, Variable
 from hodiff.tools.check import GradcheckError, GradcheckReport, gradcheck, gradgradcheck
 from hodiff.tools.graphio import load_graph, save_graph, to_dot
 from hodiff.transforms.checkpointing import checkpoint
+from hodiff.transforms.compile import CompileError, TracingError, compile, jit
 from hodiff.transforms.derivatives import *  # noqa: F403
 from hodiff.transforms.operators import biharmonic, laplacian
 from hodiff.transforms.taylor import jet
@@ -42,6 +43,10 @@ __all__ = [
     "Variable",
     "auto_forward",
     "checkpoint",
+    "compile",
+    "CompileError",
+    "jit",
+    "TracingError",
     "context_scope",
     "curvature",
     "functions",

@@ -163,6 +163,9 @@ class Variable(ArrayMethods):
                 graph was not run yet, or ``clear_buffer=True`` freed it.
         """
         if self._data is None:
+            read = _impl.__dict__.get("unfilled_read")  # hd.jit: a read while recording raises
+            if read is not None:
+                read(self)
             if self.parent is not None:
                 raise RuntimeError(f"Variable.d: {_no_value(self)}")
             self._data = get_default_context().xp.zeros(self._shape, dtype=self._dtype)
@@ -293,6 +296,10 @@ class Variable(ArrayMethods):
                 "(use F.sum, or .d.any() / .d.all())"
             )
         return bool(self.d)
+
+    def __float__(self) -> float:
+        """As numpy: the value of a one-element Variable as a Python float."""
+        return float(self.item())
 
     def __copy__(self) -> Variable:
         if self.parent is not None:

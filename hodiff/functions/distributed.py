@@ -25,6 +25,8 @@ __all__ = ["all_reduce"]
 
 class AllReduce(Function, follows_shape=False):
     need_inputs = False
+    #: its forward communicates: a compiler runs it once per call
+    effects = True
     taylor = "linear"
 
     def __init__(self, *, comm: Any = None) -> None:

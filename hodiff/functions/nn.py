@@ -57,6 +57,8 @@ class DropoutMask(Function, follows_shape=True, follows_rank=True):
     """
 
     differentiable = False
+    #: its forward does more than compute its outputs (draws): a compiler runs it once per call
+    effects = True
 
     def __init__(self, *, p: float = 0.5, seed: int = -1) -> None:
         p = _arith.check_scalar("dropout", "p", p)

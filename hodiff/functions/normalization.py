@@ -73,6 +73,8 @@ class BatchNormalization(Function, follows_shape=True):
 
     need_inputs = (0, 2, 3, 4)
     batch_rule = _batching.loop  # statistics per example
+    #: its forward updates the running statistics: a compiler runs it once per call
+    effects = True
 
     def __init__(
         self,

@@ -63,6 +63,8 @@ class _Random(Function, register=False):
 
     differentiable = False
     need_inputs = False
+    #: its forward does more than compute its outputs (draws): a compiler runs it once per call
+    effects = True
 
     def __init__(self, *, shape: tuple[int, ...], seed: int) -> None:
         ctx = get_default_context()
