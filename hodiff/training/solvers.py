@@ -57,6 +57,7 @@ from hodiff.engine import api
 from hodiff.engine.context import array_module
 from hodiff.engine.variable import Variable
 from hodiff.training.archive import read_arrays, write_arrays
+from hodiff.transforms.checkpointing import note_update
 from hodiff.transforms.vectorize import refuse_batched, refuse_inside_vmap
 
 __all__ = ["Adagrad", "Adam", "AdamW", "Momentum", "Nesterov", "RMSprop", "Sgd", "Solver"]
@@ -234,6 +235,7 @@ class Solver:
             st = self._state_of(k, w)
             st["t"] += 1
             self._step(w, g, st, self._tmp(k, w))
+            note_update(p, type(self).__name__, k)  # a checkpoint computed before refuses
 
     def _step(self, w: Any, g: Any, st: dict[str, Any], tmp: Any) -> None:
         raise NotImplementedError
