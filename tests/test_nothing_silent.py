@@ -88,3 +88,76 @@ def test_a_solver_update_between_forward_and_backward_of_a_checkpoint_raises(kin
     gw = x.d.T @ (2 * h * (1 - h * h))  # d sum(tanh(xW + b)^2) / dW, by hand
     np.testing.assert_allclose(params["block/affine/W"].g, gw, rtol=1e-5)  # float32 weights
     hd.clear_parameters()
+
+
+# ---------------------------------------------------------------- state updated once per call
+_X = np.random.default_rng(3).standard_normal((5, 3))
+
+
+def _bn(x: hd.Variable) -> hd.Variable:
+    import hodiff.parametric as PF
+
+    with hd.parameter_scope("bn"):
+        return PF.batch_normalization(x, batch_stat=True, decay_rate=0.5)
+
+
+def _bn_loss(x: hd.Variable) -> hd.Variable:
+    return F.sum(F.tanh(_bn(x)) ** 2)
+
+
+def _bn_checkpointed(x: hd.Variable) -> hd.Variable:
+    return F.sum(F.tanh(hd.checkpoint(_bn, x)) ** 2)
+
+
+def _grad_of_checkpoint(x: np.ndarray) -> None:
+    xv = hd.Variable.from_array(x, need_grad=True)
+    _bn_checkpointed(xv).backward()
+
+
+def _penalty_of_checkpoint(x: np.ndarray) -> None:
+    xv = hd.Variable.from_array(x, need_grad=True)
+    (g,) = hd.grad(_bn_checkpointed(xv), xv, create_graph=True)
+    F.sum(g * g).backward()
+
+
+ONE_CALL = {
+    "jvp": lambda x: hd.jvp(_bn_loss, x, np.ones_like(x)),
+    "jet": lambda x: hd.jet(_bn_loss, (x,), ([np.ones_like(x), np.ones_like(x)],)),
+    "laplacian taylor": lambda x: hd.laplacian(_bn_loss, x),
+    "laplacian taylor recorded": lambda x: hd.laplacian(_bn_loss, x, create_graph=True),
+    "laplacian stochastic": lambda x: hd.laplacian(_bn_loss, x, method="stochastic", num_samples=6),
+    "laplacian nested": lambda x: hd.laplacian(_bn_loss, x, method="nested"),
+    "biharmonic": lambda x: hd.biharmonic(_bn_loss, x),
+    "hessian": lambda x: hd.hessian(_bn_loss, x),
+    "checkpoint backward": _grad_of_checkpoint,
+    "checkpoint penalty": _penalty_of_checkpoint,
+    "jvp of checkpoint": lambda x: hd.jvp(_bn_checkpointed, x, np.ones_like(x)),
+}
+
+
+@pytest.mark.parametrize("name", list(ONE_CALL))
+def test_a_transform_updates_running_statistics_once(name) -> None:
+    hd.clear_parameters()
+    ONE_CALL[name](_X.copy())
+    stats = hd.get_parameters(grad_only=False)
+    mean, var = stats["bn/bn/mean"].d.ravel(), stats["bn/bn/var"].d.ravel()
+    # one update from mean 0, variance 1 with decay 0.5 (NNabla: the unbiased variance)
+    np.testing.assert_allclose(mean, 0.5 * _X.mean(0), rtol=1e-6)
+    np.testing.assert_allclose(var, 0.5 + 0.5 * _X.var(0, ddof=1), rtol=1e-6)
+    hd.clear_parameters()
+
+
+def test_the_jvp_through_batch_normalization_is_the_directional_derivative() -> None:
+    hd.clear_parameters()
+    v = np.random.default_rng(4).standard_normal(_X.shape)
+
+    def plain(x: np.ndarray) -> float:
+        m = x.mean(0)
+        s = np.sqrt(x.var(0) + 1e-5)
+        return float(np.sum(np.tanh((x - m) / s) ** 2))
+
+    eps = 1e-6
+    fd = (plain(_X + eps * v) - plain(_X - eps * v)) / (2 * eps)
+    _, jv = hd.jvp(_bn_loss, _X, v)
+    np.testing.assert_allclose(jv, fd, rtol=1e-6)
+    hd.clear_parameters()

@@ -70,6 +70,7 @@ from hodiff.engine.context import auto_forward
 from hodiff.engine.function import Elementwise, Function, array_module_of
 from hodiff.engine.variable import Variable
 from hodiff.functions import linalg as _linalg
+from hodiff.functions import state as _state
 
 __all__ = ["JetPass", "clock", "jet", "push", "rule_kinds", "run_jet"]
 
@@ -738,7 +739,8 @@ def push(
     for x, s in zip(primals, series, strict=True):
         if s is not None:
             jp.series[x] = list(s)
-    jp.run(api.nodes_since(ys, start), keep=ys)
+    with _state.replaying():  # rules that run a node again update no state (f's call did)
+        jp.run(api.nodes_since(ys, start), keep=ys)
     return [jp.series.get(o) or [None] * order for o in ys]
 
 

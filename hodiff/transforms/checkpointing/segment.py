@@ -16,6 +16,7 @@ from hodiff.engine import api
 from hodiff.engine import random as _random
 from hodiff.engine.function import Function, array_module_of
 from hodiff.engine.variable import Variable
+from hodiff.functions import state as _state
 
 __all__ = [
     "Spec",
@@ -219,10 +220,16 @@ def run_needed(outs: Sequence[Variable], start: int) -> None:
     api.run(run)
 
 
-def run_in(f: Callable[..., Any], call: list[Any], modes: int, tapes: Any) -> Any:
+def run_in(
+    f: Callable[..., Any], call: list[Any], modes: int, tapes: Any, replaying: bool = False
+) -> Any:
     """``f(*call)`` with the modes ``modes`` and the random tapes ``tapes`` (in a copied
-    context, where the checkpoint was made).
+    context, where the checkpoint was made); with ``replaying``, as a recomputation that
+    updates no state (:mod:`hodiff.functions.state`).
     """
     _random.restore(tapes)
+    if replaying:
+        with api.in_modes(modes), _state.replaying():
+            return f(*call)
     with api.in_modes(modes):
         return f(*call)
