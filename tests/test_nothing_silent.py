@@ -161,3 +161,160 @@ def test_the_jvp_through_batch_normalization_is_the_directional_derivative() -> 
     _, jv = hd.jvp(_bn_loss, _X, v)
     np.testing.assert_allclose(jv, fd, rtol=1e-6)
     hd.clear_parameters()
+
+
+# ---------------------------------------------------------------- the checker
+_P = np.array([0.5, -1.5, 0.7])
+
+
+class _RecordedIgnoresAccum(hd.Function):
+    """y = x^2 whose recorded path (hd.grad) overwrites where it must add."""
+
+    def forward_impl(self, inputs, outputs):
+        outputs[0] = inputs[0] ** 2
+
+    def backward_impl(self, inputs, outputs, prop_down, accum):
+        if prop_down[0]:
+            gx = outputs[0].grad * 2.0 * inputs[0].data
+            if isinstance(gx, hd.Variable):
+                inputs[0].grad = gx
+            else:
+                inputs[0].store(gx, accum[0])
+
+
+class _Mul(hd.Function):
+    def setup_impl(self, inputs):
+        return [(inputs[0].shape, inputs[0].dtype)]
+
+    def forward_impl(self, inputs, outputs):
+        outputs[0] = inputs[0] * inputs[1]
+
+    def backward_impl(self, inputs, outputs, prop_down, accum):
+        a, b = inputs
+        if prop_down[0]:
+            a.store(outputs[0].grad * b.data, accum[0])
+        if prop_down[1]:
+            b.store(outputs[0].grad * a.data, accum[1])
+
+
+class _MulOffWhenPartlyAskedRecorded(_Mul):
+    """Off by 1e-3 when prop_down is partly false, on the recorded path only."""
+
+    def backward_impl(self, inputs, outputs, prop_down, accum):
+        a, b = inputs
+        recorded = isinstance(a.data, hd.Variable)
+        off = 1.0 + 1e-3 if recorded and not all(prop_down) else 1.0
+        if prop_down[0]:
+            a.store(outputs[0].grad * b.data * off, accum[0])
+        if prop_down[1]:
+            b.store(outputs[0].grad * a.data * off, accum[1])
+
+
+class _MulGradOff(_Mul):
+    """``gy * other``, off by 1e-3 when prop_down is partly false."""
+
+    def backward_impl(self, inputs, outputs, prop_down, accum):
+        a, b = inputs
+        off = 1.0 if all(prop_down) else 1.0 + 1e-3
+        if prop_down[0]:
+            a.store(outputs[0].grad * b.data * off, accum[0])
+        if prop_down[1]:
+            b.store(outputs[0].grad * a.data * off, accum[1])
+
+
+class _MulWithOffGradient(_Mul):
+    """A correct first-order rule whose gradient graph uses ``_MulGradOff``: wrong from
+    order 2 on, and only when some inputs are not asked for.
+    """
+
+    def backward_impl(self, inputs, outputs, prop_down, accum):
+        a, b = inputs
+        gy = outputs[0].grad
+        if not isinstance(gy, hd.Variable):
+            super().backward_impl(inputs, outputs, prop_down, accum)
+            return
+        if prop_down[0]:
+            a.store(_MulGradOff()(gy, b.data), accum[0])
+        if prop_down[1]:
+            b.store(_MulGradOff()(gy, a.data), accum[1])
+
+
+def test_check_function_checks_accumulate_on_the_recorded_path() -> None:
+    from hodiff.testing import check_function
+
+    x = hd.Variable.from_array(_P, need_grad=True)
+    (g,) = hd.grad(F.sum(_RecordedIgnoresAccum()(x) + x), x)
+    assert not np.allclose(g.d, 2 * _P + 1)  # the defect: the graph loses the "+ x" path
+    report = check_function(_RecordedIgnoresAccum(), _P, order=1, raise_exception=False)
+    row = report["accumulate vs overwrite"]
+    assert not row.ok
+    assert "recorded path" in row.detail
+
+
+def test_check_function_catches_a_rule_off_when_some_inputs_are_not_asked_for() -> None:
+    from hodiff.testing import check_function
+
+    q = _P[::-1].copy()
+    report = check_function(_MulOffWhenPartlyAskedRecorded(), (_P, q), raise_exception=False)
+    assert not report["prop_down=False untouched"].ok
+    assert not report["finite differences, order 2"].ok
+    report = check_function(_MulWithOffGradient(), (_P, q), order=3, raise_exception=False)
+    assert report["finite differences, order 1"].ok  # the first-order rule is right
+    for k in (2, 3):
+        row = report[f"finite differences, order {k}"]
+        assert not row.ok
+        assert "(alone)" in row.detail
+    assert check_function(_Mul(), (_P, q), order=3)  # and a right rule passes
+
+
+class _SinOnePercentOff(hd.Function):
+    """sin whose backward is 1% wrong; no Taylor rule of its own."""
+
+    def forward_impl(self, inputs, outputs):
+        outputs[0] = np.sin(inputs[0])
+
+    def backward_impl(self, inputs, outputs, prop_down, accum):
+        if prop_down[0]:
+            inputs[0].store(outputs[0].grad * F.cos(inputs[0].data) * 1.01, accum[0])
+
+
+class _Sin(_SinOnePercentOff):
+    def backward_impl(self, inputs, outputs, prop_down, accum):
+        if prop_down[0]:
+            inputs[0].store(outputs[0].grad * F.cos(inputs[0].data), accum[0])
+
+
+def test_dot_product_test_compares_with_something_independent_of_the_rule() -> None:
+    from hodiff.testing import dot_product_test
+
+    report = dot_product_test(lambda x: _SinOnePercentOff()(x) * x, _P, raise_exception=False)
+    assert not report
+    row = report.rows[0]
+    # the reverse side is 1% off in the cos term: far above the tolerance
+    assert row.error > 1e-4 * abs(row.reverse)
+    assert row.error > 1e3 * row.tolerance
+    assert "differences" in row.by
+    good = dot_product_test(lambda x: _Sin()(x) * x, _P, order=2)
+    assert good
+    assert all(r.error <= r.tolerance for r in good.rows)
+    # hodiff's own primitives keep the rounding-level comparison of two rule sets
+    own = dot_product_test(lambda x: F.sin(x) * x, _P, order=2)
+    assert [r.by for r in own.rows] == ["jvp", "jvp"]
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        lambda x: F.sum(F.dropout(x, p=0.5) ** 2),
+        lambda x: F.sum(F.sin(x) * F.rand(shape=(5,))),
+        lambda x: F.sum(F.tanh(x * F.randn(shape=(5,)))),
+    ],
+)
+def test_gradcheck_evaluates_a_random_function_with_the_same_draws(f) -> None:
+    hd.seed(0)
+    x = np.array([0.5, -1.5, 0.7, 0.2, 1.1])
+    assert hd.gradcheck(f, x, order=2)
+    # and a rule that is wrong is still caught with random draws in f
+    assert not hd.gradcheck(
+        lambda x: F.sum(_SinOnePercentOff()(F.dropout(x, p=0.5))), x, raise_exception=False
+    )

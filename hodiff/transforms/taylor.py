@@ -72,7 +72,7 @@ from hodiff.engine.variable import Variable
 from hodiff.functions import linalg as _linalg
 from hodiff.functions import state as _state
 
-__all__ = ["JetPass", "clock", "jet", "push", "rule_kinds", "run_jet"]
+__all__ = ["JetPass", "clock", "jet", "push", "rule_kind", "rule_kinds", "run_jet"]
 
 Coeffs = list[Any]  # c_1..c_K, each (R_k, *shape) or None (zero)
 
@@ -91,6 +91,13 @@ def rule_kinds() -> dict[str, str]:
     for cls in _all_primitives(Function):
         out[cls.__name__] = _kind(cls)
     return dict(sorted(out.items()))
+
+
+def rule_kind(cls: type) -> str:
+    """The rule kind of the primitive class ``cls`` (see :func:`rule_kinds`); ``"generic"``
+    is derived from its backward rule (nested vjps), so it cannot check that rule.
+    """
+    return _kind(cls)
 
 
 def _all_primitives(base: type) -> list[type]:
