@@ -318,3 +318,53 @@ def test_gradcheck_evaluates_a_random_function_with_the_same_draws(f) -> None:
     assert not hd.gradcheck(
         lambda x: F.sum(_SinOnePercentOff()(F.dropout(x, p=0.5))), x, raise_exception=False
     )
+
+
+# ---------------------------------------------------------------- saved graphs
+def _net(in_dim: int):
+    rng = np.random.default_rng(0)
+    w1 = hd.Variable.from_array(rng.standard_normal((in_dim, 5)), need_grad=True)
+    w2 = hd.Variable.from_array(rng.standard_normal((5, 1)), need_grad=True)
+    return lambda x: F.affine(F.tanh(F.affine(x, w1)), w2)
+
+
+def _penalty(net, x: hd.Variable) -> hd.Variable:
+    (g,) = hd.grad(F.sum(net(x)), x, create_graph=True)
+    return F.sum((F.sqrt(F.sum(g * g, axis=1)) - 1) ** 2)
+
+
+def test_a_saved_gradient_penalty_refuses_another_batch_by_name(tmp_path) -> None:
+    net = _net(2)
+    rng = np.random.default_rng(1)
+    x = hd.Variable.from_array(rng.standard_normal((4, 2)), need_grad=True)
+    hd.save_graph(tmp_path / "gp", _penalty(net, x), x)
+    f = hd.load_graph(tmp_path / "gp")
+    x4 = rng.standard_normal((4, 2))
+    ref = _penalty(net, hd.Variable.from_array(x4, need_grad=True)).d
+    np.testing.assert_allclose(f(x4).d, ref, rtol=1e-13)
+    for n in (1, 3):
+        with pytest.raises(ValueError, match=r"saved for inputs of shapes \[\(4, 2\)\].*cannot"):
+            f(rng.standard_normal((n, 2)))
+
+
+def test_a_saved_nested_laplacian_refuses_another_batch_by_name(tmp_path) -> None:
+    net = _net(3)
+    rng = np.random.default_rng(2)
+    x = hd.Variable.from_array(rng.standard_normal((4, 3)), need_grad=True)
+    lap = hd.laplacian(net, x, batch_axis=0, method="nested", create_graph=True)
+    hd.save_graph(tmp_path / "lap", lap, x)
+    f = hd.load_graph(tmp_path / "lap")
+    x4 = rng.standard_normal((4, 3))
+    ref = [hd.laplacian(net, x4[n : n + 1], method="nested") for n in range(4)]  # one by one
+    np.testing.assert_allclose(f(x4).d, ref, rtol=1e-12)
+    with pytest.raises(ValueError, match=r"function \d+ \(\w+\) has shape=\(4, "):
+        f(rng.standard_normal((1, 3)))
+
+
+def test_a_graph_that_cannot_be_rebuilt_is_not_saved(tmp_path) -> None:
+    net = _net(3)
+    x = hd.Variable.from_array(np.random.default_rng(3).standard_normal((4, 3)), need_grad=True)
+    lap = hd.laplacian(net, x, batch_axis=0, method="taylor", create_graph=True)
+    with pytest.raises(ValueError, match=r"save_graph: .*cannot be rebuilt.*method=\"nested\""):
+        hd.save_graph(tmp_path / "lap", lap, x)
+    assert not (tmp_path / "lap").exists()
