@@ -368,3 +368,26 @@ def test_a_graph_that_cannot_be_rebuilt_is_not_saved(tmp_path) -> None:
     with pytest.raises(ValueError, match=r"save_graph: .*cannot be rebuilt.*method=\"nested\""):
         hd.save_graph(tmp_path / "lap", lap, x)
     assert not (tmp_path / "lap").exists()
+
+
+# ---------------------------------------------------------------- random draws in vmap
+@pytest.mark.parametrize(
+    "draw", [lambda: F.rand(low=0.5, high=1.5, shape=(4,)), lambda: F.randn(shape=(4,))]
+)
+def test_random_functions_inside_a_checkpoint_inside_vmap(draw) -> None:
+    x = np.random.default_rng(5).uniform(0.3, 1.2, (3, 4))  # sin(x) away from 0
+
+    def seg(a: hd.Variable) -> hd.Variable:
+        return F.sin(a) * draw()
+
+    xv = hd.Variable.from_array(x, need_grad=True)
+    y = hd.vmap(lambda a: hd.checkpoint(seg, a))(xv)
+    F.sum(y).backward()
+    r = y.d / np.sin(x)  # the draws, read back from the values
+    assert np.ptp(r, axis=0).max() > 1e-3  # one draw per example
+    np.testing.assert_allclose(xv.g, np.cos(x) * r, rtol=1e-12)  # d/dx sin(x) r, same r
+    (g,) = hd.grad(F.sum(hd.vmap(lambda a: hd.checkpoint(seg, a))(xv) ** 2), xv)
+    y2 = hd.vmap(lambda a: hd.checkpoint(seg, a))(xv).d
+    assert g.shape == x.shape
+    assert np.isfinite(g.d).all()
+    assert y2.shape == x.shape
