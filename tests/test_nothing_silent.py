@@ -391,3 +391,25 @@ def test_random_functions_inside_a_checkpoint_inside_vmap(draw) -> None:
     assert g.shape == x.shape
     assert np.isfinite(g.d).all()
     assert y2.shape == x.shape
+
+
+# ---------------------------------------------------------------- static graphs
+@pytest.mark.parametrize("method", ["taylor", "nested"])
+def test_a_static_laplacian_follows_reset_shape(method) -> None:
+    rng = np.random.default_rng(6)
+    w = hd.Variable.from_array(rng.standard_normal((16, 1)), need_grad=True)
+
+    def net(x: hd.Variable) -> hd.Variable:
+        return F.tanh(F.affine(x, w)) ** 2
+
+    with hd.auto_forward(False):
+        x = hd.Variable((64, 16), need_grad=True)
+        lap = hd.laplacian(net, x, batch_axis=0, method=method, create_graph=True)
+    for n in (64, 1, 5):
+        x.reset_shape((n, 16), force=True)
+        x.d = rng.standard_normal((n, 16))
+        lap.forward()
+        # closed form: f = t^2, t = tanh(a), a = x w: d2f/dx_i^2 = w_i^2 (2 - 8 t^2 + 6 t^4)
+        t = np.tanh(x.d @ w.d)[:, 0]
+        want = np.sum(w.d**2) * (2 - 8 * t**2 + 6 * t**4)
+        np.testing.assert_allclose(lap.d, want, rtol=1e-10, atol=1e-12)

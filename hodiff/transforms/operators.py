@@ -16,7 +16,7 @@ import numpy as np
 
 from hodiff import functions as F
 from hodiff.engine.autograd import grad
-from hodiff.engine.function import array_module_of
+from hodiff.engine.function import array_module_of, traced
 from hodiff.engine.variable import Variable
 from hodiff.transforms import taylor as _taylor
 from hodiff.transforms.derivatives import hvp
@@ -27,6 +27,7 @@ LAPLACIAN_METHODS = ("taylor", "nested", "stochastic")
 DISTRIBUTIONS = ("rademacher", "normal")
 
 
+@traced  # in a static graph, reset_shape makes it again for the new shapes
 def laplacian(
     f: Callable[[Variable], Variable],
     x: Any,
@@ -110,6 +111,7 @@ def laplacian(
     return _result(y, s[1], xv, batch_axis, scale, create_graph)
 
 
+@traced  # in a static graph, reset_shape makes it again for the new shapes
 def biharmonic(
     f: Callable[[Variable], Variable],
     x: Any,
