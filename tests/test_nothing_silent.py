@@ -403,7 +403,7 @@ def test_a_static_laplacian_follows_reset_shape(method) -> None:
         return F.tanh(F.affine(x, w)) ** 2
 
     with hd.auto_forward(False):
-        x = hd.Variable((64, 16), need_grad=True)
+        x = hd.Variable((64, 16), need_grad=True, dtype=np.float64)
         lap = hd.laplacian(net, x, batch_axis=0, method=method, create_graph=True)
     for n in (64, 1, 5):
         x.reset_shape((n, 16), force=True)
