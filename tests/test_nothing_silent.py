@@ -413,3 +413,64 @@ def test_a_static_laplacian_follows_reset_shape(method) -> None:
         t = np.tanh(x.d @ w.d)[:, 0]
         want = np.sum(w.d**2) * (2 - 8 * t**2 + 6 * t**4)
         np.testing.assert_allclose(lap.d, want, rtol=1e-10, atol=1e-12)
+
+
+# ---------------------------------------------------------------- a new user's traps
+def test_laplacian_says_batch_axis_and_one_input() -> None:
+    x = np.random.default_rng(7).standard_normal((4, 3))
+    with pytest.raises(ValueError, match="pass batch_axis=0"):
+        hd.laplacian(lambda a: F.sum(F.tanh(a), axis=1), x)
+    with pytest.raises(TypeError, match=r"laplacian: f takes 2 arguments \(a, b\).*one input"):
+        hd.laplacian(lambda a, b: F.sum(a * b), x)
+    with pytest.raises(TypeError, match=r"biharmonic: f takes 2 arguments"):
+        hd.biharmonic(lambda a, b: F.sum(a * b), x)
+
+
+def test_adam_takes_nnablas_alpha() -> None:
+    import hodiff.solvers as S
+
+    def step(solver) -> np.ndarray:
+        w = hd.Variable.from_array(np.array([1.0, -2.0]), need_grad=True)
+        solver.set_parameters({"w": w})
+        w.g = np.array([0.5, 0.25])
+        solver.update()
+        return w.d
+
+    # Adam's first step moves each weight by lr (m/(sqrt(v)) = sign(g))
+    np.testing.assert_allclose(step(S.Adam(alpha=0.01)), [0.99, -2.01], rtol=1e-6)
+    with pytest.raises(TypeError, match="alpha is NNabla's name of lr"):
+        S.Adam(lr=0.1, alpha=0.01)
+
+
+def test_saved_files_take_the_umask_and_h5_is_named(tmp_path, monkeypatch) -> None:
+    import os
+
+    monkeypatch.chdir(tmp_path)
+    hd.clear_parameters()
+    with hd.parameter_scope("net"):
+        hd.get_parameter_or_create("w", (2,), need_grad=True)
+    old = os.umask(0o022)
+    try:
+        np.save(tmp_path / "ref.npy", np.ones(2))
+        hd.save_parameters(tmp_path / "p.npz")
+        with pytest.warns(UserWarning, match=r"not the \.h5 format.*name it \.npz"):
+            hd.save_parameters(tmp_path / "p.h5")
+    finally:
+        os.umask(old)
+    want = os.stat(tmp_path / "ref.npy").st_mode & 0o777
+    assert want == 0o644
+    assert os.stat(tmp_path / "p.npz").st_mode & 0o777 == want
+    assert os.stat(tmp_path / "p.h5").st_mode & 0o777 == want
+    hd.clear_parameters()
+
+
+def test_the_mpi_example_limits_blas_threads() -> None:
+    import ast
+    from pathlib import Path
+
+    source = (Path(__file__).parent.parent / "examples" / "wgan_gp_mpi.py").read_text()
+    main = next(
+        n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == "main"
+    )
+    calls = [n for n in ast.walk(main) if isinstance(n, ast.Call)]
+    assert any(getattr(c.func, "id", "") == "threadpool_limits" for c in calls)

@@ -72,6 +72,15 @@ def _positive(name: str, arg: str, value: Any, strict: bool = False) -> float:
     return v
 
 
+def _alias(name: str, lr: float, alpha: float | None, default: float) -> float:
+    """``lr``, or NNabla's ``alpha`` for it; both given (and different) raises TypeError."""
+    if alpha is None:
+        return lr
+    if lr != default and lr != alpha:
+        raise TypeError(f"{name}: alpha is NNabla's name of lr; give one of them, not both")
+    return alpha
+
+
 def _in_place(name: str) -> None:
     """Refuses a step or a gradient change inside ``hd.vmap`` (it would run once per batch)."""
     refuse_inside_vmap(
@@ -525,9 +534,16 @@ class Adam(Solver):
     nonnegative_states = ("v",)
 
     def __init__(
-        self, lr: float = 1e-3, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8
+        self,
+        lr: float = 1e-3,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        eps: float = 1e-8,
+        *,
+        alpha: float | None = None,
     ) -> None:
-        super().__init__(lr)
+        # alpha: NNabla's name of the step size (S.Adam(alpha=...)), the same as lr
+        super().__init__(_alias(type(self).__name__, lr, alpha, 1e-3))
         name = type(self).__name__
         self.beta1 = _unit(name, "beta1", beta1)
         self.beta2 = _unit(name, "beta2", beta2)
