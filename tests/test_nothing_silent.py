@@ -474,3 +474,18 @@ def test_the_mpi_example_limits_blas_threads() -> None:
     )
     calls = [n for n in ast.walk(main) if isinstance(n, ast.Call)]
     assert any(getattr(c.func, "id", "") == "threadpool_limits" for c in calls)
+
+
+def test_the_docs_command_works_without_a_source_checkout(tmp_path, monkeypatch, capsys) -> None:
+    import hodiff.__main__ as cli
+
+    # an installed hodiff: the docs folder two levels above hodiff/tools/ does not exist
+    monkeypatch.setattr(cli, "PATH", tmp_path / "site-packages" / "docs" / "functions.md")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["docs"]) == 0
+    text = (tmp_path / "functions.md").read_text()
+    assert "softmax_cross_entropy" in text
+    assert cli.main(["docs", str(tmp_path / "ref.md")]) == 0
+    assert (tmp_path / "ref.md").read_text() == text
+    assert cli.main(["docs", str(tmp_path / "missing" / "f.md")]) == 2
+    assert "does not exist" in capsys.readouterr().err
