@@ -29,6 +29,11 @@ import hodiff.parametric as PF
 import hodiff.solvers as S
 from hodiff.distributed import Communicator
 
+try:
+    from threadpoolctl import threadpool_limits
+except ImportError:  # the examples extra brings it; without it, numpy's default threads
+    threadpool_limits = None
+
 CENTERS = 2.0 * np.stack([np.cos(np.arange(8) * np.pi / 4), np.sin(np.arange(8) * np.pi / 4)], 1)
 
 
@@ -71,7 +76,18 @@ SHORT_RUN = (
 )
 
 
-def main(
+def main(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    """:func:`train` with one BLAS thread per process, as the other examples run: MPI runs a
+    process per core, and numpy's default of one thread per core each oversubscribes them
+    (one process alone too: the small matrices of this model are slower on many threads).
+    """
+    if threadpool_limits is not None:
+        with threadpool_limits(1):
+            return train(*args, **kwargs)
+    return train(*args, **kwargs)
+
+
+def train(
     steps: int = 300,
     batch: int = 256,
     n_critic: int = 5,

@@ -27,6 +27,7 @@ from hodiff.functions import loss as _loss
 from hodiff.functions import math as _math
 from hodiff.functions import nn as _nn
 from hodiff.functions import reduction as _reduction
+from hodiff.functions import state as _state
 from hodiff.functions.indexing import normalize_axis, shape_of
 from hodiff.functions.linalg import affine, batch_matmul
 
@@ -61,7 +62,8 @@ class WriteBack(Function, follows_shape=False):
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         u, target = inputs
-        target[...] = u
+        if not _state.is_replaying():  # once per call, not again when a transform recomputes
+            target[...] = u
         outputs[0] = u
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:

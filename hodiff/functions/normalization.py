@@ -24,6 +24,7 @@ from hodiff.engine.variable import Variable, as_variable
 from hodiff.functions import arithmetic as _arith
 from hodiff.functions import array as _array
 from hodiff.functions import reduction as _red
+from hodiff.functions import state as _state
 
 __all__ = [
     "batch_normalization",
@@ -123,12 +124,14 @@ class BatchNormalization(Function, follows_shape=True):
             mu = x.mean(axis=red, keepdims=True)
             xc = x - mu
             var = (xc * xc).mean(axis=red, keepdims=True)
-            # running statistics, in place (NNabla: the unbiased batch variance)
+        if self.batch_stat and not _state.is_replaying():
+            # running statistics, in place (NNabla: the unbiased batch variance), once per
+            # call of the user's function: not again when a transform recomputes the node
             d = self.decay_rate
             unbiased = n / (n - 1) if n > 1 else 1.0
             rmean[...] = (d * rmean.reshape(p_shape) + (1 - d) * mu).reshape(rmean.shape)
             rvar[...] = (d * rvar.reshape(p_shape) + (1 - d) * unbiased * var).reshape(rvar.shape)
-        else:
+        if not self.batch_stat:
             xc = x - rmean.reshape(p_shape)
             var = rvar.reshape(p_shape)
         y = xc * (gamma / xp.sqrt(var + self.eps)) + beta

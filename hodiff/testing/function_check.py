@@ -243,6 +243,19 @@ class _Subject:
 
         return s
 
+    def alone(self, i: int, power: int = 1) -> Callable[[Variable], Variable]:
+        """:meth:`scalar` as a function of input ``i`` only, the others constants (their
+        prop_down false).
+        """
+        scalar = self.scalar(power)
+
+        def s(x: Variable) -> Variable:
+            vs = self.variables(self.xs, need_grad=False)
+            vs[i] = x
+            return scalar(*vs)
+
+        return s
+
 
 # ---------------------------------------------------------------- properties
 def _finite_differences(
@@ -259,17 +272,32 @@ def _finite_differences(
             )
         return report.gradchecks[power]
 
+    # with several inputs, each also alone (the others constants): the rules then run with
+    # prop_down partly false, at every order, a path the check of all inputs never takes
+    alone: dict[tuple[int, int], GradcheckReport] = {}
+
+    def check_alone(i: int, power: int, k: int) -> GradcheckReport:
+        if (i, power) not in alone:
+            alone[i, power] = gradcheck(
+                sub.alone(i, power), [sub.xs[i]], order=k, raise_exception=False, **tol
+            )
+        return alone[i, power]
+
     for k in range(1, order + 1):
 
         def one(k: int = k) -> tuple[bool, str]:
-            rep = check(1 if k == 1 else 3, order if k > 1 else 1)
-            mine = [r for r in rep.rows if r[1] == k]
-            bad = [r for r in mine if not r[6]]
-            worst = max((r[5] for r in mine), default=0.0)
+            power, top = (1, 1) if k == 1 else (3, order)
+            mine: list[tuple[Any, str]] = [(r, "") for r in check(power, top).rows if r[1] == k]
+            if len(sub.diff) > 1:
+                for i in sub.diff:
+                    rows = check_alone(i, power, top).rows
+                    mine += [((i, *r[1:]), " (alone)") for r in rows if r[1] == k]
+            bad = [(r, how) for r, how in mine if not r[6]]
+            worst = max((r[5] for r, _ in mine), default=0.0)
             if bad:
-                w = max(bad, key=lambda r: r[5])
+                w, how = max(bad, key=lambda b: b[0][5])
                 return False, (
-                    f"{len(bad)} of {len(mine)} elements differ; worst: input {w[0]} "
+                    f"{len(bad)} of {len(mine)} elements differ; worst: input {w[0]}{how} "
                     f"element {w[2]}: analytic {w[3]:.6e}, numeric {w[4]:.6e}"
                 )
             return True, f"{len(mine)} elements, max abs err {worst:.1e}"
@@ -319,24 +347,30 @@ class _NodeCase:
         self.prop = [x.need_grad and x.dtype.kind == "f" for x in node.inputs]
         self.label = f"node {type(node).__name__}"
         self.rng = rng
-        self._over: list[Any] | None = None
+        self._over: dict[bool, list[Any]] | None = None
 
     def run(
         self, prop: Sequence[bool], accum: Sequence[bool], previous: Sequence[Any], **kwargs: Any
     ) -> list[Any]:
         return run_backward_impl(self.node, self.gys, prop, accum, previous, **kwargs)
 
-    def over(self) -> list[Any]:
+    def over(self, recorded: bool = False) -> list[Any]:
+        """The gradients with every wanted input asked for, overwriting (array path, or
+        with ``recorded`` the recorded one).
+        """
         if self._over is None:
+            self._over = {}
+        if recorded not in self._over:
             n = len(self.prop)
-            self._over = self.run(self.prop, [False] * n, [None] * n)
-            for i, (p, g) in enumerate(zip(self.prop, self._over, strict=True)):
+            got = self.run(self.prop, [False] * n, [None] * n, recorded=recorded)
+            for i, (p, g) in enumerate(zip(self.prop, got, strict=True)):
                 if p and g is None:
                     raise AssertionError(
-                        f"{self.label}: prop_down[{i}] is true but "
-                        f"backward_impl stored no gradient for input {i}"
+                        f"{self.label}: prop_down[{i}] is true but backward_impl stored no "
+                        f"gradient for input {i}{_PATHS[recorded]}"
                     )
-        return self._over
+            self._over[recorded] = got
+        return self._over[recorded]
 
     def like(self, i: int, fill: float | None = None) -> Any:
         x = self.node.inputs[i]
@@ -346,50 +380,80 @@ class _NodeCase:
         return xp.full(x.shape, fill, dtype=api.grad_dtype(x))
 
 
+#: how a node-level failure names the path it was found on
+_PATHS = {False: "", True: " (on the recorded path, as hd.grad calls it)"}
+
+
 def _accumulate(case: _NodeCase) -> str | None:
-    over = case.over()
+    """Accumulate against overwrite, on the array path and on the recorded path."""
+    for recorded in (False, True):
+        problem = _accumulate_on(case, recorded)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _accumulate_on(case: _NodeCase, recorded: bool) -> str | None:
+    over = case.over(recorded)
     n = len(case.prop)
     prev = [case.like(i) if p else None for i, p in enumerate(case.prop)]
-    acc = case.run(case.prop, case.prop, [None if p is None else p.copy() for p in prev])
+    acc = case.run(
+        case.prop,
+        case.prop,
+        [None if p is None else p.copy() for p in prev],
+        recorded=recorded,
+    )
     for i, p in enumerate(case.prop):
-        if p and _max_err(acc[i], prev[i] + over[i]) > 1:
+        if p and _max_err(acc[i], prev[i] + _numpy(over[i])) > 1:
             hint = " (it overwrote)" if _max_err(acc[i], over[i]) <= 1 else ""
             return (
                 f"{case.label}, input {i}: with accum[{i}]=True the rule must add its "
-                f"gradient to the one already there{hint}; off by "
-                f"{_abs_diff(acc[i], prev[i] + over[i]):.2e}"
+                f"gradient to the one already there{hint}{_PATHS[recorded]}; off by "
+                f"{_abs_diff(acc[i], prev[i] + _numpy(over[i])):.2e}"
             )
     nan = [case.like(i, np.nan) if p else None for i, p in enumerate(case.prop)]
-    fresh = case.run(case.prop, [False] * n, nan)
+    fresh = case.run(case.prop, [False] * n, nan, recorded=recorded)
     for i, p in enumerate(case.prop):
         if p and _max_err(fresh[i], over[i]) > 1:
             return (
                 f"{case.label}, input {i}: with accum[{i}]=False the rule must overwrite "
-                "the gradient already there (a NaN there survived or changed the result)"
+                f"the gradient already there (a NaN there survived or changed the "
+                f"result){_PATHS[recorded]}"
             )
     return None
 
 
 def _prop_down(case: _NodeCase) -> str | None:
-    over = case.over()
+    """prop_down=False inputs untouched, the others unchanged, on both paths."""
+    for recorded in (False, True):
+        problem = _prop_down_on(case, recorded)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _prop_down_on(case: _NodeCase, recorded: bool) -> str | None:
+    over = case.over(recorded)
     n = len(case.prop)
     flags = [[False] * n]  # nothing asked; then each input left out in turn
     if sum(case.prop) > 1:
         flags += [[p and j != i for j, p in enumerate(case.prop)] for i in range(n) if case.prop[i]]
     for prop in flags:
         sentinels = [None if p else case.like(i, 7.0) for i, p in enumerate(prop)]
-        got = case.run(prop, [False] * n, sentinels)
+        if recorded:
+            sentinels = [None if a is None else Variable.from_array(a) for a in sentinels]
+        got = case.run(prop, [False] * n, sentinels, recorded=recorded)
         for i, p in enumerate(prop):
             if p:
                 if _max_err(got[i], over[i]) > 1:
                     return (
                         f"{case.label}, input {i}: its gradient changed when another "
-                        f"input's prop_down was false (prop_down={prop})"
+                        f"input's prop_down was false (prop_down={prop}){_PATHS[recorded]}"
                     )
             elif got[i] is not sentinels[i] or not bool((_numpy(got[i]) == 7.0).all()):
                 return (
                     f"{case.label}, input {i}: prop_down[{i}] is false but backward_impl "
-                    f"touched its gradient (prop_down={prop})"
+                    f"touched its gradient (prop_down={prop}){_PATHS[recorded]}"
                 )
     return None
 

@@ -61,14 +61,20 @@ def run_backward_impl(
     previous: Sequence[Any],
     input_data: Sequence[Any] | None = None,
     output_data: Sequence[Any] | None = None,
+    recorded: bool = False,
 ) -> list[Any]:
-    """Calls ``node.backward_impl`` on bare arrays (as a plain backward does).
+    """Calls ``node.backward_impl`` on bare arrays (as a plain backward does), or with
+    ``recorded`` on Variables while recording (as ``hd.grad`` does).
 
-    ``previous`` are the gradients already in the input slots (None: none);
+    ``previous`` are the gradients already in the input slots (None: none; with
+    ``recorded``, arrays are given to the rule as Variables and a Variable as it is);
     ``input_data``/``output_data`` replace the values the slots show (e.g. None
     for a buffer that ``forward(clear_buffer=True)`` would have freed).
-    Returns the input slots' gradients after the call.
+    Returns the input slots' gradients after the call (Variables with ``recorded``).
     """
+    if recorded:
+        with api.recording():
+            return _recorded(node, gys, prop_down, accum, previous, input_data, output_data)
     with api.raw_mode():
         ydata = api.kept_outputs(node)
         live = api.outputs_of(node)
@@ -84,3 +90,36 @@ def run_backward_impl(
         ins = [Slot(d, p, x.shape) for x, d, p in zip(node.inputs, datas, previous, strict=True)]
         node.backward_impl(ins, outs, list(prop_down), list(accum))
         return [s.grad for s in ins]
+
+
+def _as_variable(a: Any) -> Any:
+    return a if a is None or isinstance(a, Variable) else Variable.from_array(a)
+
+
+def _recorded(
+    node: Function,
+    gys: Sequence[Any],
+    prop_down: Sequence[bool],
+    accum: Sequence[bool],
+    previous: Sequence[Any],
+    input_data: Sequence[Any] | None,
+    output_data: Sequence[Any] | None,
+) -> list[Any]:
+    """:func:`run_backward_impl` on Variables, recording (``hd.grad``'s path)."""
+    ydata = api.kept_outputs(node)
+    live = api.outputs_of(node)
+    outs = []
+    for i, gy in enumerate(gys):
+        if output_data is not None:
+            y = output_data[i]
+        else:
+            o = live[i]
+            y = ydata[i] if ydata is not None else (api.value_of(o) if o is not None else None)
+        outs.append(Slot(_as_variable(y), _as_variable(gy), tuple(gy.shape)))
+    datas = list(input_data) if input_data is not None else map(api.value_of, node.inputs)
+    ins = [
+        Slot(_as_variable(d), _as_variable(p), x.shape)
+        for x, d, p in zip(node.inputs, datas, previous, strict=True)
+    ]
+    node.backward_impl(ins, outs, list(prop_down), list(accum))
+    return [s.grad for s in ins]

@@ -57,6 +57,7 @@ from typing import Any
 
 import numpy as np
 
+from hodiff.engine import random as _random
 from hodiff.engine.api import topological_order
 from hodiff.engine.autograd import grad
 from hodiff.engine.context import array_module, auto_forward
@@ -154,6 +155,20 @@ def refuse_batched_output(name: str, y: Any) -> None:
     )
 
 
+class _SameDraws:
+    """``f`` evaluated with the random numbers of its first evaluation (the seeds its random
+    nodes took, replayed): a finite difference of a function that draws (dropout) compares
+    ``f`` with itself, not with another draw.
+    """
+
+    def __init__(self, f: Callable[..., Variable], tape: _random.Tape, name: str) -> None:
+        self.f, self.tape, self.name = f, tape, name
+
+    def __call__(self, *vs: Any) -> Variable:
+        with _random.replaying(self.tape, self.name):
+            return self.f(*vs)
+
+
 class _Problem:
     """``f`` at float64 copies ``xs`` of the inputs, the random weights ``u`` and directions,
     and the two things every check needs: :meth:`values` (``S_1..S_K`` at some inputs, the
@@ -176,9 +191,12 @@ class _Problem:
                     f"{name}: input {i} has no elements (shape {self.xs[i].shape}): nothing "
                     "would be checked"
                 )
-        self.f, self.top = f, top
+        self.top = top
         self.rng = np.random.default_rng(seed)
-        y0 = f(*[Variable.from_array(a) for a in self.xs])
+        tape = _random.Tape()  # the first evaluation's draws, replayed by every later one
+        with _random.recording(tape):
+            y0 = f(*[Variable.from_array(a) for a in self.xs])
+        self.f = _SameDraws(f, tape, name) if tape.seeds else f
         if not isinstance(y0, Variable):
             raise TypeError(f"{name}: f must return a Variable, got {type(y0).__name__}")
         refuse_batched_output(name, y0)

@@ -36,6 +36,13 @@ __all__ = ["read_arrays", "write_arrays"]
 _SUFFIX = ".npy"
 
 
+def _umask() -> int:
+    """The process's umask (read by setting it, and set back at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_arrays(path: str | os.PathLike[str], arrays: Mapping[str, Any]) -> None:
     """Writes ``arrays`` (name -> numpy array) to ``path`` in numpy's ``.npz`` layout.
 
@@ -53,6 +60,9 @@ def write_arrays(path: str | os.PathLike[str], arrays: Mapping[str, Any]) -> Non
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".hodiff-", suffix=".npz.tmp", dir=folder)
     try:
+        # mkstemp makes the file -rw-------; a file is made with the umask's permissions,
+        # as open() (and numpy's save) would make it (-rw-r--r-- under umask 022)
+        os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as fh, zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED) as zf:
             for name, a in arrays.items():
                 with zf.open(name + _SUFFIX, "w", force_zip64=True) as member:

@@ -30,6 +30,7 @@ import contextlib
 import contextvars
 import os
 import threading
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -198,6 +199,14 @@ def save_parameters(path: str | os.PathLike[str]) -> None:
     :mod:`hodiff.training.archive`). ``path`` is used as given (no suffix is added); it is
     replaced only once the new file is complete.
     """
+    suffix = os.path.splitext(os.fspath(path))[1].lower()
+    if suffix in (".h5", ".hdf5", ".protobuf", ".nnp"):
+        warnings.warn(
+            f"save_parameters: {os.fspath(path)!r} is written as hodiff's parameter file, a "
+            f"numpy .npz archive (a zip), not the {suffix} format its name suggests (NNabla "
+            "writes HDF5 there); name it .npz",
+            stacklevel=2,
+        )
     arrays: dict[str, Any] = {k: _host(v.d) for k, v in get_parameters(grad_only=False).items()}
     write_arrays(path, arrays)
 

@@ -57,6 +57,7 @@ from hodiff.engine import api
 from hodiff.engine.context import array_module
 from hodiff.engine.variable import Variable
 from hodiff.training.archive import read_arrays, write_arrays
+from hodiff.transforms.checkpointing import note_update
 from hodiff.transforms.vectorize import refuse_batched, refuse_inside_vmap
 
 __all__ = ["Adagrad", "Adam", "AdamW", "Momentum", "Nesterov", "RMSprop", "Sgd", "Solver"]
@@ -69,6 +70,15 @@ def _positive(name: str, arg: str, value: Any, strict: bool = False) -> float:
     if not (v > 0 if strict else v >= 0) or not math.isfinite(v):
         raise ValueError(f"{name}: {arg} must be {'> 0' if strict else '>= 0'}, got {value}")
     return v
+
+
+def _alias(name: str, lr: float, alpha: float | None, default: float) -> float:
+    """``lr``, or NNabla's ``alpha`` for it; both given (and different) raises TypeError."""
+    if alpha is None:
+        return lr
+    if lr != default and lr != alpha:
+        raise TypeError(f"{name}: alpha is NNabla's name of lr; give one of them, not both")
+    return alpha
 
 
 def _in_place(name: str) -> None:
@@ -234,6 +244,7 @@ class Solver:
             st = self._state_of(k, w)
             st["t"] += 1
             self._step(w, g, st, self._tmp(k, w))
+            note_update(p, type(self).__name__, k)  # a checkpoint computed before refuses
 
     def _step(self, w: Any, g: Any, st: dict[str, Any], tmp: Any) -> None:
         raise NotImplementedError
@@ -537,9 +548,16 @@ class Adam(Solver):
     nonnegative_states = ("v",)
 
     def __init__(
-        self, lr: float = 1e-3, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8
+        self,
+        lr: float = 1e-3,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        eps: float = 1e-8,
+        *,
+        alpha: float | None = None,
     ) -> None:
-        super().__init__(lr)
+        # alpha: NNabla's name of the step size (S.Adam(alpha=...)), the same as lr
+        super().__init__(_alias(type(self).__name__, lr, alpha, 1e-3))
         name = type(self).__name__
         self.beta1 = _unit(name, "beta1", beta1)
         self.beta2 = _unit(name, "beta2", beta2)

@@ -195,6 +195,7 @@ def _directions(
     for i, (a, x) in enumerate(zip(items, like, strict=True)):
         if isinstance(a, Variable):
             a = a.d
+        _taylor.check_tangent(name, _label(i, multi, "v"), a, x, of=_label(i, multi, what))
         try:
             a = xp.asarray(a, dtype=api.grad_dtype(x))
         except (TypeError, ValueError) as e:

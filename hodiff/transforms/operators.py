@@ -9,6 +9,7 @@ from random directions (Hutchinson). See docs/taylor.md for the cost model.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +18,7 @@ import numpy as np
 from hodiff import functions as F
 from hodiff.engine.arguments import array_module_of
 from hodiff.engine.autograd import grad
+from hodiff.engine.tracing import traced
 from hodiff.engine.variable import Variable
 from hodiff.transforms import taylor as _taylor
 from hodiff.transforms.derivatives import hvp
@@ -27,6 +29,7 @@ LAPLACIAN_METHODS = ("taylor", "nested", "stochastic")
 DISTRIBUTIONS = ("rademacher", "normal")
 
 
+@traced  # in a static graph, reset_shape makes it again for the new shapes
 def laplacian(
     f: Callable[[Variable], Variable],
     x: Any,
@@ -87,6 +90,7 @@ def laplacian(
 
     """
     _check("laplacian", method, batch_axis, num_samples)
+    _check_one_input("laplacian", f)
     if distribution not in DISTRIBUTIONS:
         raise ValueError(
             f"laplacian: distribution must be one of {DISTRIBUTIONS}, got {distribution!r}"
@@ -110,6 +114,7 @@ def laplacian(
     return _result(y, s[1], xv, batch_axis, scale, create_graph)
 
 
+@traced  # in a static graph, reset_shape makes it again for the new shapes
 def biharmonic(
     f: Callable[[Variable], Variable],
     x: Any,
@@ -136,6 +141,7 @@ def biharmonic(
 
     """
     _check("biharmonic", method, batch_axis, num_samples)
+    _check_one_input("biharmonic", f)
     if method == "stochastic":
         xv = _point("biharmonic", x, create_graph)
         dirs, scale = _directions("biharmonic", xv, batch_axis, method, num_samples, seed, "gauss")
@@ -160,6 +166,29 @@ def biharmonic(
 
 
 # ---------------------------------------------------------------- helpers
+def _check_one_input(name: str, f: Any) -> None:
+    """Raises TypeError when ``f`` needs more than one argument: the operator takes one
+    input ``x`` (several inputs: concatenate them into one, or close over the others).
+    """
+    if not callable(f):
+        raise TypeError(f"{name}: f must be callable, got {type(f).__name__}")
+    try:
+        params = inspect.signature(f).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: let the call say
+        return
+    needed = [
+        p.name
+        for p in params
+        if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    if len(needed) > 1:
+        raise TypeError(
+            f"{name}: f takes {len(needed)} arguments ({', '.join(needed)}), but {name} takes "
+            f"one input x and calls f(x): concatenate the inputs into one x, or fix the others "
+            f"(e.g. lambda x: f(x, c))"
+        )
+
+
 def _check(name: str, method: str, batch_axis: Any, num_samples: Any) -> None:
     if method not in LAPLACIAN_METHODS:
         raise ValueError(f"{name}: method must be one of {LAPLACIAN_METHODS}, got {method!r}")
@@ -293,7 +322,10 @@ def _check_output(name: str, y: Any, xv: Variable, batch_axis: int | None) -> No
                 f"({n}, 1), got {y.shape}"
             )
     elif y.size != 1:
-        raise ValueError(f"{name}: f must return a scalar (size 1), got shape {y.shape}")
+        hint = ""
+        if xv.ndim >= 1 and y.ndim >= 1 and y.shape[0] == xv.shape[0] > 1:
+            hint = f"; for one {name} per datum of a batch x of shape {xv.shape}, pass batch_axis=0"
+        raise ValueError(f"{name}: f must return a scalar (size 1), got shape {y.shape}{hint}")
 
 
 def _result(

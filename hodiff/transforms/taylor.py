@@ -71,8 +71,9 @@ from hodiff.engine.context import auto_forward
 from hodiff.engine.function import Elementwise, Function
 from hodiff.engine.variable import Variable
 from hodiff.functions import linalg as _linalg
+from hodiff.functions import state as _state
 
-__all__ = ["JetPass", "clock", "jet", "push", "rule_kinds", "run_jet"]
+__all__ = ["JetPass", "clock", "jet", "push", "rule_kind", "rule_kinds", "run_jet"]
 
 Coeffs = list[Any]  # c_1..c_K, each (R_k, *shape) or None (zero)
 
@@ -91,6 +92,13 @@ def rule_kinds() -> dict[str, str]:
     for cls in _all_primitives(Function):
         out[cls.__name__] = _kind(cls)
     return dict(sorted(out.items()))
+
+
+def rule_kind(cls: type) -> str:
+    """The rule kind of the primitive class ``cls`` (see :func:`rule_kinds`); ``"generic"``
+    is derived from its backward rule (nested vjps), so it cannot check that rule.
+    """
+    return _kind(cls)
 
 
 def _all_primitives(base: type) -> list[type]:
@@ -810,7 +818,8 @@ def push(
     for x, s in zip(primals, series, strict=True):
         if s is not None:
             jp.series[x] = list(s)
-    jp.run(api.nodes_since(ys, start), keep=ys)
+    with _state.replaying():  # rules that run a node again update no state (f's call did)
+        jp.run(api.nodes_since(ys, start), keep=ys)
     return [jp.series.get(o) or [None] * order for o in ys]
 
 
@@ -864,6 +873,13 @@ def jet(
         raise ValueError(
             f"jet: series must be a tuple with one list per primal ({len(primals)}), got {n}"
         )
+    for i, s in enumerate(series):
+        if not isinstance(s, tuple | list):
+            raise ValueError(
+                f"jet: series[{i}] must be a list of the K coefficients of primals[{i}], got "
+                f"{type(s).__name__}; series nests as ([x1, x2, ...], [...], ...), one list "
+                f"per primal, e.g. hd.jet(f, (x,), ([v],)) for one primal and order 1"
+            )
     with api.recording():
         xs = [_primal(p, create_graph) for p in primals]
     orders = {len(s) for s in series}
@@ -874,11 +890,12 @@ def jet(
     for i, (x, s) in enumerate(zip(xs, series, strict=True)):
         row: Coeffs = []
         for k, c in enumerate(s):
-            shape = tuple(getattr(c, "shape", np.shape(c)))
+            shape = tuple(c.shape) if hasattr(c, "shape") else np.shape(c)
             if shape != x.shape:
                 raise ValueError(
                     f"jet: series[{i}][{k}] has shape {shape}, primals[{i}] has shape {x.shape}"
                 )
+            check_tangent("jet", f"series[{i}][{k}]", c, x)
             row.append(_coefficient(c, x, create_graph))
         coeffs.append(row)
     if kk == 0:
@@ -908,6 +925,20 @@ def _primal(p: Any, keep: bool) -> Variable:
     if a.dtype.kind != "f":
         a = a.astype(np.float64)
     return Variable.from_array(a, need_grad=True, copy=False)
+
+
+def check_tangent(name: str, label: str, c: Any, x: Variable, of: str = "its primal") -> None:
+    """Raises ValueError when the tangent ``c`` is complex and ``x`` is real: casting it to
+    ``x``'s dtype would drop the imaginary part (the derivative along ``a + ib`` of a real
+    map is ``J a + i J b``: two real calls).
+    """
+    dtype = c.dtype if hasattr(c, "dtype") else np.asarray(c).dtype
+    if np.dtype(dtype).kind == "c" and np.dtype(x.dtype).kind != "c":
+        raise ValueError(
+            f"{name}: {label} is complex ({dtype}) but {of} is real ({x.dtype}); the "
+            f"imaginary part would be dropped: pass a real tangent, or the real and "
+            f"imaginary parts in two calls (J (a + ib) = J a + i J b)"
+        )
 
 
 def _coefficient(c: Any, x: Variable, record: bool) -> Any:

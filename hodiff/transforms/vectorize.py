@@ -51,6 +51,11 @@ _sizes: dict[int, int] = {}  # batch size of every running vmap, by level
 _drawing: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "hodiff_vmap_drawing", default=False
 )
+#: the levels whose batch rule runs now: the rule's own calls see that level's batch as an
+#: axis of their arrays, so a primitive without inputs is not batched at it again (a set
+#: as ``_active``, not a context variable: a checkpoint's rule runs ``f`` in the context
+#: copied where the checkpoint was made)
+_ruling: set[int] = set()
 
 
 def inside_vmap() -> bool:
@@ -172,7 +177,13 @@ def _dispatch(f: Any, inputs: list[Variable]) -> Any:
     ref = api.value_of(first)
     if ref is not None and type(ref) is not np.ndarray:
         _same_backend(ref, values, axes)
-    outs = _run_rule(f, values, axes, trusted)
+    nested = level in _ruling
+    _ruling.add(level)
+    try:
+        outs = _run_rule(f, values, axes, trusted)
+    finally:
+        if not nested:
+            _ruling.discard(level)
     outputs = _per_example(f, outs, first.shape[0], level, specs)
     if api.is_recording():
         api.link(f, inputs, outputs)
@@ -192,7 +203,9 @@ def _inputless(f: Any) -> BatchedVariable | None:
     rule = getattr(type(f), "batch_rule_no_inputs", None)
     if rule is None or not _active or _drawing.get():
         return None
-    levels = sorted(_active)
+    levels = sorted(_active - _ruling)
+    if not levels:  # inside the batch rule of every running level: an unbatched call
+        return None
     sizes = tuple(_sizes[lv] for lv in levels)
     ((shape, _),) = f.setup_impl([])
     token = _drawing.set(True)  # the rule's own call is the batched draw: not batched again

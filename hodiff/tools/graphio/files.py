@@ -165,6 +165,53 @@ def save_graph(
         ),
     }
     write_file(path, definition, arrays)
+    try:
+        _check_round_trip(path, outs, ins, nodes)
+    except ValueError:
+        os.remove(path)
+        raise
+
+
+def _check_round_trip(
+    path: PathLike, outs: list[Variable], ins: list[Variable], nodes: list[Function]
+) -> None:
+    """Loads the file just written and runs it on the saved inputs: it must give the saved
+    outputs (their shapes and dtypes; their values to rounding unless a node draws random
+    numbers), or :func:`save_graph` refuses, naming the function that differs. A graph
+    whose inputs or outputs hold no value (a static graph never run) is not run.
+    """
+    values = [api.value_of(x) for x in ins]
+    wanted = [api.value_of(v) for v in outs]
+    if any(a is None for a in values) or any(a is None for a in wanted):
+        return
+    loaded = load_graph(path)
+    try:
+        got = as_list(loaded(*values), "outputs", "save_graph")
+    except (ValueError, TypeError, RuntimeError) as e:
+        raise ValueError(
+            f"save_graph: the graph cannot be rebuilt from what the file can hold, so it is "
+            f'not saved: {e}. (A Laplacian or biharmonic recorded by the "taylor" or '
+            f'"stochastic" method is such a graph: record it with method="nested" to save '
+            "it.)"
+        ) from None
+    draws = any(hasattr(f, "rng") for f in nodes)
+    for k, (g, w) in enumerate(zip(got, wanted, strict=True)):
+        a, b = np.asarray(_host(api.value_of(g))), np.asarray(_host(w))
+        same = a.shape == b.shape and a.dtype == b.dtype
+        if same and not draws:
+            scale = float(np.max(np.abs(b))) if b.size else 0.0
+            same = bool(np.allclose(a, b, rtol=1e-9, atol=1e-12 * (1.0 + scale)))
+        if not same:
+            raise ValueError(
+                f"save_graph: rebuilt from the file on the same inputs, the graph gives "
+                f"outputs[{k}] of shape {a.shape} {a.dtype} where it gave {b.shape} {b.dtype}"
+                f"{'' if a.shape != b.shape else ' with other values'}: one of its functions "
+                "does not record all it computes with, so it is not saved"
+            )
+
+
+def _host(a: Any) -> Any:
+    return a.get() if hasattr(a, "__cuda_array_interface__") else a
 
 
 def write_file(path: PathLike, definition: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
@@ -218,6 +265,53 @@ class LoadedGraph:
         if self._returns not in ("variable", "tuple", "list"):
             raise CorruptError(f"returns is {self._returns!r}")
         self._dtypes = [np.dtype(e["dtype"]) for e in self._inputs]
+        self._saved_shapes = tuple(tuple(e["shape"]) for e in self._inputs)
+        #: the input shapes other than the saved ones already found followable
+        self._follows: set[tuple[tuple[int, ...], ...]] = set()
+
+    def _check_follows(self, shapes: tuple[tuple[int, ...], ...]) -> None:
+        """Raises ValueError when the graph holds the saved inputs' sizes that change in
+        ``shapes``: a constant of that size (the seed ``hd.grad`` made of the output's shape,
+        labels) or a static shape argument (a broadcast or reshape a gradient rule wrote for
+        that batch). Computed on such inputs, it would broadcast the old batch against the
+        new one (a penalty 4 times too large for one row instead of four) or fail inside.
+        """
+        if shapes in self._follows:
+            return
+        moved: dict[int, str] = {}  # a saved size that changes -> which input axis
+        for i, (old, new) in enumerate(zip(self._saved_shapes, shapes, strict=True)):
+            if len(old) != len(new):
+                continue  # another rank: the functions say whether they follow
+            for ax, (a, b) in enumerate(zip(old, new, strict=True)):
+                if a != b and a > 1:
+                    moved.setdefault(a, f"axis {ax} of inputs[{i}]")
+        where = None
+        for e in self.definition["values"]:
+            if not e["need_grad"] and any(d in moved for d in e["shape"]):
+                d = next(d for d in e["shape"] if d in moved)
+                where = (f"the constant {e['name']!r} of shape {tuple(e['shape'])}", d)
+                break
+        if where is None:
+            for n, (cls, _args, kwargs, _refs, _) in enumerate(self._build):
+                for key, value in kwargs.items():
+                    if "shape" in key and isinstance(value, tuple):
+                        hit = [d for d in value if isinstance(d, int) and d in moved]
+                        if hit:
+                            name = cls.__name__
+                            where = (f"function {n} ({name}) has {key}={value}", hit[0])
+                            break
+                if where is not None:
+                    break
+        if where is not None:
+            what, d = where
+            raise ValueError(
+                f"graph {self.path!r} was saved for inputs of shapes "
+                f"{list(self._saved_shapes)}; {what}, made for the size {d} of "
+                f"{moved[d]}, so it cannot follow inputs of shapes {list(shapes)} (it would "
+                "combine the saved size with the new one): record the graph (hd.grad, "
+                "hd.laplacian) on inputs of the new shape and save it again"
+            )
+        self._follows.add(shapes)
 
     def __call__(self, *inputs: Any) -> Any:
         """Re-creates the saved functions on ``inputs`` (arrays or Variables).
@@ -234,6 +328,9 @@ class LoadedGraph:
             if isinstance(x, bool | int | float):  # a Python scalar takes the saved dtype
                 x = get_default_context().xp.asarray(x, dtype=dtype)
             xs.append(x if isinstance(x, Variable) else Variable.from_array(x))
+        shapes = tuple(x.shape for x in xs)
+        if shapes != self._saved_shapes:
+            self._check_follows(shapes)
         results: list[list[Variable]] = []
 
         def get(r: tuple[Any, ...]) -> Variable:
@@ -243,14 +340,20 @@ class LoadedGraph:
                 return self._leaves[r[1]]
             return results[r[1]][r[2]]
 
-        for cls, args, kwargs, refs, n_out in self._build:
+        for n, (cls, args, kwargs, refs, n_out) in enumerate(self._build):
             f = cls(*args, **kwargs)
             if f.n_outputs != n_out:
                 raise ValueError(
                     f"graph {self.path!r}: {f.name} rebuilt with {f.n_outputs} outputs, the file "
                     f"says {n_out}"
                 )
-            y = f(*[get(r) for r in refs])
+            try:
+                y = f(*[get(r) for r in refs])
+            except (ValueError, TypeError) as e:
+                raise type(e)(
+                    f"graph {self.path!r}: function {n} ({f.name}), rebuilt on inputs of shapes "
+                    f"{list(shapes)} (saved with {list(self._saved_shapes)}), failed: {e}"
+                ) from None
             results.append(list(y) if isinstance(y, tuple) else [y])
         outs = [get(r) for r in self._outputs]
         if self._returns == "variable":

@@ -13,6 +13,7 @@ from typing import Any
 from hodiff.engine import api
 from hodiff.engine.function import REGISTRY, Function
 from hodiff.engine.variable import Variable
+from hodiff.functions import state as _state
 from hodiff.transforms.checkpointing.handover import Handed, vjp_values
 
 __all__ = ["Kept", "Run"]
@@ -190,7 +191,8 @@ class Kept:
         for v, a in zip(self.leaves, xs, strict=True):
             api.set_value(v, a)
         try:
-            api.run(*run)
+            with _state.replaying():  # a recomputation: f's first run updated the state
+                api.run(*run)
         except BaseException:
             self.drop()
             raise

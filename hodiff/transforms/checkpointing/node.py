@@ -69,6 +69,7 @@ from hodiff.transforms.checkpointing.segment import (
     Spec,
     alive,
     as_outputs,
+    check_not_updated,
     check_same_externals,
     reached,
     run_needed,
@@ -214,6 +215,7 @@ class Checkpoint(Function, register=False):
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # gx_i = sum_k (d y_k / d x_i)^T gy_k, by the rules of f's graph, recomputed
+        check_not_updated(self)
         wanted = [i for i, p in enumerate(prop_down) if p]
         if api.is_raw():
             self._backward_values(inputs, outputs, wanted, accum)

@@ -15,6 +15,7 @@ from typing import Any
 from hodiff.engine import api
 from hodiff.engine import random as _random
 from hodiff.engine.variable import Variable
+from hodiff.functions import state as _state
 from hodiff.transforms.checkpointing.segment import as_outputs, describe, grad, run_in
 
 __all__ = ["Vjp", "call_f", "check_specs", "replay"]
@@ -27,12 +28,14 @@ def call_f(node: Any, leaves: Sequence[Variable]) -> Any:
     call = list(node.statics)
     for p, v in zip(node.positions, leaves, strict=True):
         call[p] = v
-    return node.context.copy().run(run_in, node.f, call, api.modes(), _random.current())
+    return node.context.copy().run(
+        run_in, node.f, call, api.modes(), _random.current(), _state.is_replaying()
+    )
 
 
 def replay(node: Any, leaves: Sequence[Variable]) -> list[Variable]:
     """The outputs of ``node.f`` recomputed on ``leaves``, with the recorded random draws."""
-    with _random.replaying(node.tape, node.name):
+    with _random.replaying(node.tape, node.name), _state.replaying():
         outs = as_outputs(node.name, call_f(node, leaves))[1]
     check_specs(node, outs)
     return outs

@@ -17,15 +17,18 @@ from hodiff.engine import random as _random
 from hodiff.engine.arguments import array_module_of
 from hodiff.engine.function import Function
 from hodiff.engine.variable import Variable
+from hodiff.functions import state as _state
 
 __all__ = [
     "Spec",
     "alive",
     "as_outputs",
     "as_variable",
+    "check_not_updated",
     "check_same_externals",
     "describe",
     "grad",
+    "note_update",
     "reached",
     "run_in",
     "run_needed",
@@ -34,6 +37,10 @@ __all__ = [
 
 #: an output's ``(shape, dtype)``
 Spec = tuple[tuple[int, ...], Any]
+
+#: per leaf whose array a solver updated in place (a write the version counter of ``.d =``
+#: does not see): the clock time of the last update, the solver and the parameter's name
+_UPDATED: weakref.WeakKeyDictionary[Variable, tuple[int, str, str]] = weakref.WeakKeyDictionary()
 
 
 def as_outputs(name: str, out: Any) -> tuple[type | None, list[Variable]]:
@@ -115,6 +122,35 @@ def check_same_externals(node: Any, used: Sequence[Variable]) -> None:
             )
 
 
+def note_update(v: Variable, solver: str, name: str) -> None:
+    """Records that ``solver`` (e.g. ``"Sgd"``) updated the array of the parameter ``v``
+    (called ``name``) in place now, so that a checkpoint computed before refuses to
+    recompute with the new value (:func:`check_not_updated`).
+    """
+    _UPDATED[v] = (api.clock(), solver, name)
+
+
+def check_not_updated(node: Any) -> None:
+    """Raises when a solver updated an input of ``node`` in place after ``node`` computed.
+
+    The recomputation would run ``f`` with the new value while the outputs and the incoming
+    gradients hold the old one's: the gradient of neither step.
+    """
+    if not _UPDATED:
+        return
+    t = api.computed_at(node)
+    for x in node.inputs:
+        got = _UPDATED.get(x)
+        if got is not None and got[0] > t:
+            _, solver, name = got
+            raise RuntimeError(
+                f"{node.name}: the parameter {name!r} (shape {x.shape}) was updated in place "
+                f"by {solver}.update() after the forward pass; the recomputation would use "
+                "its new value, so the gradient would be that of neither step: call "
+                ".backward() before update(), or compute the forward pass again"
+            )
+
+
 def describe(specs: Sequence[tuple[Any, Any]]) -> str:
     return ", ".join(f"{tuple(s)} {d}" for s, d in specs) or "nothing"
 
@@ -185,10 +221,16 @@ def run_needed(outs: Sequence[Variable], start: int) -> None:
     api.run(run)
 
 
-def run_in(f: Callable[..., Any], call: list[Any], modes: int, tapes: Any) -> Any:
+def run_in(
+    f: Callable[..., Any], call: list[Any], modes: int, tapes: Any, replaying: bool = False
+) -> Any:
     """``f(*call)`` with the modes ``modes`` and the random tapes ``tapes`` (in a copied
-    context, where the checkpoint was made).
+    context, where the checkpoint was made); with ``replaying``, as a recomputation that
+    updates no state (:mod:`hodiff.functions.state`).
     """
     _random.restore(tapes)
+    if replaying:
+        with api.in_modes(modes), _state.replaying():
+            return f(*call)
     with api.in_modes(modes):
         return f(*call)
