@@ -143,7 +143,11 @@ def private_uses(pkg: pathlib.Path) -> list[str]:
                     sub = pkg.parent / pathlib.Path(*target.split("."))
                     if sub.with_suffix(".py").exists() or (sub / "__init__.py").exists():
                         modules.add(a.asname or a.name)
-                    elif a.name.startswith("_") and node.module != here:
+                    elif (
+                        a.name.startswith("_")
+                        and not a.name.startswith("__")
+                        and node.module != here
+                    ):
                         uses.append(f"{here}: from {node.module} import {a.name}")
             elif isinstance(node, ast.Import):
                 for a in node.names:

@@ -11,7 +11,7 @@ import pytest
 
 import hodiff as hd
 import hodiff.functions as F
-from hodiff.engine.context import _raw
+from hodiff.engine.context import flag_raw
 from hodiff.functions import math as hmath
 from hodiff.grad_functions.math import sigmoid_backward, softplus_backward, tanh_backward
 
@@ -111,11 +111,11 @@ def test_sigmoid_without_scipy_matches_scipy(no_scipy: None) -> None:
 def test_compositions_run_on_bare_arrays(fn, ref) -> None:
     # a backward rule may call them during a plain .backward(): arrays in, arrays out
     x = np.array([[-2.0, 0.5, 3.0], [1.5, -0.25, -7.0]])
-    token = _raw.set(True)
+    token = flag_raw.set(True)
     try:
         y = fn(x)
     finally:
-        _raw.reset(token)
+        flag_raw.reset(token)
     assert isinstance(y, np.ndarray)
     np.testing.assert_allclose(y, ref(x), rtol=1e-12)
 
@@ -297,11 +297,11 @@ def test_softplus_backward_kernel_is_accurate_in_both_paths(dtype: type, beta: f
     with np.errstate(all="raise"):  # e^(-beta x) overflows silently to the limit 0
         for g in (gy, gy[3]):
             got = softplus_backward(g, x, beta=beta).d  # a node
-            token = _raw.set(True)  # as the plain pass calls it: the kernel on arrays
+            token = flag_raw.set(True)  # as the plain pass calls it: the kernel on arrays
             try:
                 raw = softplus_backward(g, x, beta=beta)
             finally:
-                _raw.reset(token)
+                flag_raw.reset(token)
             for out in (got, raw):
                 assert out.dtype == dtype
                 assert out.shape == x.shape

@@ -12,7 +12,7 @@ import pytest
 
 import hodiff as hd
 import hodiff.functions as F
-from hodiff.engine.context import _mode, _raw, _recording, _trusted, array_module
+from hodiff.engine.context import MODE_BITS, array_module, flag_raw, flag_recording, flag_trusted
 from hodiff.engine.function import Slot
 
 
@@ -719,19 +719,19 @@ def test_scalar_primitives_keep_their_static_arguments() -> None:
 
 
 def test_modes_set_and_reset_in_any_order_do_not_undo_each_other() -> None:
-    from hodiff.engine.context import _raw, _recording, _trusted
+    from hodiff.engine.context import flag_raw, flag_recording, flag_trusted
 
-    raw = _raw.set(True)
-    trusted = _trusted.set(True)
-    _raw.reset(raw)  # not the last one set
-    assert _trusted.get()
-    assert not _raw.get()
-    off = _recording.set(False)
-    _trusted.reset(trusted)
-    assert not _trusted.get()
-    assert not _recording.get()
-    _recording.reset(off)
-    assert _recording.get()
+    raw = flag_raw.set(True)
+    trusted = flag_trusted.set(True)
+    flag_raw.reset(raw)  # not the last one set
+    assert flag_trusted.get()
+    assert not flag_raw.get()
+    off = flag_recording.set(False)
+    flag_trusted.reset(trusted)
+    assert not flag_trusted.get()
+    assert not flag_recording.get()
+    flag_recording.reset(off)
+    assert flag_recording.get()
     assert hd.get_auto_forward()
 
 
@@ -839,7 +839,7 @@ _FAST_CASES = [
 @contextlib.contextmanager
 def _mode_of(mode: str) -> Iterator[None]:
     """define-by-run (as is), hd.no_grad(), or the trusted mode of hd.grad's rules."""
-    flag = {"no_grad": _recording, "trusted": _trusted}.get(mode)
+    flag = {"no_grad": flag_recording, "trusted": flag_trusted}.get(mode)
     if flag is None:
         yield
         return
@@ -873,7 +873,7 @@ def test_the_fast_paths_give_what_the_general_path_gives(name, make, dtypes, mod
             fast = fn(*args)
     assert not fell_back, f"{name}: the fast path fell back to the general one"
     with monkeypatch.context() as m:  # every call through the general path
-        m.setattr(hd.Function, "__call__", lambda f, *a: general(f, a, _mode.get()))
+        m.setattr(hd.Function, "__call__", lambda f, *a: general(f, a, MODE_BITS.get()))
         with _mode_of(mode):
             slow = fn(*args)
     assert _node_facts(fast) == _node_facts(slow)
@@ -883,13 +883,13 @@ def test_the_fast_paths_give_what_the_general_path_gives(name, make, dtypes, mod
 
 def test_the_raw_fast_path_gives_what_forward_impl_gives() -> None:
     x = np.random.default_rng(4).normal(size=(5,))
-    token = _raw.set(True)
+    token = flag_raw.set(True)
     try:
         fast = [F.exp(x), F.tanh(x), F.mul_scalar(x, 3.0), F.sum(x)]
         prims = (F.math.Exp(), F.math.Tanh(), F.arithmetic.MulScalar(val=3.0), F.reduction.Sum())
         slow = [f._forward_arrays([x]) for f in prims]
     finally:
-        _raw.reset(token)
+        flag_raw.reset(token)
     for a, b in zip(fast, slow, strict=True):
         np.testing.assert_array_equal(a, b)
         assert type(a) is type(b)

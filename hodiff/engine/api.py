@@ -30,7 +30,7 @@ from hodiff.engine import function as _function
 from hodiff.engine import run as _run
 from hodiff.engine import variable as _variable
 from hodiff.engine.batching import renew
-from hodiff.engine.context import NO_GRAD, RAW, STATIC, TRUSTED, _mode
+from hodiff.engine.context import MODE_BITS, NO_GRAD, RAW, STATIC, TRUSTED
 from hodiff.engine.function import Function
 from hodiff.engine.order import nodes_since, topological_order
 from hodiff.engine.plan import plan, unused_inputs
@@ -168,7 +168,7 @@ def clock() -> int:
     """The next time of the one clock that numbers nodes and writes: a node linked after
     this call has ``seq`` above it (:func:`nodes_since`).
     """
-    return next(_variable._seq)
+    return next(_variable.ticks)
 
 
 def drop_values(nodes: Iterable[Function]) -> None:
@@ -218,7 +218,7 @@ def link(f: Function, inputs: Sequence[Variable], outputs: Sequence[Variable]) -
                 break
     node = f if "seq" not in f.__dict__ else renew(f)
     node.inputs = inputs
-    node.seq = next(_variable._seq)
+    node.seq = next(_variable.ticks)
     keep = f.need_outputs and len(outputs) > 1
     refs: list[Any] = []
     for v in outputs:
@@ -241,7 +241,7 @@ def set_batch_hook(hook: Callable[..., Any] | None) -> None:
     """Installs the function a call hands its node and inputs to when an input has no value
     (a batched one) or there is no input (``hd.vmap``'s dispatch); None: none.
     """
-    _function._BATCH_HOOK = hook
+    _function.BATCH_HOOK = hook
 
 
 # ---------------------------------------------------------------------------- modes
@@ -249,31 +249,31 @@ def set_batch_hook(hook: Callable[..., Any] | None) -> None:
 # on exit (a class, not a generator: a checkpoint enters several per node).
 def modes() -> int:
     """The current modes, as one word for :func:`in_modes` (e.g. in a copied context)."""
-    return _mode.get()
+    return MODE_BITS.get()
 
 
 def is_raw() -> bool:
     """Whether rules run on bare arrays now (a plain pass)."""
-    return bool(_mode.get() & RAW)
+    return bool(MODE_BITS.get() & RAW)
 
 
 def is_recording() -> bool:
     """Whether calls record a graph: False inside ``hd.no_grad()`` (raw mode aside)."""
-    return not _mode.get() & NO_GRAD
+    return not MODE_BITS.get() & NO_GRAD
 
 
 def is_static() -> bool:
     """Whether calls link nodes without computing (define-then-run)."""
-    return bool(_mode.get() & STATIC)
+    return bool(MODE_BITS.get() & STATIC)
 
 
 def is_trusted() -> bool:
     """Whether calls skip their argument checks (``hd.grad``'s rules)."""
-    return bool(_mode.get() & TRUSTED)
+    return bool(MODE_BITS.get() & TRUSTED)
 
 
 class _Modes:
-    """Sets ``_mode`` to ``(mode & keep) | on`` for the ``with`` block."""
+    """Sets ``MODE_BITS`` to ``(mode & keep) | on`` for the ``with`` block."""
 
     __slots__ = ("keep", "on", "token")
 
@@ -281,10 +281,10 @@ class _Modes:
         self.keep, self.on = keep, on
 
     def __enter__(self) -> None:
-        self.token = _mode.set((_mode.get() & self.keep) | self.on)
+        self.token = MODE_BITS.set((MODE_BITS.get() & self.keep) | self.on)
 
     def __exit__(self, *exc: object) -> None:
-        _mode.reset(self.token)
+        MODE_BITS.reset(self.token)
 
 
 _ALL = RAW | STATIC | NO_GRAD | TRUSTED

@@ -15,7 +15,7 @@ from hodiff.engine.clock import CLOCK
 from hodiff.engine.context import array_module, get_default_context
 from hodiff.engine.follow import last_change
 from hodiff.engine.function import Function
-from hodiff.engine.variable import Variable, _no_value
+from hodiff.engine.variable import Variable, no_value
 
 __all__ = ["check_seed", "check_values", "values_epoch"]
 
@@ -54,7 +54,7 @@ def _check_node(f: Function, t: int, where: str) -> None:
         for i, x in enumerate(f.inputs):
             if need is True or i in need:
                 if x._data is None and x.parent is not None:
-                    raise RuntimeError(f"{where}: {f.name} needs its input {i}, {_no_value(x)}")
+                    raise RuntimeError(f"{where}: {f.name} needs its input {i}, {no_value(x)}")
                 if getattr(x, "_version", 0) > t:
                     raise RuntimeError(_changed(where, f, f"input {i}", x))
     if f.need_outputs:

@@ -84,11 +84,11 @@ STATIC = 2  # define-then-run: functions link nodes without computing (auto_forw
 NO_GRAD = 4  # hd.no_grad(): nothing is recorded
 TRUSTED = 8  # hd.grad runs backward rules: their calls are consistent by construction, so in
 # define-by-run mode their argument checks (setup_impl) are skipped
-_mode: contextvars.ContextVar[int] = contextvars.ContextVar("hodiff_mode", default=0)
+MODE_BITS: contextvars.ContextVar[int] = contextvars.ContextVar("hodiff_mode", default=0)
 
 
 class _Flag:
-    """One mode of :data:`_mode`, read and set like a boolean context variable.
+    """One mode of :data:`MODE_BITS`, read and set like a boolean context variable.
 
     ``set`` returns a token (the previous state of this mode only) for ``reset``, so that
     modes set and reset in any order never undo each other.
@@ -101,24 +101,24 @@ class _Flag:
         self.on_when_set = on_when_set  # False: the bit means the mode is off (auto_forward)
 
     def get(self) -> bool:
-        return bool(_mode.get() & self.bit) is self.on_when_set
+        return bool(MODE_BITS.get() & self.bit) is self.on_when_set
 
     def set(self, value: bool) -> bool:
-        mode = _mode.get()
+        mode = MODE_BITS.get()
         previous = bool(mode & self.bit)
         bit_on = bool(value) is self.on_when_set
-        _mode.set(mode | self.bit if bit_on else mode & ~self.bit)
+        MODE_BITS.set(mode | self.bit if bit_on else mode & ~self.bit)
         return previous
 
     def reset(self, token: bool) -> None:
-        mode = _mode.get()
-        _mode.set(mode | self.bit if token else mode & ~self.bit)
+        mode = MODE_BITS.get()
+        MODE_BITS.set(mode | self.bit if token else mode & ~self.bit)
 
 
-_auto_forward = _Flag(STATIC, False)
-_recording = _Flag(NO_GRAD, False)
-_raw = _Flag(RAW, True)
-_trusted = _Flag(TRUSTED, True)
+flag_auto_forward = _Flag(STATIC, False)
+flag_recording = _Flag(NO_GRAD, False)
+flag_raw = _Flag(RAW, True)
+flag_trusted = _Flag(TRUSTED, True)
 
 
 def get_default_context() -> Context:
@@ -147,12 +147,12 @@ def context_scope(ctx: Context) -> Iterator[Context]:
 
 def get_auto_forward() -> bool:
     """True when functions compute their outputs as soon as they are called."""
-    return _auto_forward.get()
+    return flag_auto_forward.get()
 
 
 def set_auto_forward(enabled: bool) -> None:
     """Sets define-by-run (True, the default) or define-then-run (False) for this thread."""
-    _auto_forward.set(_check_bool("set_auto_forward", enabled))
+    flag_auto_forward.set(_check_bool("set_auto_forward", enabled))
 
 
 @contextlib.contextmanager
@@ -164,11 +164,11 @@ def auto_forward(enabled: bool = True) -> Iterator[None]:
     ...     hd.get_auto_forward()
     False
     """
-    token = _auto_forward.set(_check_bool("auto_forward", enabled))
+    token = flag_auto_forward.set(_check_bool("auto_forward", enabled))
     try:
         yield
     finally:
-        _auto_forward.reset(token)
+        flag_auto_forward.reset(token)
 
 
 def _check_bool(name: str, value: Any) -> bool:
@@ -181,16 +181,16 @@ def _check_bool(name: str, value: Any) -> bool:
 @contextlib.contextmanager
 def no_grad() -> Iterator[None]:
     """Context manager: functions called inside record no graph."""
-    token = _recording.set(False)
+    token = flag_recording.set(False)
     try:
         yield
     finally:
-        _recording.reset(token)
+        flag_recording.reset(token)
 
 
 def is_recording() -> bool:
     """False inside :func:`no_grad`."""
-    return _recording.get()
+    return flag_recording.get()
 
 
 def array_module(x: Any) -> ModuleType:

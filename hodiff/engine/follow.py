@@ -27,10 +27,10 @@ import numpy as np
 from hodiff.engine import tracing as _tracing
 from hodiff.engine import variable as _variable
 from hodiff.engine.clock import CLOCK
-from hodiff.engine.context import _auto_forward
-from hodiff.engine.function import Function, _Out
+from hodiff.engine.context import flag_auto_forward
+from hodiff.engine.function import Function, OutRef
 from hodiff.engine.order import topological_order
-from hodiff.engine.variable import SHAPE_HISTORY, ShapeResetError, Variable, _check_shape
+from hodiff.engine.variable import SHAPE_HISTORY, ShapeResetError, Variable, check_shape
 
 __all__ = ["follow_shapes", "record_shape_change", "shape_changes", "shapes_current"]
 
@@ -62,7 +62,7 @@ def reset_shape(v: Variable, shape: Any, force: bool) -> None:
     """:meth:`Variable.reset_shape`: ``v``'s new shape, recorded on the clock for the graphs
     built on it to follow at their next forward.
     """
-    new = _check_shape(shape)
+    new = check_shape(shape)
     old = v._shape
     if v.parent is not None:
         raise ValueError(
@@ -226,7 +226,7 @@ class _Following:
                 f"the new input shapes {now}: {e}"
             ) from e
         refs = f._outputs
-        outs = [refs()] if type(refs) is _Out else [r() for r in refs]
+        outs = [refs()] if type(refs) is OutRef else [r() for r in refs]
         for v, spec in zip(outs, specs, strict=True):
             if v is not None:
                 self.take(v, tuple(spec[0]))
@@ -277,8 +277,8 @@ class _Following:
         if changed:
             record_shape_change(old, self.t, old._shape)
         refs = parent._outputs
-        if type(refs) is _Out:
-            parent._outputs = _Out(old)
+        if type(refs) is OutRef:
+            parent._outputs = OutRef(old)
         else:
             assert isinstance(refs, list)
             refs[[r() for r in refs].index(new)] = weakref.ref(old)
@@ -307,7 +307,7 @@ def _made_again(trace: _tracing.Trace) -> tuple[list[Any], list[Function]]:
     nodes, numbered inside ``trace``'s interval and recorded as set up for their shapes.
     """
     t0 = CLOCK.tick()
-    token = _auto_forward.set(False)  # the call links nodes; the forward computes them
+    token = flag_auto_forward.set(False)  # the call links nodes; the forward computes them
     try:
         out = trace.fn(*trace.args, **trace.kwargs)
     except (ValueError, TypeError) as e:
@@ -315,7 +315,7 @@ def _made_again(trace: _tracing.Trace) -> tuple[list[Any], list[Function]]:
             f"reset_shape: {trace.name} refuses the new shapes of its inputs: {e}"
         ) from e
     finally:
-        _auto_forward.reset(token)
+        flag_auto_forward.reset(token)
     t1 = CLOCK.tick()
     news = list(out) if isinstance(out, tuple | list) else [out]
     if len(news) != len(trace.outs):
@@ -340,7 +340,7 @@ def _outermost_traces(nodes: Sequence[Function]) -> list[tuple[int, int, Any]]:
     found: dict[int, Any] = {}
     for f in nodes:
         refs = f._outputs
-        for v in [refs()] if type(refs) is _Out else [r() for r in refs]:
+        for v in [refs()] if type(refs) is OutRef else [r() for r in refs]:
             trace = getattr(v, "_trace", None) if v is not None else None
             if trace is not None:
                 found[id(trace)] = trace

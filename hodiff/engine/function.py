@@ -96,15 +96,15 @@ from hodiff.engine import batching as _batching
 from hodiff.engine import variable as _variable
 from hodiff.engine.arguments import check_devices, wrap
 from hodiff.engine.context import (
+    MODE_BITS,
     NO_GRAD,
     RAW,
     STATIC,
     TRUSTED,
-    _mode,
     array_module,
 )
 from hodiff.engine.tracing import traced
-from hodiff.engine.variable import Variable, _no_value
+from hodiff.engine.variable import Variable, no_value
 
 __all__ = [
     "REGISTRY",
@@ -123,20 +123,20 @@ __all__ = [
 REGISTRY: dict[type[Function], str] = {}
 # node numbers: a node is numbered after the nodes its inputs come from; read from the one
 # clock (hodiff/engine/clock.py; an alias for the hot path)
-_seq = _variable._seq
+ticks = _variable.ticks
 _ref = weakref.ref
 _new_variable = object.__new__
 #: set by hodiff.transforms.vectorize: called with (function, inputs) when an input has no value
-_BATCH_HOOK: Any = None
+BATCH_HOOK: Any = None
 
 
-class _Out(weakref.ref["Variable"]):
+class OutRef(weakref.ref["Variable"]):
     """The weak reference to a one-output node's output, which is also that node's ``_outputs``.
 
     It reads as the one-element sequence of weak references that ``_outputs`` is for several
     outputs (``len``, ``[0]``, iteration), so that a link makes one GC-tracked object where a
     list and a reference made two: the collector traverses every live node at each full
-    collection (bench/graph_size.py). Hot loops test ``type(refs) is _Out`` and call it.
+    collection (bench/graph_size.py). Hot loops test ``type(refs) is OutRef`` and call it.
     """
 
     __slots__ = ()
@@ -144,12 +144,12 @@ class _Out(weakref.ref["Variable"]):
     def __len__(self) -> int:
         return 1
 
-    def __getitem__(self, i: int) -> _Out:
+    def __getitem__(self, i: int) -> OutRef:
         if i == 0 or i == -1:
             return self
         raise IndexError("a node's output index out of range")
 
-    def __iter__(self) -> Iterator[_Out]:
+    def __iter__(self) -> Iterator[OutRef]:
         yield self
 
 
@@ -239,8 +239,8 @@ class Function:
     #: the clock time of the last forward pass (hodiff/engine/run.py) that recomputed this
     #: node's values; they are as of ``max(seq, _computed)`` (checks.check_values)
     _computed: int = -1
-    #: weak references to the outputs: a list, or for one output its :class:`_Out`
-    _outputs: list[weakref.ref[Variable]] | _Out
+    #: weak references to the outputs: a list, or for one output its :class:`OutRef`
+    _outputs: list[weakref.ref[Variable]] | OutRef
     #: the output values backward needs (``need_outputs``): a tuple of arrays, which the
     #: collector untracks
     _ydata: Sequence[Any] | None
@@ -342,7 +342,7 @@ class Function:
         Variables and link the node (:meth:`_link`), unless recording is off. In a
         plain pass (raw mode) a call only computes, on bare arrays.
         """
-        mode = _mode.get()
+        mode = MODE_BITS.get()
         # ---------------------------------------------------------------- fast paths
         # The common calls, in fewer frames (graph building and the plain pass are the hot
         # loops). Each gives what the general path gives: tests/test_engine.py compares them.
@@ -393,9 +393,9 @@ class Function:
         inputs = self._as_inputs(args)
         xs = [x._data for x in inputs]
         unfilled = any(d is None for d in xs)
-        if (unfilled or not inputs) and _BATCH_HOOK is not None:  # hd.vmap (hodiff/vmap.py):
+        if (unfilled or not inputs) and BATCH_HOOK is not None:  # hd.vmap (hodiff/vmap.py):
             # a batched input, or no input at all (a random function draws per example)
-            out = _BATCH_HOOK(self, inputs)
+            out = BATCH_HOOK(self, inputs)
             if out is not None:
                 return out
         if mode & STATIC:  # define-then-run: shapes now, values at .forward()
@@ -449,7 +449,7 @@ class Function:
         if skipped and (self.n_outputs > 1 or ys[0].dtype is not inputs[0]._dtype):
             specs = self.setup_impl(inputs)  # another dtype than the inputs'
         if specs is not None:
-            ys = _as_declared(self, xs, ys, [s[1] for s in specs])
+            ys = as_declared(self, xs, ys, [s[1] for s in specs])
         return ys
 
     def _setup_skippable(self, inputs: Sequence[Variable]) -> bool:
@@ -482,7 +482,7 @@ class Function:
         """The node to link: this instance, or a copy when the instance is linked already."""
         node = self if self.seq < 0 else _renew(self)
         node.inputs = inputs
-        node.seq = next(_seq)
+        node.seq = next(ticks)
         return node
 
     def _link1(self, inputs: Sequence[Variable], y: Any, mode: int, specs: Any = None) -> Variable:
@@ -508,10 +508,10 @@ class Function:
         v.need_grad = need
         node = self if self.seq < 0 else _renew(self)  # a linked instance: a copy
         node.inputs = inputs
-        node.seq = next(_seq)
+        node.seq = next(ticks)
         # one GC-tracked object per link: the weak reference is the node's _outputs, and a
         # kept value is in a tuple of arrays, which the collector untracks
-        node._outputs = _Out(v)
+        node._outputs = OutRef(v)
         node._ydata = (y,) if self.need_outputs else None
         if mode & TRUSTED:  # a gradient graph's node: made for these shapes (set last: the
             node._shape_bound = "hd.grad"  # instances keep sharing one key table)
@@ -543,7 +543,7 @@ class Function:
         """The input arrays; an unfilled leaf reads as zeros, a function's output must have one."""
         for i, x in enumerate(inputs):
             if x._data is None and x.parent is not None:
-                raise RuntimeError(f"{self.name}: input {i} is {_no_value(x)}")
+                raise RuntimeError(f"{self.name}: input {i} is {no_value(x)}")
         return [x.d for x in inputs]
 
     def _wrap(self, i: int, value: Any, args: Sequence[Any]) -> Variable:
@@ -575,7 +575,7 @@ class Function:
         ys = [r() for r in self._outputs]
         if any(v is None or v._data is None for v in ys):
             return None
-        mode = _mode.get()
+        mode = MODE_BITS.get()
         if self.n_outputs == 1:
             return (self._link1(list(inputs), ys[0]._data, mode),)  # type: ignore[union-attr]
         return self._link(list(inputs), [v._data for v in ys], mode)  # type: ignore[union-attr]
@@ -592,8 +592,8 @@ class Function:
             v.parent = self
             v.need_grad = True
             refs = self._outputs
-            if isinstance(refs, _Out):  # one output: its reference is the node's _outputs
-                self._outputs = _Out(v)
+            if isinstance(refs, OutRef):  # one output: its reference is the node's _outputs
+                self._outputs = OutRef(v)
             else:
                 refs[i] = weakref.ref(v)
         elif v._data is None and self._ydata is not None:  # freed by clear_buffer, but retained
@@ -736,7 +736,7 @@ def _output(spec: tuple[tuple[int, ...], Any] | None, y: Any) -> Variable:
     return v
 
 
-def _as_declared(f: Function, xs: Sequence[Any], ys: list[Any], dtypes: Sequence[Any]) -> list[Any]:
+def as_declared(f: Function, xs: Sequence[Any], ys: list[Any], dtypes: Sequence[Any]) -> list[Any]:
     """``f``'s outputs in their declared dtypes: one float dtype in both modes.
 
     numpy computes float16 (or float32) from small integer and bool arrays where

@@ -17,7 +17,7 @@ from typing import Any
 
 from hodiff.engine.checks import check_leaves, check_values, values_epoch
 from hodiff.engine.clock import CLOCK
-from hodiff.engine.function import Function, _Out
+from hodiff.engine.function import Function, OutRef
 from hodiff.engine.order import topological_order
 from hodiff.engine.variable import Variable
 
@@ -91,7 +91,7 @@ class Plan:
             if type(f).backward_impl is base_rule:
                 f.backward_impl([], [], prop, prop)  # raises NotImplementedError naming f
             refs = f._outputs
-            if type(refs) is _Out:  # inline: the common case
+            if type(refs) is OutRef:  # inline: the common case
                 v = refs()
                 if v is not None:
                     relevant.add(v)
@@ -137,7 +137,7 @@ class Plan:
             if type(f).backward_impl is base_rule:
                 f.backward_impl([], [], prop, prop)  # raises NotImplementedError naming f
             refs = f._outputs
-            if type(refs) is _Out:  # inline: the common case
+            if type(refs) is OutRef:  # inline: the common case
                 v = refs()
                 if v is not None:
                     relevant.add(v)

@@ -15,16 +15,16 @@ from typing import Any
 
 from hodiff.engine.checks import check_seed, check_values, values_epoch
 from hodiff.engine.clock import CLOCK
-from hodiff.engine.context import _trusted, array_module, get_default_context
-from hodiff.engine.function import Function, GradientShapeError, Slot, _Out, as_array
+from hodiff.engine.context import array_module, flag_trusted, get_default_context
+from hodiff.engine.function import Function, GradientShapeError, OutRef, Slot, as_array
 from hodiff.engine.plan import FLAGS2, Plan, paused_collector
 from hodiff.engine.reverse import (
-    _ACCUM,
-    _out_grads,
-    _pass,
-    _plain_pass,
-    _run_general,
-    _zeros_of,
+    ACCUM,
+    PASS_SCOPE,
+    out_grads,
+    plain_pass,
+    run_general,
+    zeros_of,
 )
 from hodiff.engine.variable import Variable
 
@@ -37,14 +37,14 @@ def _recorded_out_slots(
     """The output slots of a multi-output node in the recording pass (empty if no gradient
     reached it); an output that received no gradient gets zeros.
     """
-    outs, gys = _out_grads(f, grads, wanted)
+    outs, gys = out_grads(f, grads, wanted)
     if all(g is None for g in gys):
         return []
     slots = []
     for i, (o, g) in enumerate(zip(outs, gys, strict=True)):
         y = f.output_variable(i) if f.need_outputs else o
         if g is None:
-            g = Variable.from_array(_zeros_of(f, i))
+            g = Variable.from_array(zeros_of(f, i))
         slots.append(Slot(y, g, g.shape))
     return slots
 
@@ -64,16 +64,16 @@ def _recording_pass(
     of ``grads`` (leaving those of ``wanted`` variables there), call ``backward_impl``
     and put the input gradients it stored into ``grads``. A node that no gradient
     reached is skipped. One- and two-input nodes reuse the pass's slots (a slot is only
-    valid during the call); other nodes take :func:`_run_general`.
+    valid during the call); other nodes take :func:`run_general`.
     """
     x_slot, b_slot, y_slot = Slot(None, None, ()), Slot(None, None, ()), Slot(None, None, ())
     x_slots, y_slots, ab_slots = [x_slot], [y_slot], [x_slot, b_slot]
-    scope = _pass.set(None)  # its rules record: no plain pass's scope is theirs
+    scope = PASS_SCOPE.set(None)  # its rules record: no plain pass's scope is theirs
     try:
         for f, prop in zip(reversed(plan.nodes), reversed(plan.props), strict=True):
             refs = f._outputs
             out_slots: Sequence[Slot] = y_slots
-            if type(refs) is _Out:
+            if type(refs) is OutRef:
                 o = refs()
                 gy = None if o is None else grads.get(o) if o in wanted else grads.pop(o, None)
                 if gy is None:
@@ -91,7 +91,7 @@ def _recording_pass(
                 x = inputs[0]
                 g = grads.get(x)
                 x_slot.data, x_slot.grad, x_slot.shape = x, g, x._shape
-                f.backward_impl(x_slots, out_slots, prop, _ACCUM[g is not None])
+                f.backward_impl(x_slots, out_slots, prop, ACCUM[g is not None])
                 if x_slot.grad is not None:
                     grads[x] = x_slot.grad
             elif n == 2 and inputs[0] is not inputs[1]:
@@ -105,12 +105,12 @@ def _recording_pass(
                 if b_slot.grad is not None:
                     grads[b] = b_slot.grad
             else:
-                _run_general(f, prop, out_slots, grads, True)
+                run_general(f, prop, out_slots, grads, True)
             x_slot.data = x_slot.grad = b_slot.data = b_slot.grad = y_slot.data = y_slot.grad = None
     except GradientShapeError as e:
         raise GradientShapeError(f"{f.name}: backward_impl: {e}") from None
     finally:
-        _pass.reset(scope)
+        PASS_SCOPE.reset(scope)
 
 
 def grad_graph(
@@ -129,12 +129,12 @@ def grad_graph(
     grads: dict[Variable, Variable] = {}
     for o, s in zip(outputs, seeds, strict=True):
         grads[o] = grads[o] + s if o in grads else s
-    token = _trusted.set(True)
+    token = flag_trusted.set(True)
     try:
         with paused_collector:
             _recording_pass(plan, grads, wanted)
     finally:
-        _trusted.reset(token)
+        flag_trusted.reset(token)
     return [grads.get(x) for x in inputs]
 
 
@@ -158,7 +158,7 @@ def grad_values(
     if clear_buffer:
         CLOCK.freed()  # a later pass over these nodes checks their values again
     with paused_collector:
-        for _ in _plain_pass(plan, grads, set(inputs), {}, clear_buffer=clear_buffer):
+        for _ in plain_pass(plan, grads, set(inputs), {}, clear_buffer=clear_buffer):
             pass  # a plan towards inputs has no leaves to commit: nothing is yielded
     out: list[Any] = []
     for x in inputs:

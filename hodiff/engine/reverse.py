@@ -23,15 +23,15 @@ from hodiff.engine import variable as _variable
 from hodiff.engine.arguments import array_module_of
 from hodiff.engine.checks import check_seed
 from hodiff.engine.clock import CLOCK
-from hodiff.engine.context import _raw
-from hodiff.engine.function import Function, GradientShapeError, Slot, _Out, as_array
+from hodiff.engine.context import flag_raw
+from hodiff.engine.function import Function, GradientShapeError, OutRef, Slot, as_array
 from hodiff.engine.plan import FLAGS2, Plan, paused_collector, plain_plan
-from hodiff.engine.variable import FREED, Variable, _no_value
+from hodiff.engine.variable import FREED, Variable, no_value
 
 __all__ = ["PassScope", "backward", "backward_steps", "current_pass"]
 
 _ref = weakref.ref
-_ACCUM = ((False,), (True,))  # accum of a one-input step, by "already has a gradient"
+ACCUM = ((False,), (True,))  # accum of a one-input step, by "already has a gradient"
 _NOTHING: frozenset[Variable] = frozenset()
 
 
@@ -66,7 +66,7 @@ def backward_steps(
             "nothing can be differentiated (was it computed under hd.no_grad()?)"
         )
     if root._data is None and root.parent is not None:
-        raise RuntimeError(f"backward: {_no_value(root)}")
+        raise RuntimeError(f"backward: {no_value(root)}")
     seed = check_seed(root, grad, "backward")
     plan = plain_plan(root)
     grads: dict[Variable, Any] = {root: seed}
@@ -82,10 +82,10 @@ def backward_steps(
     root._grad = seed if retain_grad else FREED
     if clear_buffer:
         CLOCK.freed()
-    yield from _plain_pass(plan, grads, _NOTHING, handed, root, retain_grad, clear_buffer)
+    yield from plain_pass(plan, grads, _NOTHING, handed, root, retain_grad, clear_buffer)
 
 
-def _plain_pass(
+def plain_pass(
     plan: Plan,
     grads: dict[Variable, Any],
     wanted: set[Variable] | frozenset[Variable],
@@ -114,8 +114,8 @@ def _plain_pass(
     mark = keep is not None
     scope = PassScope(plan)
     handoff = scope.handoff  # filled by rules during the pass (empty: falsy, one test)
-    token: Any = _raw.set(True)
-    stoken: Any = _pass.set(scope)
+    token: Any = flag_raw.set(True)
+    stoken: Any = PASS_SCOPE.set(scope)
     try:
         # zip reuses its tuple: nothing is allocated per step
         for f, prop, leaves in zip(
@@ -123,7 +123,7 @@ def _plain_pass(
         ):
             refs = f._outputs
             out_slots: Sequence[Slot] = y_slots
-            if type(refs) is _Out:
+            if type(refs) is OutRef:
                 o = refs()
                 gy = grads.get(o) if o in wanted else grads.pop(o, None)  # type: ignore[arg-type]
                 if gy is None:  # zeros if work was left for f, else None: f is skipped
@@ -148,7 +148,7 @@ def _plain_pass(
                 x = inputs[0]
                 g = grads.get(x)
                 x_slot.data, x_slot.grad, x_slot.shape = x._data, g, x._shape
-                f.backward_impl(x_slots, out_slots, prop, _ACCUM[g is not None])
+                f.backward_impl(x_slots, out_slots, prop, ACCUM[g is not None])
                 g = x_slot.grad
                 if g is not None:
                     grads[x] = g if type(g) is nd else as_array(g)
@@ -164,17 +164,17 @@ def _plain_pass(
                 if gb is not None:
                     grads[b] = gb if type(gb) is nd else as_array(gb)
             else:
-                _run_general(f, prop, out_slots, grads, False)
+                run_general(f, prop, out_slots, grads, False)
             x_slot.data = x_slot.grad = b_slot.data = b_slot.grad = y_slot.data = y_slot.grad = None
             if clear_buffer:
                 scope.freed += _free_values(f, root)
             if leaves and (done := _final_leaves(leaves, leaf_uses, grads, handed)):
-                _raw.reset(token)  # user code runs between yields: not in raw mode,
-                _pass.reset(stoken)  # nor in this pass
+                flag_raw.reset(token)  # user code runs between yields: not in raw mode,
+                PASS_SCOPE.reset(stoken)  # nor in this pass
                 token = stoken = None
                 yield from done
-                token = _raw.set(True)
-                stoken = _pass.set(scope)
+                token = flag_raw.set(True)
+                stoken = PASS_SCOPE.set(scope)
     except GradientShapeError as e:
         raise GradientShapeError(f"{f.name}: backward_impl: {e}") from None
     finally:
@@ -186,9 +186,9 @@ def _leave(token: Any, stoken: Any, handoff: dict[Function, Any]) -> None:
     what was left in its handoff dropped.
     """
     if token is not None:
-        _raw.reset(token)
+        flag_raw.reset(token)
     if stoken is not None:
-        _pass.reset(stoken)
+        PASS_SCOPE.reset(stoken)
     handoff.clear()
 
 
@@ -199,7 +199,7 @@ def _left_for(f: Function, o: Variable | None, handoff: dict[Function, Any], kee
     """
     if not handoff or f not in handoff:
         return None
-    gy = _zeros_of(f, 0)
+    gy = zeros_of(f, 0)
     if keep is not None and o is not None:
         o._grad = gy if keep else FREED
     return gy
@@ -221,22 +221,22 @@ def _skipped(
     user's code sees outside raw mode and outside the pass's scope.
     """
     if clear_buffer:
-        scope = _pass.get()
+        scope = PASS_SCOPE.get()
         n = _free_values(f, root)
         if scope is not None:
             scope.freed += n
     if leaves:
         done = _final_leaves(leaves, leaf_uses, grads, handed)
         if done:
-            token, stoken = _raw.set(False), _pass.set(None)
+            token, stoken = flag_raw.set(False), PASS_SCOPE.set(None)
             try:
                 yield from done
             finally:
-                _pass.reset(stoken)
-                _raw.reset(token)
+                PASS_SCOPE.reset(stoken)
+                flag_raw.reset(token)
 
 
-def _out_grads(
+def out_grads(
     f: Function, grads: dict[Variable, Any], wanted: set[Variable] | frozenset[Variable]
 ) -> tuple[list[Variable | None], list[Any]]:
     """The outputs of a multi-output node and the gradients that reached them (taken out of
@@ -260,14 +260,14 @@ def _out_slots(
 
     An output that received no gradient gets zeros (rules never see None).
     """
-    outs, gys = _out_grads(f, grads, wanted)
+    outs, gys = out_grads(f, grads, wanted)
     if not force and all(g is None for g in gys):
         return []
     ydata = f._ydata
     slots = []
     for i, (o, g) in enumerate(zip(outs, gys, strict=True)):
         if g is None:
-            g = _zeros_of(f, i)
+            g = zeros_of(f, i)
         elif keep is not None:
             o._grad = g if keep else FREED  # type: ignore[union-attr]
         _hand(handed, g)
@@ -276,7 +276,7 @@ def _out_slots(
     return slots
 
 
-def _run_general(
+def run_general(
     f: Function,
     prop: Sequence[bool],
     out_slots: Sequence[Slot],
@@ -311,7 +311,7 @@ def _in_slots(
     return in_slots, accum, slots
 
 
-def _zeros_of(f: Function, i: int) -> Any:
+def zeros_of(f: Function, i: int) -> Any:
     """Zeros of the shape and dtype of ``f``'s output ``i`` (alive or not), for an output
     that received no gradient (rules never see None).
     """
@@ -439,7 +439,7 @@ class PassScope:
         return f in self._nodes
 
 
-_pass: contextvars.ContextVar[PassScope | None] = contextvars.ContextVar(
+PASS_SCOPE: contextvars.ContextVar[PassScope | None] = contextvars.ContextVar(
     "hodiff_pass", default=None
 )
 
@@ -451,7 +451,7 @@ def current_pass() -> PassScope | None:
     they share nothing through the pass). A rule that runs a pass of its own (over a graph
     it made) reads this first: the inner pass has its own scope.
     """
-    return _pass.get()
+    return PASS_SCOPE.get()
 
 
 _variable.register(backward=backward)  # Variable.backward

@@ -20,7 +20,7 @@ import numpy as np
 from hodiff.engine import variable as _variable
 from hodiff.engine.clock import CLOCK
 from hodiff.engine.follow import follow_shapes
-from hodiff.engine.function import Function, _as_declared, _Out, as_array
+from hodiff.engine.function import Function, OutRef, as_array, as_declared
 from hodiff.engine.order import topological_order
 from hodiff.engine.plan import values_checked
 from hodiff.engine.variable import Variable
@@ -51,7 +51,7 @@ def _steps(
             if x.parent is None:
                 leaves[x] = None
         drop = _NONE if drops is None else tuple(drops[k])
-        if type(f._outputs) is _Out:  # the common case, run inline
+        if type(f._outputs) is OutRef:  # the common case, run inline
             steps.append((f.forward_impl, ins, len(ins), f.need_outputs, f, drop))
         else:
             steps.append((None, ins, len(ins), False, f, drop))
@@ -190,7 +190,7 @@ def _set_outputs(f: Function, xs: list[Any], ys: list[Any]) -> None:
     for ref, y in zip(f._outputs, ys, strict=True):
         v = ref()
         if v is not None and y.dtype != v._dtype:  # float16 from int8 as in dynamic mode
-            ys = [as_array(y) for y in _as_declared(f, xs, ys, _declared(f))]
+            ys = [as_array(y) for y in as_declared(f, xs, ys, _declared(f))]
             break
     for ref, y in zip(f._outputs, ys, strict=True):
         v = ref()

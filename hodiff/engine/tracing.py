@@ -14,8 +14,8 @@ import functools
 import weakref
 from typing import Any
 
-from hodiff.engine.context import RAW, STATIC, TRUSTED, _mode
-from hodiff.engine.variable import Variable, _seq
+from hodiff.engine.context import MODE_BITS, RAW, STATIC, TRUSTED
+from hodiff.engine.variable import Variable, ticks
 
 __all__ = ["Trace", "record_trace", "shape_bound", "traced"]
 
@@ -66,11 +66,11 @@ def traced(fn: Any) -> Any:
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
-        if _mode.get() & (STATIC | RAW | TRUSTED) != STATIC:  # define-by-run, a plain pass,
+        if MODE_BITS.get() & (STATIC | RAW | TRUSTED) != STATIC:  # define-by-run, a plain pass,
             return fn(*args, **kwargs)  # or a rule
-        t0 = next(_seq)
+        t0 = next(ticks)
         out = fn(*args, **kwargs)
-        record_trace(out, fn, args, kwargs, t0, next(_seq))
+        record_trace(out, fn, args, kwargs, t0, next(ticks))
         return out
 
     return call

@@ -21,7 +21,7 @@ __all__ = ["Variable", "as_variable", "is_scalar"]
 
 
 #: the clock's times (an alias for the hot paths; see :mod:`hodiff.engine.clock`)
-_seq = CLOCK.ticks
+ticks = CLOCK.ticks
 
 
 class ShapeResetError(ValueError):
@@ -96,7 +96,7 @@ class Variable(ArrayMethods):
     def __init__(
         self, shape: tuple[int, ...] | int = (), need_grad: bool = False, dtype: Any = None
     ) -> None:
-        self._shape = _check_shape(shape)
+        self._shape = check_shape(shape)
         self._dtype = np.dtype(dtype) if dtype is not None else get_default_context().dtype
         if need_grad and self._dtype.kind != "f":
             raise TypeError(_NOT_FLOAT.format(where="Variable", dtype=self._dtype))
@@ -167,7 +167,7 @@ class Variable(ArrayMethods):
             if read is not None:
                 read(self)
             if self.parent is not None:
-                raise RuntimeError(f"Variable.d: {_no_value(self)}")
+                raise RuntimeError(f"Variable.d: {no_value(self)}")
             self._data = get_default_context().xp.zeros(self._shape, dtype=self._dtype)
         return self._data
 
@@ -494,7 +494,7 @@ _NO_COPY = (
 )
 
 
-def _no_value(v: Variable) -> str:
+def no_value(v: Variable) -> str:
     """Why a function's output has no value (for error messages)."""
     name = v.parent.name if v.parent is not None else "a leaf"
     return (
@@ -503,7 +503,7 @@ def _no_value(v: Variable) -> str:
     )
 
 
-def _check_shape(shape: Any) -> tuple[int, ...]:
+def check_shape(shape: Any) -> tuple[int, ...]:
     """``shape`` as a tuple of non-negative ints, or a TypeError/ValueError saying why not."""
     if isinstance(shape, int | np.integer):
         shape = (shape,)

@@ -69,6 +69,6 @@ def softmax_array(xp: Any, x: Any, axis: int) -> Any:
     return e
 
 
-def _log_softmax_array(xp: Any, x: Any, axis: int) -> Any:
+def log_softmax_array(xp: Any, x: Any, axis: int) -> Any:
     z = x - x.max(axis=axis, keepdims=True)
     return z - xp.log(xp.exp(z).sum(axis=axis, keepdims=True))

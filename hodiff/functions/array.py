@@ -516,7 +516,7 @@ class Constant(Function, follows_shape=False):
         outputs[0] = get_default_context().xp.full(self.shape, self.val, dtype=self.dtype)
 
 
-class _Compare(Function, register=False, follows_shape=True, follows_rank=True):
+class Compare(Function, register=False, follows_shape=True, follows_rank=True):
     differentiable = False
     batch_rule = _batching.elementwise
 
@@ -524,27 +524,27 @@ class _Compare(Function, register=False, follows_shape=True, follows_rank=True):
         return [(_broadcast_shape(self.name, [x.shape for x in inputs]), np.dtype(bool))]
 
 
-class Less(_Compare):
+class Less(Compare):
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = inputs[0] < inputs[1]
 
 
-class LessEqual(_Compare):
+class LessEqual(Compare):
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = inputs[0] <= inputs[1]
 
 
-class Greater(_Compare):
+class Greater(Compare):
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = inputs[0] > inputs[1]
 
 
-class GreaterEqual(_Compare):
+class GreaterEqual(Compare):
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = inputs[0] >= inputs[1]
 
 
-class Equal(_Compare):
+class Equal(Compare):
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = inputs[0] == inputs[1]
 

@@ -36,27 +36,27 @@ __all__ = [
 ]
 
 
-class NotEqual(_array._Compare):
+class NotEqual(_array.Compare):
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = inputs[0] != inputs[1]
 
 
-class LogicalAnd(_array._Compare):
+class LogicalAnd(_array.Compare):
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = (inputs[0] != 0) & (inputs[1] != 0)
 
 
-class LogicalOr(_array._Compare):
+class LogicalOr(_array.Compare):
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = (inputs[0] != 0) | (inputs[1] != 0)
 
 
-class LogicalXor(_array._Compare):
+class LogicalXor(_array.Compare):
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = (inputs[0] != 0) ^ (inputs[1] != 0)
 
 
-class LogicalNot(_array._Compare):
+class LogicalNot(_array.Compare):
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = inputs[0] == 0
 

@@ -28,9 +28,9 @@ from hodiff.functions import reduction as _red
 from hodiff.functions import shaping as _shaping
 from hodiff.functions._index_kernels import normalize_base_axis
 from hodiff.functions._loss_kernels import (
-    _log_softmax_array,
     check_labels,
     labels_in_range,
+    log_softmax_array,
     resolve_axis,
     softmax_array,
 )
@@ -108,7 +108,7 @@ class LogSoftmax(_AxisFunction):
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         x = inputs[0]
-        outputs[0] = _log_softmax_array(array_module(x), x, self._axis(x.ndim))
+        outputs[0] = log_softmax_array(array_module(x), x, self._axis(x.ndim))
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # dx = gy - exp(y) sum(gy) along the axis

@@ -18,7 +18,7 @@ import numpy as np
 
 from hodiff.engine import batching as _batching
 from hodiff.engine import cuda as _cuda
-from hodiff.engine.context import RAW, _mode, array_module
+from hodiff.engine.context import MODE_BITS, RAW, array_module
 from hodiff.engine.function import Flags, Function, Slots, float_dtype
 from hodiff.engine.variable import Variable
 from hodiff.functions import activation as _activation
@@ -183,7 +183,9 @@ def tanh_backward(gy: Any, y: Any) -> Variable:
     >>> tanh_backward(np.array([2.0]), np.array([0.5])).d
     array([1.5])
     """
-    if _mode.get() & RAW:  # a plain pass: the kernel on the arrays (a node would record nothing)
+    if (
+        MODE_BITS.get() & RAW
+    ):  # a plain pass: the kernel on the arrays (a node would record nothing)
         return _tanh_backward(gy, y)
     return TanhBackward()(gy, y)
 
@@ -195,7 +197,9 @@ def sigmoid_backward(gy: Any, y: Any) -> Variable:
     >>> sigmoid_backward(np.array([2.0]), np.array([0.5])).d
     array([0.5])
     """
-    if _mode.get() & RAW:  # a plain pass: the kernel on the arrays (a node would record nothing)
+    if (
+        MODE_BITS.get() & RAW
+    ):  # a plain pass: the kernel on the arrays (a node would record nothing)
         return _sigmoid_backward(gy, y)
     return SigmoidBackward()(gy, y)
 
@@ -209,6 +213,8 @@ def softplus_backward(gy: Any, x: Any, beta: float = 1.0) -> Variable:
     >>> softplus_backward(np.array([2.0]), np.array([0.0])).d
     array([1.])
     """
-    if _mode.get() & RAW:  # a plain pass: the kernel on the arrays (a node would record nothing)
+    if (
+        MODE_BITS.get() & RAW
+    ):  # a plain pass: the kernel on the arrays (a node would record nothing)
         return _softplus_backward(gy, x, beta if type(beta) is float else float(beta))
     return SoftplusBackward(beta=beta)(gy, x)
