@@ -718,3 +718,126 @@ def test_no_primitive_is_named_by_a_string() -> None:
     # the check sees a table of names, not the docstrings and __all__ that name them
     made_up = '"""Broadcast."""\n__all__ = ["SumTo"]\nBOUND = frozenset({"Broadcast", "SumTo"})\n'
     assert _class_name_strings(made_up, names) == ["3: 'Broadcast'", "3: 'SumTo'"]
+
+
+# ------------------------------------------------------------------ the house's measures
+# The same measures as ``python -m bench.house`` (one definition: bench/house.py).
+MAX_TOP_LEVEL_MODULES = 10  # hodiff/*.py besides __init__.py: __main__ and the public paths
+MAX_ENGINE_FILE_LINES = 800
+MAX_FILE_LINES = 900  # the spec tables aside (data, one row per function)
+MAX_BACKWARD_LINES = 2600  # the engine files whose code one .backward() runs
+MAX_ENGINE_STATE = 9  # 19 before the engine had a clock; the aim is 5 (see docs/engine.md)
+MAX_COMPLEX_FUNCTIONS = 15  # above a cyclomatic complexity of 15
+MAX_COMPLEXITY = 25
+
+
+def _physical_lines(path: pathlib.Path) -> int:
+    return len(path.read_text().splitlines())
+
+
+def test_few_modules_stand_directly_in_the_package() -> None:
+    top = sorted(p.name for p in ROOT.glob("*.py") if p.name != "__init__.py")
+    assert len(top) <= MAX_TOP_LEVEL_MODULES, top
+
+
+def test_no_module_is_shadowed_by_a_name_of_its_package() -> None:
+    """``hodiff.checkpoint`` once named both a module and the function ``hd.checkpoint``."""
+    import importlib
+
+    offenders = []
+    for m, p in MODULES.items():
+        if p.name != "__init__.py" or m.startswith("hodiff.testing.specs"):
+            continue
+        package = importlib.import_module(m)
+        for sub in (s for s in MODULES if s.rsplit(".", 1)[0] == m and s != m):
+            leaf = sub.rsplit(".", 1)[1]
+            value = getattr(package, leaf, None)
+            if value is not None and not isinstance(value, type(package)):
+                offenders.append(f"{m}.{leaf} is a {type(value).__name__}, and a module")
+    assert not offenders, offenders
+
+
+def test_files_are_short() -> None:
+    engine = {m: _physical_lines(p) for m, p in MODULES.items() if m in ENGINE}
+    long_engine = {m: n for m, n in engine.items() if n > MAX_ENGINE_FILE_LINES}
+    assert not long_engine, long_engine
+    rest = {
+        m: _physical_lines(p)
+        for m, p in MODULES.items()
+        if not m.startswith("hodiff.testing.specs")
+    }
+    assert not {m: n for m, n in rest.items() if n > MAX_FILE_LINES}
+
+
+def test_one_backward_needs_few_lines() -> None:
+    from bench.house import backward_files
+
+    files = backward_files(ROOT.parent)
+    assert files, "the probe saw no engine file run: it measures nothing"
+    total = sum(_physical_lines(ROOT / f) for f in files)
+    assert total <= MAX_BACKWARD_LINES, (total, files)
+
+
+def test_the_engine_keeps_little_module_state(tmp_path: pathlib.Path) -> None:
+    from bench.house import module_state
+
+    state = module_state([MODULES[m] for m in sorted(ENGINE)])
+    assert len(state) <= MAX_ENGINE_STATE, state
+    planted = tmp_path / "planted.py"
+    planted.write_text("import weakref\nA = {}\nB = weakref.WeakKeyDictionary()\nC = (1,)\n")
+    assert module_state([planted]) == ["planted.py:A", "planted.py:B"]
+
+
+def _complexity(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """Cyclomatic complexity as radon counts it: 1 + the decision points of the body.
+
+    Nested functions and classes are counted on their own, not in their parent.
+    """
+    count = 1
+    stack: list[ast.AST] = list(ast.iter_child_nodes(fn))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            continue
+        if isinstance(node, ast.If | ast.IfExp | ast.For | ast.AsyncFor | ast.While):
+            count += 1 + (isinstance(node, ast.For | ast.While) and bool(node.orelse))
+        elif isinstance(node, ast.ExceptHandler | ast.Assert | ast.match_case):
+            count += 1
+        elif isinstance(node, ast.Try):
+            count += bool(node.orelse)
+        elif isinstance(node, ast.BoolOp):
+            count += len(node.values) - 1
+        elif isinstance(node, ast.comprehension):
+            count += 1 + len(node.ifs)
+        stack.extend(ast.iter_child_nodes(node))
+    return count
+
+
+def _complexities() -> dict[str, int]:
+    out = {}
+    for m, p in MODULES.items():
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                out[f"{m}:{node.lineno}:{node.name}"] = _complexity(node)
+    return out
+
+
+def test_functions_are_simple() -> None:
+    cc = _complexities()
+    above = {k: c for k, c in cc.items() if c > 15}
+    assert len(above) <= MAX_COMPLEX_FUNCTIONS, sorted(above.items(), key=lambda kv: -kv[1])
+    assert max(cc.values()) <= MAX_COMPLEXITY, max(cc.items(), key=lambda kv: kv[1])
+
+
+def test_the_complexity_count_counts() -> None:
+    tree = ast.parse(
+        "def f(a, b):\n"
+        "    if a and b:\n        return [x for x in a if x]\n"
+        "    for i in b:\n        try:\n            pass\n        except ValueError:\n"
+        "            continue\n    return a if b else None\n"
+    )
+    fn = tree.body[0]
+    assert isinstance(fn, ast.FunctionDef)
+    assert (
+        _complexity(fn) == 1 + 2 + 2 + 1 + 1 + 1
+    )  # if + and, comprehension + if, for, except, ifexp
