@@ -4,5 +4,6 @@ Each is a user of the engine's public API. This package's face is the derivative
 helpers (``vjp``, ``jvp``, ``hvp``, ``hessian``, ``jacobian``).
 """
 
-from hodiff.transforms.derivatives import *  # noqa: F403
-from hodiff.transforms.derivatives import __all__ as __all__
+from hodiff.transforms.derivatives import hessian, hvp, jacobian, jvp, vjp
+
+__all__ = ["hessian", "hvp", "jacobian", "jvp", "vjp"]
