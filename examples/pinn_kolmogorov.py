@@ -30,7 +30,6 @@ import numpy as np
 
 import hodiff as hd
 import hodiff.functions as F
-import hodiff.solvers as S
 
 try:
     from threadpoolctl import threadpool_limits
@@ -38,7 +37,7 @@ except ImportError:  # the examples extra brings it; without it, numpy's default
     threadpool_limits = None
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the Poisson example's network
-from pinn_poisson import model, relative_error
+from pinn_poisson import report, train
 
 
 def sigma(xy: np.ndarray) -> np.ndarray:
@@ -125,43 +124,13 @@ def _main(
     out: str | Path | None,
     verbose: bool,
 ) -> dict[str, Any]:
-    t0 = time.perf_counter()
-    hd.seed(seed)
-    rng = np.random.default_rng(seed)
-    hd.clear_parameters()
-    u = model(width, depth)
-    u(hd.Variable.from_array(np.full((1, 2), 0.5)))  # creates the parameters
-    solver = S.Adam(lr)
-    solver.set_parameters(hd.get_parameters())
-    history: list[float] = []
-    for step in range(iterations):
-        if step == iterations // 2 or step == (3 * iterations) // 4:
-            solver.set_learning_rate(solver.learning_rate() * 0.3)
-        xy = rng.uniform(0.0, 1.0, (batch, 2))
+    def loss_of(u: Any, xy: np.ndarray) -> hd.Variable:
         op = hd.laplacian(u, xy, batch_axis=0, coefficients=sigma(xy), create_graph=True)
-        loss = F.mean((-0.5 * op - source(xy)) ** 2)
-        solver.zero_grad()
-        loss.backward()
-        solver.update()
-        history.append(float(loss.d))
-    err, pred, ref = relative_error(u)
-    seconds = time.perf_counter() - t0
-    result: dict[str, Any] = {"history": history, "rel_l2": err, "seconds": seconds}
-    if out is not None:
-        try:
-            plot(Path(out), pred, ref, history)
-            result["png"] = Path(out)
-        except ImportError:
-            if verbose:
-                print('matplotlib is not installed: pip install -e ".[plot]" for the picture')
-    if verbose:
-        print(
-            f"{iterations} Adam steps in {seconds:.1f} s; final loss {history[-1]:.2e}; "
-            f"relative L2 error of u: {err:.2e}"
-        )
-        if "png" in result:
-            print(f"picture: {result['png']}")
-    return result
+        return F.mean((-0.5 * op - source(xy)) ** 2)
+
+    t0 = time.perf_counter()
+    u, history = train(loss_of, iterations, batch, width, depth, lr, seed)
+    return report(u, history, time.perf_counter() - t0, plot, out, verbose)
 
 
 if __name__ == "__main__":
