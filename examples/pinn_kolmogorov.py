@@ -22,7 +22,6 @@ Run: ``python examples/pinn_kolmogorov.py`` (``pip install -e ".[plot]"`` for th
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -31,13 +30,8 @@ import numpy as np
 import hodiff as hd
 import hodiff.functions as F
 
-try:
-    from threadpoolctl import threadpool_limits
-except ImportError:  # the examples extra brings it; without it, numpy's default threads
-    threadpool_limits = None
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the Poisson example's network
-from pinn_poisson import report, train
+from pinn_poisson import solve
 
 
 def sigma(xy: np.ndarray) -> np.ndarray:
@@ -96,6 +90,12 @@ def plot(path: Path, pred: np.ndarray, ref: np.ndarray, history: list[float]) ->
     plt.close(fig)
 
 
+def loss_of(u: Any, xy: np.ndarray) -> hd.Variable:
+    """The mean squared residual ``(-1/2 trace(sigma^T H u sigma) - g)^2`` at the points."""
+    op = hd.laplacian(u, xy, batch_axis=0, coefficients=sigma(xy), create_graph=True)
+    return F.mean((-0.5 * op - source(xy)) ** 2)
+
+
 def main(
     iterations: int = 2000,
     batch: int = 256,
@@ -108,29 +108,8 @@ def main(
 ) -> dict[str, Any]:
     """Trains; returns the loss history, the relative L2 error of the solution on a grid and
     the time taken; writes the picture to ``out`` (None: no picture)."""
-    if threadpool_limits is not None:
-        with threadpool_limits(1):
-            return _main(iterations, batch, width, depth, lr, seed, out, verbose)
-    return _main(iterations, batch, width, depth, lr, seed, out, verbose)
-
-
-def _main(
-    iterations: int,
-    batch: int,
-    width: int,
-    depth: int,
-    lr: float,
-    seed: int,
-    out: str | Path | None,
-    verbose: bool,
-) -> dict[str, Any]:
-    def loss_of(u: Any, xy: np.ndarray) -> hd.Variable:
-        op = hd.laplacian(u, xy, batch_axis=0, coefficients=sigma(xy), create_graph=True)
-        return F.mean((-0.5 * op - source(xy)) ** 2)
-
-    t0 = time.perf_counter()
-    u, history = train(loss_of, iterations, batch, width, depth, lr, seed)
-    return report(u, history, time.perf_counter() - t0, plot, out, verbose)
+    settings = (iterations, batch, width, depth, lr, seed)
+    return solve(loss_of, plot, settings, out, verbose)
 
 
 if __name__ == "__main__":

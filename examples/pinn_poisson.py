@@ -113,28 +113,27 @@ def main(
 ) -> dict[str, Any]:
     """Trains; returns the loss history, the relative L2 error of the solution on a grid and
     the time taken; writes the picture to ``out`` (None: no picture)."""
+    settings = (iterations, batch, width, depth, lr, seed)
+    return solve(loss_of, plot, settings, out, verbose)
+
+
+def loss_of(u: Any, xy: np.ndarray) -> hd.Variable:
+    """The mean squared residual ``(Laplace u + f)^2`` at the points ``xy``."""
+    lap = hd.laplacian(u, xy, batch_axis=0, create_graph=True)
+    return F.mean((lap + source(xy)) ** 2)
+
+
+def solve(
+    loss_of: Any, plot: Any, settings: tuple[Any, ...], out: str | Path | None, verbose: bool
+) -> dict[str, Any]:
+    """Trains on ``loss_of`` with ``settings`` ``(iterations, batch, width, depth, lr, seed)``
+    in one BLAS thread, then reports (:func:`report`)."""
+    t0 = time.perf_counter()
     if threadpool_limits is not None:
         with threadpool_limits(1):
-            return _main(iterations, batch, width, depth, lr, seed, out, verbose)
-    return _main(iterations, batch, width, depth, lr, seed, out, verbose)
-
-
-def _main(
-    iterations: int,
-    batch: int,
-    width: int,
-    depth: int,
-    lr: float,
-    seed: int,
-    out: str | Path | None,
-    verbose: bool,
-) -> dict[str, Any]:
-    def loss_of(u: Any, xy: np.ndarray) -> hd.Variable:
-        lap = hd.laplacian(u, xy, batch_axis=0, create_graph=True)
-        return F.mean((lap + source(xy)) ** 2)
-
-    t0 = time.perf_counter()
-    u, history = train(loss_of, iterations, batch, width, depth, lr, seed)
+            u, history = train(loss_of, *settings)
+    else:
+        u, history = train(loss_of, *settings)
     return report(u, history, time.perf_counter() - t0, plot, out, verbose)
 
 
