@@ -393,7 +393,7 @@ class Function:
         inputs = self._as_inputs(args)
         xs = [x._data for x in inputs]
         unfilled = any(d is None for d in xs)
-        if (unfilled or not inputs) and BATCH_HOOK is not None:  # hd.vmap (hodiff/vmap.py):
+        if (unfilled or not inputs) and BATCH_HOOK is not None:  # hd.vmap (vectorize.py):
             # a batched input, or no input at all (a random function draws per example)
             out = BATCH_HOOK(self, inputs)
             if out is not None:
