@@ -41,6 +41,7 @@ GUIDES: tuple[str, ...] = (
     "curvature.md",
     "scipy.md",
     "checkpointing.md",
+    "compile.md",
     "distributed.md",
     "conv.md",
     "recurrent.md",

@@ -102,8 +102,8 @@ def test_arrays_and_numpy_scalars_on_the_left_still_run_the_operators() -> None:
     assert isinstance(a < v, hd.Variable)
     np.testing.assert_array_equal((a < v).d, [False, True])
     assert (np.float32(1.0) < v).d.tolist() == [False, True]
-    assert (a == v) is False  # identity, as v == a
-    assert v in [a, v]
+    assert (a == v).d.tolist() == (a == v.d).tolist()  # elementwise (API: comparisons)
+    assert v in [hd.Variable.from_array(a), v]  # between Variables: identity
 
 
 def test_np_tanh_inside_a_backward_impl_names_f_tanh_when_hd_grad_records() -> None:

@@ -11,6 +11,7 @@ TypeError naming the hodiff function to use; ``ndarray * v`` runs the Variable's
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -32,6 +33,13 @@ def is_scalar(value: Any) -> bool:
     if isinstance(value, ArrayMethods) or hasattr(value, "shape"):
         return False
     return isinstance(value, numbers.Real)  # other registered real types (slow ABC check)
+
+
+_PERSISTENT = (
+    "Variable.persistent (NNabla's flag) does not exist in hodiff: a value is kept unless "
+    "forward(clear_buffer=True) frees it (values a backward rule needs are kept), and an "
+    "intermediate gradient is kept with backward(retain_grad=True)"
+)
 
 
 class ArrayMethods:
@@ -178,7 +186,66 @@ class ArrayMethods:
     def __ge__(self, other: Any) -> Variable:
         return methods.greater_equal(self, other)
 
-    # == stays object identity (not defined here): Variables are dict keys and set members
+    # == and != with a scalar or an array are elementwise (numpy's, PyTorch's); between two
+    # Variables they stay identity, so Variables are dict keys and set members (NNabla's)
+    __hash__ = object.__hash__
+
+    def __eq__(self, other: Any) -> Any:
+        if other is None or isinstance(other, ArrayMethods):
+            return self is other
+        if is_scalar(other) or hasattr(other, "shape") or isinstance(other, list):
+            return methods.equal(self, other)
+        return NotImplemented
+
+    def __ne__(self, other: Any) -> Any:
+        if other is None or isinstance(other, ArrayMethods):
+            return self is not other
+        if is_scalar(other) or hasattr(other, "shape") or isinstance(other, list):
+            return methods.not_equal(self, other)
+        return NotImplemented
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        """Refused: a Variable is a value of the graph; an assignment into it would not be
+        differentiated (and would change what nodes already computed from it).
+        """
+        raise TypeError(
+            "Variable does not support item assignment (v[...] = ...): build the new value "
+            "with F.where(mask, new, v) or a mask product (v * mask + new * (1 - mask)), "
+            "or assign into v.d to change a leaf's value outside the graph"
+        )
+
+    # ------------------------------------------------------------ NNabla's spellings
+    @classmethod
+    def from_numpy_array(cls, array: Any, need_grad: bool = False) -> Any:
+        """NNabla's name of ``Variable.from_array`` (a copy of ``array``)."""
+        return cls.from_array(array, need_grad=need_grad)  # type: ignore[attr-defined]
+
+    @property
+    def persistent(self) -> bool:
+        """NNabla's flag: refused with what hodiff does instead."""
+        raise AttributeError(_PERSISTENT)
+
+    @persistent.setter
+    def persistent(self, value: bool) -> None:
+        raise AttributeError(_PERSISTENT)
+
+    def tolist(self) -> Any:
+        """The value as nested Python lists (``v.d.tolist()``); not differentiable."""
+        d = self.d  # type: ignore[attr-defined]
+        return (d.get() if hasattr(d, "get") else d).tolist()
+
+    def __format__(self, spec: str) -> str:
+        """``f"{loss:.3f}"``: a size-1 value formatted as its number (as numpy's 0-d arrays);
+        an empty spec is ``str(v)``.
+        """
+        if not spec:
+            return str(self)
+        if math.prod(self._shape) != 1:
+            raise TypeError(
+                f"unsupported format string {spec!r} for a Variable of shape {self._shape}: "
+                "format one element (v.d[i]) or v.d"
+            )
+        return format(self.item(), spec)  # type: ignore[attr-defined]
 
     # ------------------------------------------------------------ numpy-style methods
     # thin wrappers over hodiff.functions (F), registered by it
@@ -318,8 +385,9 @@ def _array_ufunc(ufunc: Any, method: str, inputs: Any, kwargs: Any) -> Any:
     """
     name = ufunc.__name__
     if name in ("equal", "not_equal") and method == "__call__" and len(inputs) == 2:
-        same = inputs[0] is inputs[1]  # ``array == v``: identity, as ``v == array``
-        return same if name == "equal" else not same
+        a, b = inputs  # ``array == v``: elementwise, as ``v == array``
+        v, other = (a, b) if isinstance(a, ArrayMethods) else (b, a)
+        return v.__eq__(other) if name == "equal" else v.__ne__(other)
     ops = _OPERATORS.get(name) if method == "__call__" and not kwargs else None
     if ops is not None and (len(inputs) == 1) == (not ops[1]):
         if len(inputs) == 1:

@@ -17,7 +17,15 @@ __all__ = ["grad", "iter_grads"]
 
 
 def _variables(name: str, value: Any) -> list[Variable]:
-    items = list(value) if isinstance(value, list | tuple) else [value]
+    if isinstance(value, Variable):
+        items = [value]
+    elif isinstance(value, dict):
+        raise TypeError(f"grad: {name} is a dict: pass its values (list({name}.values()))")
+    else:
+        try:  # a list, a tuple, a dict's values, a generator: any iterable of Variables
+            items = list(value)
+        except TypeError:
+            items = [value]
     if not items:
         raise ValueError(f"grad: {name} is empty")
     for i, v in enumerate(items):

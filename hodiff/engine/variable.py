@@ -389,13 +389,14 @@ class Variable(ArrayMethods):
         return d.get() if array_module(d) is not np else d.copy()
 
     # ------------------------------------------------------------ graph
-    def forward(self, clear_buffer: bool = False) -> None:
+    def forward(self, clear_buffer: bool = False, clear_no_need_grad: bool = False) -> None:
         """(Re)computes every node this variable depends on from the leaves' values.
 
         With ``clear_buffer=True`` intermediate values that no backward rule
-        needs are freed as soon as their last consumer has run.
+        needs are freed as soon as their last consumer has run (NNabla's
+        ``clear_no_need_grad=True`` is the same and accepted under its name).
         """
-        _impl.forward([self], clear_buffer=clear_buffer)
+        _impl.forward([self], clear_buffer=clear_buffer or clear_no_need_grad)
 
     def backward(
         self, grad: Any = None, clear_buffer: bool = False, *, retain_grad: bool = False

@@ -111,6 +111,8 @@ _variable.register(
     r_pow_scalar=arithmetic.r_pow_scalar,
     matmul=_plain(linalg.matmul),
     getitem=_plain(array.getitem),
+    equal=_plain(array.equal),
+    not_equal=_plain(logic.not_equal),
     less=_plain(array.less),
     greater=_plain(array.greater),
     less_equal=_plain(array.less_equal),

@@ -126,7 +126,7 @@ class BatchedVariable(Variable):
         """The batched Variable (batch axis 0)."""
         return self._value
 
-    def forward(self, clear_buffer: bool = False) -> None:
+    def forward(self, clear_buffer: bool = False, clear_no_need_grad: bool = False) -> None:
         raise TypeError("hd.vmap: forward() of a batched variable; call it on vmap's result")
 
     def backward(

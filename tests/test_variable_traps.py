@@ -1,0 +1,103 @@
+"""A new user's traps on Variable: each gives the right result or an error saying what to do.
+
+Expected values are numpy's on the same arrays (comparisons, formatting, lists).
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+import hodiff as hd
+import hodiff.functions as F
+
+X = np.array([1.0, 2.0, 3.0])
+
+
+def var(need_grad: bool = True) -> hd.Variable:
+    return hd.Variable.from_array(X, need_grad=need_grad)
+
+
+def test_equality_with_a_scalar_or_an_array_is_elementwise() -> None:
+    x = var()
+    np.testing.assert_array_equal((x == 2.0).d, X == 2.0)
+    np.testing.assert_array_equal((x != 2.0).d, X != 2.0)
+    np.testing.assert_array_equal((x == np.array([1.0, 0.0, 3.0])).d, [True, False, True])
+    np.testing.assert_array_equal((np.array([1.0, 0.0, 3.0]) == x).d, [True, False, True])
+    np.testing.assert_array_equal((np.array([1.0, 0.0, 3.0]) != x).d, [False, True, False])
+    assert float(F.sum(x != 2.0).d) == 2.0
+    np.testing.assert_array_equal(F.where(x == 2.0, x, 0.0).d, [0.0, 2.0, 0.0])
+    np.testing.assert_array_equal((x * (x == 2.0)).d, [0.0, 2.0, 0.0])
+
+
+def test_a_mask_from_equality_passes_no_gradient_and_the_product_does() -> None:
+    x = var()
+    (g,) = hd.grad(F.sum(x * (x == 2.0)), x)
+    np.testing.assert_array_equal(g.d, [0.0, 1.0, 0.0])
+
+
+def test_between_variables_equality_stays_identity() -> None:
+    x, y = var(), var()
+    assert (x == x) is True
+    assert (x == y) is False
+    assert (x != y) is True
+    assert (x == None) is False  # noqa: E711 (the comparison under test)
+    assert {x: 1, y: 2}[y] == 2
+    assert x in [y, x]
+    assert len({x, y, x}) == 2
+
+
+def test_float_format_and_tolist() -> None:
+    loss = F.sum(var() * var())
+    assert float(loss) == 14.0
+    assert f"{loss:.3f}" == "14.000"
+    assert f"{loss}" == str(loss)
+    assert loss.tolist() == 14.0
+    assert var().tolist() == [1.0, 2.0, 3.0]
+    with pytest.raises(TypeError, match=r"unsupported format string '\.3f' for a Variable of "):
+        f"{var():.3f}"
+
+
+def test_item_assignment_points_to_where() -> None:
+    h = var()
+    with pytest.raises(TypeError, match=r"item assignment.*F\.where\(mask, new, v\)"):
+        h[0] = 0.0
+    np.testing.assert_array_equal(h.d, X)
+
+
+def test_grad_takes_any_iterable_of_variables() -> None:
+    params = {"a": var(), "b": var()}
+    loss = F.sum(params["a"] * params["b"] * 2.0)
+    ga, gb = hd.grad(loss, params.values())
+    np.testing.assert_array_equal(ga.d, 2 * X)
+    np.testing.assert_array_equal(gb.d, 2 * X)
+    (g,) = hd.grad(loss, (v for v in [params["a"]]))
+    np.testing.assert_array_equal(g.d, 2 * X)
+    with pytest.raises(TypeError, match=r"inputs is a dict: pass its values"):
+        hd.grad(loss, params)
+
+
+def test_nnabla_spellings() -> None:
+    v = hd.Variable.from_numpy_array(X, need_grad=True)
+    a = X.copy()
+    w = hd.Variable.from_numpy_array(a)
+    a[0] = 100.0  # a copy, as NNabla's
+    assert w.d[0] == 1.0
+    assert v.need_grad
+    with hd.auto_forward(False):
+        y = F.tanh(v) * 2.0
+    y.forward(clear_no_need_grad=True)
+    np.testing.assert_allclose(y.d, np.tanh(X) * 2.0)
+    with pytest.raises(AttributeError, match=r"persistent \(NNabla's flag\).*retain_grad"):
+        v.persistent = True
+    with pytest.raises(AttributeError, match="persistent"):
+        _ = v.persistent
+
+
+def test_a_variable_pickles_with_its_value() -> None:
+    v = var()
+    w = pickle.loads(pickle.dumps(v))
+    np.testing.assert_array_equal(w.d, X)
+    assert w.need_grad
