@@ -101,3 +101,14 @@ def test_a_variable_pickles_with_its_value() -> None:
     w = pickle.loads(pickle.dumps(v))
     np.testing.assert_array_equal(w.d, X)
     assert w.need_grad
+
+
+def test_a_python_bool_where_a_mask_is_wanted_raises_naming_f_equal() -> None:
+    x = var()
+    with pytest.raises(TypeError, match=r"where: condition is the Python bool True.*F\.equal"):
+        F.where(True, x, 0.0)
+    with pytest.raises(TypeError, match=r"Python bool \(False\) as an operand.*F\.equal"):
+        _ = x * False
+    with pytest.raises(TypeError, match=r"Python bool"):
+        _ = True + x
+    np.testing.assert_array_equal((x * 1).d, X)  # ints stay numbers

@@ -42,6 +42,18 @@ _PERSISTENT = (
 )
 
 
+def _scalar_operand(other: Any) -> bool:
+    """Whether ``other`` is a scalar operand of arithmetic; a bool is refused (a mask is
+    wanted: ``x * (x == 2.0)``, not the Python bool ``x == 2.0`` once gave).
+    """
+    if type(other) is bool or type(other) is np.bool_:
+        raise TypeError(
+            f"a Python bool ({other!r}) as an operand of a Variable's arithmetic: use a mask "
+            "(x == 2.0 on a Variable is elementwise, or F.equal(x, 2.0)), or a number"
+        )
+    return is_scalar(other)
+
+
 class ArrayMethods:
     """Operators and numpy-style methods of a Variable: thin wrappers over ``hodiff.functions``."""
 
@@ -89,7 +101,7 @@ class ArrayMethods:
             return methods.AddScalar(val=other)(self)
         if t is type(self):  # a Variable like this one (the hot case)
             return methods.Add2()(self, other)
-        if is_scalar(other):
+        if _scalar_operand(other):
             return methods.add_scalar(self, other)
         return methods.add2(self, other)
 
@@ -97,7 +109,7 @@ class ArrayMethods:
         t = type(other)
         if t is float or t is int:
             return methods.AddScalar(val=other)(self)
-        if is_scalar(other):
+        if _scalar_operand(other):
             return methods.add_scalar(self, other)
         return methods.add2(other, self)
 
@@ -107,12 +119,12 @@ class ArrayMethods:
             return methods.AddScalar(val=-other)(self)
         if t is type(self):  # a Variable like this one (the hot case)
             return methods.Sub2()(self, other)
-        if is_scalar(other):
+        if _scalar_operand(other):
             return methods.add_scalar(self, -other)
         return methods.sub2(self, other)
 
     def __rsub__(self, other: Any) -> Variable:
-        if is_scalar(other):
+        if _scalar_operand(other):
             return methods.r_sub_scalar(self, other)
         return methods.sub2(other, self)
 
@@ -122,7 +134,7 @@ class ArrayMethods:
             return methods.MulScalar(val=other)(self)
         if t is type(self):  # a Variable like this one (the hot case)
             return methods.Mul2()(self, other)
-        if is_scalar(other):
+        if _scalar_operand(other):
             return methods.mul_scalar(self, other)
         return methods.mul2(self, other)
 
@@ -130,29 +142,29 @@ class ArrayMethods:
         t = type(other)
         if t is float or t is int:
             return methods.MulScalar(val=other)(self)
-        if is_scalar(other):
+        if _scalar_operand(other):
             return methods.mul_scalar(self, other)
         return methods.mul2(other, self)
 
     def __truediv__(self, other: Any) -> Variable:
-        if is_scalar(other):
+        if _scalar_operand(other):
             if other == 0:  # numpy's x / 0: inf, -inf or nan (not ZeroDivisionError)
                 return methods.div2(self, other)
             return methods.mul_scalar(self, 1.0 / other)
         return methods.div2(self, other)
 
     def __rtruediv__(self, other: Any) -> Variable:
-        if is_scalar(other):
+        if _scalar_operand(other):
             return methods.r_div_scalar(self, other)
         return methods.div2(other, self)
 
     def __pow__(self, other: Any) -> Variable:
-        if is_scalar(other):
+        if _scalar_operand(other):
             return methods.pow_scalar(self, other)
         return methods.pow2(self, other)
 
     def __rpow__(self, other: Any) -> Variable:
-        if is_scalar(other):
+        if _scalar_operand(other):
             return methods.r_pow_scalar(self, other)
         return methods.pow2(other, self)
 

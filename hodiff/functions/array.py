@@ -737,7 +737,14 @@ def where(condition: Any, x_true: Any, x_false: Any) -> Variable:
     """``y = x_true`` where ``condition`` is nonzero, else ``x_false`` (all broadcast).
 
     ``condition`` gets no gradient (the derivative is the selected input's, in every mode).
+    A Python bool as ``condition`` raises TypeError: it is what ``x == 2.0`` gave before
+    comparisons made masks; use ``x == 2.0`` on a Variable or ``F.equal``.
     """
+    if isinstance(condition, bool | np.bool_):
+        raise TypeError(
+            f"where: condition is the Python bool {condition!r}, not a mask: compare a "
+            "Variable (x == 2.0 is elementwise) or use F.equal(x, 2.0)"
+        )
     return Where()(condition, x_true, x_false)
 
 
