@@ -72,10 +72,8 @@ def run_backward_impl(
     for a buffer that ``forward(clear_buffer=True)`` would have freed).
     Returns the input slots' gradients after the call (Variables with ``recorded``).
     """
-    if recorded:
-        with api.recording():
-            return _recorded(node, gys, prop_down, accum, previous, input_data, output_data)
-    with api.raw_mode():
+    with api.recording() if recorded else api.raw_mode():
+        wrap = _as_variable if recorded else _same
         ydata = api.kept_outputs(node)
         live = api.outputs_of(node)
         outs = []
@@ -85,41 +83,19 @@ def run_backward_impl(
             else:
                 o = live[i]
                 y = ydata[i] if ydata is not None else (api.value_of(o) if o is not None else None)
-            outs.append(Slot(y, gy, gy.shape))
+            outs.append(Slot(wrap(y), wrap(gy), tuple(gy.shape)))
         datas = list(input_data) if input_data is not None else map(api.value_of, node.inputs)
-        ins = [Slot(d, p, x.shape) for x, d, p in zip(node.inputs, datas, previous, strict=True)]
+        ins = [
+            Slot(wrap(d), wrap(p), x.shape)
+            for x, d, p in zip(node.inputs, datas, previous, strict=True)
+        ]
         node.backward_impl(ins, outs, list(prop_down), list(accum))
         return [s.grad for s in ins]
 
 
+def _same(a: Any) -> Any:
+    return a
+
+
 def _as_variable(a: Any) -> Any:
     return a if a is None or isinstance(a, Variable) else Variable.from_array(a)
-
-
-def _recorded(
-    node: Function,
-    gys: Sequence[Any],
-    prop_down: Sequence[bool],
-    accum: Sequence[bool],
-    previous: Sequence[Any],
-    input_data: Sequence[Any] | None,
-    output_data: Sequence[Any] | None,
-) -> list[Any]:
-    """:func:`run_backward_impl` on Variables, recording (``hd.grad``'s path)."""
-    ydata = api.kept_outputs(node)
-    live = api.outputs_of(node)
-    outs = []
-    for i, gy in enumerate(gys):
-        if output_data is not None:
-            y = output_data[i]
-        else:
-            o = live[i]
-            y = ydata[i] if ydata is not None else (api.value_of(o) if o is not None else None)
-        outs.append(Slot(_as_variable(y), _as_variable(gy), tuple(gy.shape)))
-    datas = list(input_data) if input_data is not None else map(api.value_of, node.inputs)
-    ins = [
-        Slot(_as_variable(d), _as_variable(p), x.shape)
-        for x, d, p in zip(node.inputs, datas, previous, strict=True)
-    ]
-    node.backward_impl(ins, outs, list(prop_down), list(accum))
-    return [s.grad for s in ins]
