@@ -269,6 +269,9 @@ class Function:
     linear_in: ClassVar[tuple[int, ...] | None] = None
     #: an "elementwise" rule whose ``dydx`` is locally constant (a mask): ``y_k = dydx x_k``
     piecewise_linear: ClassVar[bool] = False
+    #: its forward does more than compute its outputs (draws random numbers, updates a
+    #: running statistic, communicates): a compiler never folds, merges or drops it
+    effects: ClassVar[bool] = False
 
     def linear_part(self) -> Function:
         """``L`` of an affine ``y = L x + b`` (itself when linear): the linear rule's map."""

@@ -34,7 +34,7 @@ __all__ = ["has_effects", "simplify"]
 
 def has_effects(step: Step) -> bool:
     """Whether the step's forward does more than compute its outputs (``effects``)."""
-    return bool(getattr(type(step.node), "effects", False))
+    return type(step.node).effects
 
 
 class _UnhashableError(Exception):
