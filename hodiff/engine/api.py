@@ -30,11 +30,10 @@ from hodiff.engine import function as _function
 from hodiff.engine import run as _run
 from hodiff.engine import variable as _variable
 from hodiff.engine.batching import renew
-from hodiff.engine.context import MODE_BITS, NO_GRAD, RAW, STATIC, TRUSTED
+from hodiff.engine.context import NO_GRAD, RAW, STATE, STATIC, TRUSTED, swap
 from hodiff.engine.function import Function
 from hodiff.engine.order import nodes_since, topological_order
-from hodiff.engine.plan import plan, unused_inputs
-from hodiff.engine.recorded import Pullback, grad_graph, grad_values
+from hodiff.engine.recorded import Pullback, grad_graph, grad_values, plan, unused_inputs
 from hodiff.engine.reverse import PassScope, current_pass
 from hodiff.engine.run import forward
 from hodiff.engine.variable import Variable
@@ -245,35 +244,36 @@ def set_batch_hook(hook: Callable[..., Any] | None) -> None:
 
 
 # ---------------------------------------------------------------------------- modes
-# The modes are bits of one context variable; each scope below sets some and restores them
-# on exit (a class, not a generator: a checkpoint enters several per node).
+# The modes are bits of one word of the thread's state (context.State); each scope below
+# sets some and restores them on exit (a class, not a generator: a checkpoint enters
+# several per node).
 def modes() -> int:
     """The current modes, as one word for :func:`in_modes` (e.g. in a copied context)."""
-    return MODE_BITS.get()
+    return STATE.get().modes
 
 
 def is_raw() -> bool:
     """Whether rules run on bare arrays now (a plain pass)."""
-    return bool(MODE_BITS.get() & RAW)
+    return bool(STATE.get().modes & RAW)
 
 
 def is_recording() -> bool:
     """Whether calls record a graph: False inside ``hd.no_grad()`` (raw mode aside)."""
-    return not MODE_BITS.get() & NO_GRAD
+    return not STATE.get().modes & NO_GRAD
 
 
 def is_static() -> bool:
     """Whether calls link nodes without computing (define-then-run)."""
-    return bool(MODE_BITS.get() & STATIC)
+    return bool(STATE.get().modes & STATIC)
 
 
 def is_trusted() -> bool:
     """Whether calls skip their argument checks (``hd.grad``'s rules)."""
-    return bool(MODE_BITS.get() & TRUSTED)
+    return bool(STATE.get().modes & TRUSTED)
 
 
 class _Modes:
-    """Sets ``MODE_BITS`` to ``(mode & keep) | on`` for the ``with`` block."""
+    """Sets the modes to ``(mode & keep) | on`` for the ``with`` block."""
 
     __slots__ = ("keep", "on", "token")
 
@@ -281,10 +281,10 @@ class _Modes:
         self.keep, self.on = keep, on
 
     def __enter__(self) -> None:
-        self.token = MODE_BITS.set((MODE_BITS.get() & self.keep) | self.on)
+        self.token = swap("modes", (STATE.get().modes & self.keep) | self.on)
 
     def __exit__(self, *exc: object) -> None:
-        MODE_BITS.reset(self.token)
+        swap("modes", self.token)
 
 
 _ALL = RAW | STATIC | NO_GRAD | TRUSTED

@@ -148,8 +148,8 @@ def _grad(
             raise ValueError(f"grad: {len(gos)} grad_outputs for {len(outs)} outputs")
     order = follow.shapes_current(outs)  # after a reset_shape: the graph's shapes first
     seeds = [_seed(i, y, g) for i, (y, g) in enumerate(zip(outs, gos, strict=True))]
-    plan = planning.plan(outs, ins, order)
-    unused = planning.unused_inputs(outs, ins, plan)
+    plan = recorded.plan(outs, ins, order)
+    unused = recorded.unused_inputs(outs, ins, plan)
     if unused and not allow_unused:
         i = unused[0]
         raise ValueError(

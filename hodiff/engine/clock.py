@@ -15,6 +15,12 @@ caches of the passes are checked against, so that no cache has to know another:
 * ``remakes``: how many times a graph was made again for new shapes: a cached
   order, schedule or plan made before holds nodes that are gone.
 
+The facts the passes keep about one root's graph are the clock's too, in one memo per
+root (:data:`Clock.memos`, a ``plan.Memo``): the schedule of its forward (``run.py``) and
+the plan of its plain reverse pass (``plan.py``), each with the epochs it was last checked
+at. A graph made again makes every memo stale at once, so the clock forgets them all
+(:meth:`Clock.remade`): no memo has to note when it was made.
+
 Times are integers, :data:`STRIDE` apart, so that nodes made again for new shapes
 (``reset_shape`` re-running a composition) take numbers between those of the call
 they replace (:meth:`Clock.renumber`): every order by number stays an order of
@@ -24,6 +30,7 @@ inputs before consumers.
 from __future__ import annotations
 
 import itertools
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,9 +41,13 @@ STRIDE = 16
 
 
 class Clock:
-    """Node numbers, the times of passes and writes, and the epochs of the caches."""
+    """Node numbers, the times of passes and writes, the epochs of the caches, and the
+    memo of each root's graph.
+    """
 
-    __slots__ = ("frees", "last_free", "last_write", "remakes", "reshapes", "tick", "ticks")
+    __slots__ = (
+        "frees", "last_free", "last_write", "memos", "remakes", "reshapes", "tick", "ticks",
+    )  # fmt: skip
 
     def __init__(self) -> None:
         #: the times, one per ``next``: read ``next(clock.ticks)`` or ``clock.tick()``
@@ -47,6 +58,8 @@ class Clock:
         self.last_free = -1
         self.reshapes = 0
         self.remakes = 0
+        #: a root -> the memo of its graph (``plan.memo``)
+        self.memos: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
     def wrote(self) -> int:
         """A user wrote a value now; returns the time (the value's version)."""
@@ -65,9 +78,10 @@ class Clock:
 
     def remade(self) -> None:
         """A graph was made again for new shapes: every cached order, schedule and plan is
-        stale.
+        stale, and every memo forgotten.
         """
         self.remakes += 1
+        self.memos.clear()
 
     def renumber(self, nodes: Sequence[Any], t0: int, t1: int) -> bool:
         """Numbers ``nodes`` (in order) inside ``(t0, t1)``, evenly spread: where the nodes

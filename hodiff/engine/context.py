@@ -1,10 +1,9 @@
-"""Array backends and thread-local modes.
-
-Everything here is per thread (``contextvars``): the array context (backend,
-dtype, device), whether functions compute as soon as they are called
-(``auto_forward``), whether graphs are recorded (``no_grad``), and the private
-"raw" flag the engine sets while a plain ``.backward()`` runs functions on bare
-arrays.
+"""Array backends, and the engine's state per thread: one :class:`State` in one context
+variable (:data:`STATE`): the array context (backend, dtype, device); the modes, one bit
+each (functions compute as soon as they are called (``auto_forward``), graphs are recorded
+(``no_grad``), the private "raw" mode of a plain ``.backward()``'s rules on bare arrays);
+the plain reverse pass whose rules run (``reverse.current_pass``); the random tapes of
+checkpointing (``random.py``).
 """
 
 from __future__ import annotations
@@ -75,23 +74,50 @@ class Context:
         return cp
 
 
-_context: contextvars.ContextVar[Context] = contextvars.ContextVar("hodiff_context")
 _DEFAULT = Context()
 
-# The engine's modes, one bit each of a single context variable (one lookup per function call):
+# The engine's modes, one bit each of :attr:`State.modes` (one read per function call):
 RAW = 1  # a plain .backward() runs backward rules on bare arrays
 STATIC = 2  # define-then-run: functions link nodes without computing (auto_forward(False))
 NO_GRAD = 4  # hd.no_grad(): nothing is recorded
 TRUSTED = 8  # hd.grad runs backward rules: their calls are consistent by construction, so in
 # define-by-run mode their argument checks (setup_impl) are skipped
-MODE_BITS: contextvars.ContextVar[int] = contextvars.ContextVar("hodiff_mode", default=0)
+
+
+class State:
+    """The engine's state in one thread: ``context``, ``modes`` (the bits above), ``scope``
+    (the plain pass whose rules run, or None), ``tapes`` (the random tapes, innermost last).
+    Never changed once set (:func:`swap` sets a new one): a copied context keeps its state.
+    """
+
+    __slots__ = ("context", "modes", "scope", "tapes")
+
+    def __init__(self, context: Context, modes: int, scope: Any, tapes: tuple[Any, ...]) -> None:
+        self.context = context
+        self.modes = modes
+        self.scope = scope
+        self.tapes = tapes
+
+
+#: this thread's :class:`State`; ``STATE.get().modes`` is read by every call
+STATE = contextvars.ContextVar("hodiff_state", default=State(_DEFAULT, 0, None, ()))  # noqa: B039
+
+
+def swap(field: str, value: Any) -> Any:
+    """Sets ``field`` of this thread's state to ``value``; returns its previous value, for
+    ``swap(field, previous)``: fields set and reset in any order never undo each other.
+    """
+    s = STATE.get()
+    previous = getattr(s, field)
+    new = State(s.context, s.modes, s.scope, s.tapes)
+    setattr(new, field, value)
+    STATE.set(new)
+    return previous
 
 
 class _Flag:
-    """One mode of :data:`MODE_BITS`, read and set like a boolean context variable.
-
-    ``set`` returns a token (the previous state of this mode only) for ``reset``, so that
-    modes set and reset in any order never undo each other.
+    """One mode of :attr:`State.modes`, read and set like a boolean context variable;
+    ``set`` returns the previous state of this mode only (the token for ``reset``).
     """
 
     __slots__ = ("bit", "on_when_set")
@@ -101,18 +127,16 @@ class _Flag:
         self.on_when_set = on_when_set  # False: the bit means the mode is off (auto_forward)
 
     def get(self) -> bool:
-        return bool(MODE_BITS.get() & self.bit) is self.on_when_set
+        return bool(STATE.get().modes & self.bit) is self.on_when_set
 
     def set(self, value: bool) -> bool:
-        mode = MODE_BITS.get()
-        previous = bool(mode & self.bit)
-        bit_on = bool(value) is self.on_when_set
-        MODE_BITS.set(mode | self.bit if bit_on else mode & ~self.bit)
+        previous = bool(STATE.get().modes & self.bit)
+        self.reset(bool(value) is self.on_when_set)
         return previous
 
     def reset(self, token: bool) -> None:
-        mode = MODE_BITS.get()
-        MODE_BITS.set(mode | self.bit if token else mode & ~self.bit)
+        mode = STATE.get().modes
+        swap("modes", mode | self.bit if token else mode & ~self.bit)
 
 
 flag_auto_forward = _Flag(STATIC, False)
@@ -123,14 +147,14 @@ flag_trusted = _Flag(TRUSTED, True)
 
 def get_default_context() -> Context:
     """The context of this thread (``Context()`` unless set)."""
-    return _context.get(_DEFAULT)
+    return STATE.get().context
 
 
 def set_default_context(ctx: Context) -> None:
     """Sets the context of this thread."""
     if not isinstance(ctx, Context):
         raise TypeError(f"set_default_context: expected a hodiff.Context, got {type(ctx).__name__}")
-    _context.set(ctx)
+    swap("context", ctx)
 
 
 @contextlib.contextmanager
@@ -138,11 +162,11 @@ def context_scope(ctx: Context) -> Iterator[Context]:
     """Uses ``ctx`` inside the ``with`` block, then restores the previous one."""
     if not isinstance(ctx, Context):
         raise TypeError(f"context_scope: expected a hodiff.Context, got {type(ctx).__name__}")
-    token = _context.set(ctx)
+    previous = swap("context", ctx)
     try:
         yield ctx
     finally:
-        _context.reset(token)
+        swap("context", previous)
 
 
 def get_auto_forward() -> bool:

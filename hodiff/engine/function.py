@@ -96,9 +96,9 @@ from hodiff.engine import batching as _batching
 from hodiff.engine import variable as _variable
 from hodiff.engine.arguments import check_devices, wrap
 from hodiff.engine.context import (
-    MODE_BITS,
     NO_GRAD,
     RAW,
+    STATE,
     STATIC,
     TRUSTED,
     array_module,
@@ -345,7 +345,7 @@ class Function:
         Variables and link the node (:meth:`_link`), unless recording is off. In a
         plain pass (raw mode) a call only computes, on bare arrays.
         """
-        mode = MODE_BITS.get()
+        mode = STATE.get().modes
         # ---------------------------------------------------------------- fast paths
         # The common calls, in fewer frames (graph building and the plain pass are the hot
         # loops). Each gives what the general path gives: tests/test_engine.py compares them.
@@ -578,7 +578,7 @@ class Function:
         ys = [r() for r in self._outputs]
         if any(v is None or v._data is None for v in ys):
             return None
-        mode = MODE_BITS.get()
+        mode = STATE.get().modes
         if self.n_outputs == 1:
             return (self._link1(list(inputs), ys[0]._data, mode),)  # type: ignore[union-attr]
         return self._link(list(inputs), [v._data for v in ys], mode)  # type: ignore[union-attr]

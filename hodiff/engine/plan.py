@@ -3,8 +3,8 @@
 The engine decides two flags per input of every node a pass visits: ``prop_down``
 (this input needs a gradient: it leads to what was asked for), made here once per
 plan, and ``accum`` (this input already received a gradient during this pass), decided
-by the pass as it goes (``reverse.py``). A plain pass's plan is cached per root: a
-static graph run many times is planned once.
+by the pass as it goes (``reverse.py``). A plain pass's plan is kept in its root's memo on
+the clock (``clock.Memo``): a static graph run many times is planned once.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from hodiff.engine.function import Function, OutRef
 from hodiff.engine.order import topological_order
 from hodiff.engine.variable import Variable
 
-__all__ = ["Plan", "paused_collector", "plain_plan", "plan", "unused_inputs"]
+__all__ = ["Memo", "Plan", "memo", "paused_collector", "plain_plan", "values_checked"]
 
 # prop_down (or accum) flags of one- and two-input nodes, shared by every pass (tuples: a
 # rule that tried to change one would raise, not leak)
@@ -240,55 +240,44 @@ class _Collector:
 paused_collector = _Collector()
 
 
-def plan(
-    outputs: Sequence[Variable],
-    inputs: Sequence[Variable],
-    order: list[Function] | None = None,
-) -> Plan:
-    """The reverse pass from ``outputs`` towards ``inputs`` (see ``grad_graph``); the
-    collector is paused while it is made (see :class:`_Collector`).
-
-    ``order``: the nodes to plan over, in creation order, when the caller has them: the
-    nodes the outputs depend on (:func:`topological_order`), or only those of a part of
-    the graph (the pass then stops at that part's inputs). By default all of them.
+class Memo:
+    """What the passes keep about a root's graph, in ``CLOCK.memos``: ``schedule``, its
+    forward's steps (``run.py``), ``plan``: ``(leaves' need_grad, plain plan, epoch checked)``.
     """
-    with paused_collector:
-        return Plan(outputs, inputs, order)
+
+    __slots__ = ("plan", "schedule")
+
+    def __init__(self) -> None:
+        self.schedule: Any = None
+        self.plan: Any = None
 
 
-def unused_inputs(
-    outputs: Sequence[Variable], inputs: Sequence[Variable], plan: Plan | None = None
-) -> list[int]:
-    """Indices of ``inputs`` that no output depends on (through differentiable nodes)."""
-    if plan is None:
-        plan = Plan(outputs, inputs)
-    outs = set(outputs)
-    return [i for i, x in enumerate(inputs) if x not in plan.used and x not in outs]
-
-
-# Plans of plain passes, per root: ``(need_grad of its leaves, plan, the values' epoch when
-# last checked, the clock's remakes when made)``. The ancestors of a variable never change,
-# so a plan stays valid while its leaves' need_grad flags do and no graph is made again.
-_PLANS: weakref.WeakKeyDictionary[Variable, tuple[tuple[bool, ...], Plan, Any, int]] = (
-    weakref.WeakKeyDictionary()
-)
+def memo(root: Variable) -> Memo:
+    """The memo of ``root``'s graph (new the first time)."""
+    m = CLOCK.memos.get(root)
+    if m is None:
+        m = CLOCK.memos[root] = Memo()
+    return m  # type: ignore[no-any-return]
 
 
 def plain_plan(root: Variable) -> Plan:
-    """The plan of a plain pass from ``root`` (cached), its values checked."""
-    cached = _PLANS.get(root)
-    if cached is not None and cached[3] == CLOCK.remakes:
-        flags, found, checked, remakes = cached
+    """The plan of a plain pass from ``root``, its values checked. The ancestors of a
+    variable never change: the plan in its memo holds while its leaves' need_grad do.
+    """
+    memo_ = memo(root)
+    cached = memo_.plan
+    if cached is not None:
+        flags, found, checked = cached
         if flags == tuple([x.need_grad for x in found.leaves]):
             epoch = values_epoch()
             if checked != epoch:
                 check_values(found, "backward")
-                _PLANS[root] = (flags, found, epoch, remakes)
+                memo_.plan = (flags, found, epoch)
             return found
     made = Plan([root], None)
     check_leaves(root, made.leaves, made.leaf_uses)
     check_values(made, "backward")
-    _PLANS[root] = (tuple([x.need_grad for x in made.leaves]), made, values_epoch(), CLOCK.remakes)
+    memo_.plan = (tuple([x.need_grad for x in made.leaves]), made, values_epoch())
     return made
 
 
@@ -296,6 +285,6 @@ def values_checked(root: Variable) -> None:
     """Marks the cached plan of ``root`` checked: a forward pass just computed every value
     it reads.
     """
-    cached = _PLANS.get(root)
-    if cached is not None:
-        _PLANS[root] = (cached[0], cached[1], values_epoch(), cached[3])
+    memo = CLOCK.memos.get(root)
+    if memo is not None and memo.plan is not None:
+        memo.plan = (memo.plan[0], memo.plan[1], values_epoch())

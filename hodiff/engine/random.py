@@ -17,25 +17,27 @@ never re-runs the node) sees the draw of its forward. Numbers are drawn on the
 host with numpy and moved to the device, so numpy and cupy give the same ones.
 
 The global generator is shared by all threads (``seed`` from one thread
-affects the others); numpy's generator serialises concurrent draws.
+affects the others). It needs no lock of its own: a draw reads it once (``seed`` replaces
+it whole, in one step) and numpy's generator serialises concurrent draws.
 
 ``hd.checkpoint`` recomputes a segment with the same numbers: while it runs the
 segment the first time it *records* the seed every new random node takes from
 the global generator (a :class:`Tape`), and while it recomputes it *replays*
 them, so the recomputed nodes draw what the first ones drew and the global
 generator is not advanced. Tapes nest (a checkpoint inside a checkpoint); they
-live in a context variable, so each thread has its own.
+are a field of the engine's state per thread (``context.State``), so each thread has its
+own.
 """
 
 from __future__ import annotations
 
-import contextvars
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
+
+from hodiff.engine.context import STATE, swap
 
 __all__ = [
     "Tape",
@@ -48,7 +50,6 @@ __all__ = [
     "seed",
 ]
 
-_lock = threading.Lock()
 _global = np.random.default_rng()
 
 
@@ -74,8 +75,7 @@ def seed(n: int) -> None:
         raise TypeError(f"seed: n must be an int, got {type(n).__name__}")
     if n < 0:
         raise ValueError(f"seed: n must be non-negative, got {n}")
-    with _lock:
-        _global = np.random.default_rng(int(n))
+    _global = np.random.default_rng(int(n))
 
 
 def generator() -> np.random.Generator:
@@ -102,20 +102,16 @@ class _Replay:
         self.pos = 0
 
 
-# the tapes in effect, innermost last: a Tape records, a _Replay replays
-_tapes: contextvars.ContextVar[tuple[Tape | _Replay, ...]] = contextvars.ContextVar(
-    "hodiff_random_tapes", default=()
-)
-
-
 def current() -> Any:
-    """The tapes in effect (for :func:`restore` in another context)."""
-    return _tapes.get()
+    """The tapes in effect, innermost last: a Tape records, a replayed one replays (for
+    :func:`restore` in another context).
+    """
+    return STATE.get().tapes
 
 
 def restore(tapes: Any) -> None:
     """Puts back tapes read by :func:`current` (in a copied context that runs a segment)."""
-    _tapes.set(tapes)
+    swap("tapes", tapes)
 
 
 class recording:  # noqa: N801 (a context manager used as a function)
@@ -125,17 +121,18 @@ class recording:  # noqa: N801 (a context manager used as a function)
     enters one, and a generator's frames cost more than the rest of it.
     """
 
-    __slots__ = ("tape", "token")
+    __slots__ = ("outer", "tape")
 
     def __init__(self, tape: Tape) -> None:
         self.tape = tape
 
     def __enter__(self) -> Tape:
-        self.token = _tapes.set((*_tapes.get(), self.tape))
+        outer = self.outer = STATE.get().tapes
+        swap("tapes", (*outer, self.tape))
         return self.tape
 
     def __exit__(self, *exc: object) -> None:
-        _tapes.reset(self.token)
+        swap("tapes", self.outer)
 
 
 @contextmanager
@@ -148,7 +145,7 @@ def replaying(tape: Tape, name: str = "replay") -> Iterator[None]:
             ``name`` starts the message.
     """
     replay = _Replay(tape)
-    token = _tapes.set((*_tapes.get(), replay))
+    outer = swap("tapes", (*STATE.get().tapes, replay))
     try:
         yield
     except _ExhaustedError:
@@ -157,7 +154,7 @@ def replaying(tape: Tape, name: str = "replay") -> Iterator[None]:
             f"({len(tape.seeds)}): the function must make the same random calls every time"
         ) from None
     finally:
-        _tapes.reset(token)
+        swap("tapes", outer)
     if replay.pos != len(tape.seeds):
         raise RuntimeError(
             f"{name}: the recomputation made {replay.pos} random node(s), the first run "
@@ -175,7 +172,7 @@ def node_generator(seed: int) -> np.random.Generator:
     """
     if seed >= 0:
         return np.random.default_rng(seed)
-    tapes = _tapes.get()
+    tapes = STATE.get().tapes
     source = None
     for k in range(len(tapes) - 1, -1, -1):  # the innermost replay gives the seed
         t = tapes[k]
@@ -183,8 +180,7 @@ def node_generator(seed: int) -> np.random.Generator:
             source = k
             break
     if source is None:
-        with _lock:
-            s = int(_global.integers(0, 2**63))
+        s = int(_global.integers(0, 2**63))
     else:
         replay = tapes[source]
         assert type(replay) is _Replay

@@ -4,8 +4,8 @@
 gradients are a new differentiable graph (``create_graph=True``); :func:`grad_values`
 runs the plain pass (:mod:`hodiff.engine.reverse`) towards the inputs and returns
 values (``create_graph=False``); a :class:`Pullback` keeps a graph's plan to apply its
-vjp to many seeds (``hd.hvp``, ``hd.jacobian``, ``hodiff.scipy``). A plain
-``.backward()`` needs none of this module.
+vjp to many seeds (``hd.hvp``, ``hd.jacobian``, ``hodiff.scipy``); :func:`plan` plans such a
+pass. A plain ``.backward()`` needs none of this module.
 """
 
 from __future__ import annotations
@@ -15,12 +15,11 @@ from typing import Any
 
 from hodiff.engine.checks import check_seed, check_values, values_epoch
 from hodiff.engine.clock import CLOCK
-from hodiff.engine.context import array_module, flag_trusted, get_default_context
+from hodiff.engine.context import array_module, flag_trusted, get_default_context, swap
 from hodiff.engine.function import Function, GradientShapeError, OutRef, Slot, as_array
 from hodiff.engine.plan import FLAGS2, Plan, paused_collector
 from hodiff.engine.reverse import (
     ACCUM,
-    PASS_SCOPE,
     out_grads,
     plain_pass,
     run_general,
@@ -28,7 +27,33 @@ from hodiff.engine.reverse import (
 )
 from hodiff.engine.variable import Variable
 
-__all__ = ["Pullback", "grad_graph", "grad_values"]
+__all__ = ["Pullback", "grad_graph", "grad_values", "plan", "unused_inputs"]
+
+
+def plan(
+    outputs: Sequence[Variable],
+    inputs: Sequence[Variable],
+    order: list[Function] | None = None,
+) -> Plan:
+    """The reverse pass from ``outputs`` towards ``inputs`` (see ``grad_graph``); the
+    collector is paused while it is made (see ``plan._Collector``).
+
+    ``order``: the nodes to plan over, in creation order, when the caller has them: the
+    nodes the outputs depend on (``topological_order``), or only those of a part of
+    the graph (the pass then stops at that part's inputs). By default all of them.
+    """
+    with paused_collector:
+        return Plan(outputs, inputs, order)
+
+
+def unused_inputs(
+    outputs: Sequence[Variable], inputs: Sequence[Variable], plan: Plan | None = None
+) -> list[int]:
+    """Indices of ``inputs`` that no output depends on (through differentiable nodes)."""
+    if plan is None:
+        plan = Plan(outputs, inputs)
+    outs = set(outputs)
+    return [i for i, x in enumerate(inputs) if x not in plan.used and x not in outs]
 
 
 def _recorded_out_slots(
@@ -68,7 +93,7 @@ def _recording_pass(
     """
     x_slot, b_slot, y_slot = Slot(None, None, ()), Slot(None, None, ()), Slot(None, None, ())
     x_slots, y_slots, ab_slots = [x_slot], [y_slot], [x_slot, b_slot]
-    scope = PASS_SCOPE.set(None)  # its rules record: no plain pass's scope is theirs
+    outer = swap("scope", None)  # its rules record: no plain pass's scope is theirs
     try:
         for f, prop in zip(reversed(plan.nodes), reversed(plan.props), strict=True):
             refs = f._outputs
@@ -110,7 +135,7 @@ def _recording_pass(
     except GradientShapeError as e:
         raise GradientShapeError(f"{f.name}: backward_impl: {e}") from None
     finally:
-        PASS_SCOPE.reset(scope)
+        swap("scope", outer)
 
 
 def grad_graph(

@@ -12,7 +12,6 @@ Everything is iterative: no recursion limit applies to graph depth.
 
 from __future__ import annotations
 
-import contextvars
 import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -23,7 +22,7 @@ from hodiff.engine import variable as _variable
 from hodiff.engine.arguments import array_module_of
 from hodiff.engine.checks import check_seed
 from hodiff.engine.clock import CLOCK
-from hodiff.engine.context import flag_raw
+from hodiff.engine.context import STATE, flag_raw, swap
 from hodiff.engine.function import Function, GradientShapeError, OutRef, Slot, as_array
 from hodiff.engine.plan import FLAGS2, Plan, paused_collector, plain_plan
 from hodiff.engine.variable import FREED, Variable, no_value
@@ -115,7 +114,7 @@ def plain_pass(
     scope = PassScope(plan)
     handoff = scope.handoff  # filled by rules during the pass (empty: falsy, one test)
     token: Any = flag_raw.set(True)
-    stoken: Any = PASS_SCOPE.set(scope)
+    outer = swap("scope", scope)  # the scope around this pass
     try:
         # zip reuses its tuple: nothing is allocated per step
         for f, prop, leaves in zip(
@@ -170,25 +169,24 @@ def plain_pass(
                 scope.freed += _free_values(f, root)
             if leaves and (done := _final_leaves(leaves, leaf_uses, grads, handed)):
                 flag_raw.reset(token)  # user code runs between yields: not in raw mode,
-                PASS_SCOPE.reset(stoken)  # nor in this pass
-                token = stoken = None
+                swap("scope", outer)  # nor in this pass
+                token = None
                 yield from done
                 token = flag_raw.set(True)
-                stoken = PASS_SCOPE.set(scope)
+                outer = swap("scope", scope)
     except GradientShapeError as e:
         raise GradientShapeError(f"{f.name}: backward_impl: {e}") from None
     finally:
-        _leave(token, stoken, handoff)
+        _leave(token, outer, handoff)
 
 
-def _leave(token: Any, stoken: Any, handoff: dict[Function, Any]) -> None:
+def _leave(token: Any, outer: PassScope | None, handoff: dict[Function, Any]) -> None:
     """The end of a plain pass: its modes reset (those not reset while it yields), and
     what was left in its handoff dropped.
     """
-    if token is not None:
+    if token is not None:  # None: reset while it yields
         flag_raw.reset(token)
-    if stoken is not None:
-        PASS_SCOPE.reset(stoken)
+        swap("scope", outer)
     handoff.clear()
 
 
@@ -221,18 +219,18 @@ def _skipped(
     user's code sees outside raw mode and outside the pass's scope.
     """
     if clear_buffer:
-        scope = PASS_SCOPE.get()
+        scope = STATE.get().scope
         n = _free_values(f, root)
         if scope is not None:
             scope.freed += n
     if leaves:
         done = _final_leaves(leaves, leaf_uses, grads, handed)
         if done:
-            token, stoken = flag_raw.set(False), PASS_SCOPE.set(None)
+            token, outer = flag_raw.set(False), swap("scope", None)
             try:
                 yield from done
             finally:
-                PASS_SCOPE.reset(stoken)
+                swap("scope", outer)
                 flag_raw.reset(token)
 
 
@@ -439,11 +437,6 @@ class PassScope:
         return f in self._nodes
 
 
-PASS_SCOPE: contextvars.ContextVar[PassScope | None] = contextvars.ContextVar(
-    "hodiff_pass", default=None
-)
-
-
 def current_pass() -> PassScope | None:
     """The plain reverse pass whose rule runs now: the innermost one.
 
@@ -451,7 +444,7 @@ def current_pass() -> PassScope | None:
     they share nothing through the pass). A rule that runs a pass of its own (over a graph
     it made) reads this first: the inner pass has its own scope.
     """
-    return PASS_SCOPE.get()
+    return STATE.get().scope  # type: ignore[no-any-return]
 
 
 _variable.register(backward=backward)  # Variable.backward

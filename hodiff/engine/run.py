@@ -5,13 +5,13 @@ inputs' arrays, its outputs stored (numpy's scalars made 0-d arrays, a dtype oth
 declared cast as in define-by-run mode), its values stamped with the clock's time.
 :func:`forward` (``Variable.forward``) runs a static graph with it, its leaves' new
 shapes followed first (``follow.py``); the graph of one root keeps its steps, resolved
-once (:class:`_Schedule`), and re-runs them at about half the per-node cost of resolving
-them again. Anything that replays nodes (a checkpoint's recomputation) calls :func:`run`.
+once (:class:`_Schedule`, in the root's memo on the clock), and re-runs them at about half
+the per-node cost of resolving them again. Anything that replays nodes (a checkpoint's
+recomputation) calls :func:`run`.
 """
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,7 +22,7 @@ from hodiff.engine.clock import CLOCK
 from hodiff.engine.follow import follow_shapes
 from hodiff.engine.function import Function, OutRef, as_array, as_declared
 from hodiff.engine.order import topological_order
-from hodiff.engine.plan import values_checked
+from hodiff.engine.plan import memo, values_checked
 from hodiff.engine.variable import Variable
 
 __all__ = ["forward", "run"]
@@ -111,31 +111,28 @@ def run(nodes: Sequence[Function], drops: Sequence[Sequence[Variable]] | None = 
 
 class _Schedule:
     """A root's graph, resolved once: its nodes in order, their steps, the leaves they read,
-    the clock's remakes when made and its reshapes when its shapes were last followed.
+    and the clock's reshapes when its shapes were last followed.
     """
 
-    __slots__ = ("followed", "leaves", "nodes", "remakes", "steps")
+    __slots__ = ("followed", "leaves", "nodes", "steps")
 
     def __init__(self, root: Variable) -> None:
-        self.remakes = CLOCK.remakes
         self.followed = 0
         self.nodes = topological_order([root])
         self.steps, self.leaves = _steps(self.nodes)
 
 
-# The schedule of each root run alone: a static graph run many times is ordered once.
-_SCHEDULES: weakref.WeakKeyDictionary[Variable, _Schedule] = weakref.WeakKeyDictionary()
-
-
 def _schedule(root: Variable) -> _Schedule:
-    """The schedule of ``root``'s graph (cached), its leaves' new shapes followed."""
-    s = _SCHEDULES.get(root)
-    if s is None or s.remakes != CLOCK.remakes:
-        s = _SCHEDULES[root] = _Schedule(root)
+    """The schedule of ``root``'s graph, its leaves' new shapes followed. A static graph run
+    many times is ordered once: the schedule is kept in the root's memo on the clock.
+    """
+    s = memo(root).schedule
+    if s is None:
+        s = memo(root).schedule = _Schedule(root)
     reshapes = CLOCK.reshapes
     if reshapes and s.followed != reshapes:
-        if follow_shapes(s.nodes):  # a composition was made again: new nodes
-            s = _SCHEDULES[root] = _Schedule(root)
+        if follow_shapes(s.nodes):  # a composition was made again: new nodes, memos forgotten
+            s = memo(root).schedule = _Schedule(root)
         s.followed = reshapes
     return s
 

@@ -14,7 +14,7 @@ import functools
 import weakref
 from typing import Any
 
-from hodiff.engine.context import MODE_BITS, RAW, STATIC, TRUSTED
+from hodiff.engine.context import RAW, STATE, STATIC, TRUSTED
 from hodiff.engine.variable import Variable, ticks
 
 __all__ = ["Trace", "record_trace", "shape_bound", "traced"]
@@ -66,7 +66,7 @@ def traced(fn: Any) -> Any:
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
-        if MODE_BITS.get() & (STATIC | RAW | TRUSTED) != STATIC:  # define-by-run, a plain pass,
+        if STATE.get().modes & (STATIC | RAW | TRUSTED) != STATIC:  # define-by-run, a plain pass,
             return fn(*args, **kwargs)  # or a rule
         t0 = next(ticks)
         out = fn(*args, **kwargs)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from hodiff.engine import batching as _batching
-from hodiff.engine.context import MODE_BITS, RAW, array_module
+from hodiff.engine.context import RAW, STATE, array_module
 from hodiff.engine.function import Flags, Function, Slots, float_dtype
 from hodiff.engine.tracing import traced
 from hodiff.engine.variable import Variable
@@ -186,7 +186,7 @@ class Affine(Function, follows_shape=True):
         gy = outputs[0].grad
         if len(x.shape) == 2 and len(w.shape) == 2 and self.base_axis in (1, -1):
             # the common case, without reshapes: gy is (N, M) already
-            if MODE_BITS.get() & RAW:  # a plain pass: the kernels on the arrays, no nodes
+            if STATE.get().modes & RAW:  # a plain pass: the kernels on the arrays, no nodes
                 if prop_down[0]:
                     x.store(_product(gy, w.data.T), accum[0])
                 if prop_down[1]:
@@ -639,7 +639,7 @@ def batch_matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = 
     (2, 3, 5)
 
     """
-    if MODE_BITS.get() & RAW and transpose_a.__class__ is bool and transpose_b.__class__ is bool:
+    if STATE.get().modes & RAW and transpose_a.__class__ is bool and transpose_b.__class__ is bool:
         # a plain pass (a rule's call on arrays): the kernel, without a node
         return _product(
             a.swapaxes(-1, -2) if transpose_a else a, b.swapaxes(-1, -2) if transpose_b else b

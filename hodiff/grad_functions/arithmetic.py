@@ -9,7 +9,7 @@ import numpy as np
 
 from hodiff.engine import batching as _batching
 from hodiff.engine import cuda as _cuda
-from hodiff.engine.context import MODE_BITS, RAW
+from hodiff.engine.context import RAW, STATE
 from hodiff.engine.function import (
     Flags,
     Function,
@@ -154,6 +154,6 @@ def mul_n(*xs: Any, val: float = 1.0) -> Variable:
     >>> mul_n(np.array([1.0, 2.0]), np.array([3.0, 4.0]), np.array(0.5), val=-2.0).d
     array([-3., -8.])
     """
-    if MODE_BITS.get() & RAW and xs:  # a plain pass: the kernel on the arrays, no node
+    if STATE.get().modes & RAW and xs:  # a plain pass: the kernel on the arrays, no node
         return _mul_n(xs, val if type(val) is float else float(val))
     return MulN(val=val)(*xs)
