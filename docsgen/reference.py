@@ -367,10 +367,10 @@ def _block(path: str, level: int) -> str:
 
 def checked_orders() -> dict[str, int]:
     """Function name -> the highest derivative order its spec rows check (0: none)."""
-    from hodiff.testing import all_specs
+    from hodiff.testing import all_specs, complex_specs
 
     best: dict[str, int] = {}
-    for s in all_specs():
+    for s in all_specs() + complex_specs():  # F.complex has complex rows only
         best[s.fn.__name__] = max(best.get(s.fn.__name__, 0), s.order)
     return best
 
