@@ -725,7 +725,9 @@ def test_no_primitive_is_named_by_a_string() -> None:
 MAX_TOP_LEVEL_MODULES = 10  # hodiff/*.py besides __init__.py: __main__ and the public paths
 MAX_ENGINE_FILE_LINES = 800
 MAX_FILE_LINES = 900  # the spec tables aside (data, one row per function)
-MAX_BACKWARD_LINES = 2600  # the engine files whose code one .backward() runs
+# the engine files whose code one .backward() runs, counted as lines of code (no docstrings,
+# comments or blanks): 3,561 before the engine was split, 2,600 its first ceiling
+MAX_BACKWARD_LINES = 1700
 MAX_ENGINE_STATE = 3  # 19 before the engine had a clock, 9 before one state per thread
 MAX_COMPLEX_FUNCTIONS = 15  # above a cyclomatic complexity of 15
 MAX_COMPLEXITY = 25
@@ -770,11 +772,11 @@ def test_files_are_short() -> None:
 
 
 def test_one_backward_needs_few_lines() -> None:
-    from bench.house import backward_files
+    from bench.house import backward_files, code_lines
 
     files = backward_files(ROOT.parent)
     assert files, "the probe saw no engine file run: it measures nothing"
-    total = sum(_physical_lines(ROOT / f) for f in files)
+    total = sum(code_lines(ROOT / f) for f in files)
     assert total <= MAX_BACKWARD_LINES, (total, files)
 
 
