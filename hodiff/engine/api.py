@@ -30,7 +30,7 @@ from hodiff.engine import function as _function
 from hodiff.engine import run as _run
 from hodiff.engine import variable as _variable
 from hodiff.engine.batching import renew
-from hodiff.engine.context import MODE_BITS, NO_GRAD, RAW, STATIC, TRUSTED
+from hodiff.engine.context import MODE_BITS, NO_GRAD, RAW, STATIC, SYMBOLIC, TRUSTED
 from hodiff.engine.function import Function
 from hodiff.engine.order import nodes_since, topological_order
 from hodiff.engine.plan import plan, unused_inputs
@@ -56,6 +56,7 @@ __all__ = [
     "is_raw",
     "is_recording",
     "is_static",
+    "is_symbolic",
     "is_trusted",
     "kept_outputs",
     "link",
@@ -74,6 +75,7 @@ __all__ = [
     "set_batch_hook",
     "set_value",
     "static_mode",
+    "symbolic",
     "topological_order",
     "trusted",
     "unused_inputs",
@@ -267,6 +269,13 @@ def is_static() -> bool:
     return bool(MODE_BITS.get() & STATIC)
 
 
+def is_symbolic() -> bool:
+    """Whether a compiler records the calls (``hd.jit``): no value exists, so a transform
+    that returns arrays records its passes and returns Variables (as inside ``hd.vmap``).
+    """
+    return bool(MODE_BITS.get() & SYMBOLIC)
+
+
 def is_trusted() -> bool:
     """Whether calls skip their argument checks (``hd.grad``'s rules)."""
     return bool(MODE_BITS.get() & TRUSTED)
@@ -287,7 +296,7 @@ class _Modes:
         MODE_BITS.reset(self.token)
 
 
-_ALL = RAW | STATIC | NO_GRAD | TRUSTED
+_ALL = RAW | STATIC | NO_GRAD | TRUSTED | SYMBOLIC
 
 
 def raw_mode() -> _Modes:
@@ -313,6 +322,13 @@ def trusted() -> _Modes:
 def static_mode() -> _Modes:
     """Calls link nodes without computing them (define-then-run)."""
     return _Modes(_ALL, STATIC)
+
+
+def symbolic() -> _Modes:
+    """Calls link nodes without computing, for a compiler (``hd.jit``): the static mode, and
+    :func:`is_symbolic` is True inside, so the transforms record instead of computing.
+    """
+    return _Modes(_ALL, STATIC | SYMBOLIC)
 
 
 def define_by_run() -> _Modes:
