@@ -15,7 +15,7 @@ THREAD_VARS = (
     "VECLIB_MAXIMUM_THREADS",
     "NUMEXPR_NUM_THREADS",
 )
-LIBS = ("hodiff", "torch", "jax", "autograd", "numpy")
+LIBS = ("hodiff", "hd.jit", "torch", "jax", "autograd", "numpy")
 GROUPS = ("mlp", "critic", "chain", "hessian", "cnn", "per_example", "checkpoint", "taylor")
 
 

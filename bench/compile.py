@@ -9,6 +9,11 @@ per op. Run with one thread::
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \\
         taskset -c 1 python -m bench.compile [--size tiny]
+
+``--all`` times every workload's ``hd.jit`` row (the workloads' ``"hd.jit"`` builders)
+beside hodiff eager and jax.jit, interleaved per workload group, with each compiled row's
+first call (record + simplify + generate + run) and the tracemalloc peak of a W3 step
+compiled and not; ``--plot PATH`` draws the ratios (docs/compile.md's picture).
 """
 
 from __future__ import annotations
@@ -22,8 +27,13 @@ import numpy as np
 
 import hodiff as hd
 import hodiff.functions as F
-from bench.timing import interleaved
-from bench.workloads import chain
+from bench.run import rel_err
+from bench.timing import interleaved, peak_traced
+from bench.workloads import WORKLOADS, chain, to_numpy
+
+#: the groups with an ``hd.jit`` row (W1-W7, W12) and the libraries compared
+GROUPS = ("mlp", "critic", "chain", "hessian", "cnn", "per_example", "taylor")
+LIBS = ("hodiff", "hd.jit", "jax")
 
 
 def _d2(steps: int) -> Any:
@@ -39,7 +49,13 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.compile")
     p.add_argument("--size", default="full", choices=sorted(chain.SIZES))
     p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--all", action="store_true", help="every workload's hd.jit row")
+    p.add_argument("--groups", nargs="+", default=list(GROUPS), choices=GROUPS)
+    p.add_argument("--plot", default=None, help="with --all: save the picture there")
+    p.add_argument("--json", default=None, help="with --all: save the rows there")
     args = p.parse_args(argv)
+    if args.all:
+        return all_workloads(args)
     inp = chain.make_inputs(args.size, "float64")
     x0, steps = inp["x"], inp["steps"]
     fns = dict(chain.hodiff_fns(inp))
@@ -64,6 +80,122 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{k:24s} {m * 1e3:10.3f} {m / eager:9.3f} {m / jit_s:10.2f}")
     print(f"replay: {jit_s / stats.nodes_after * 1e6:.2f} us per op ({stats.nodes_after} ops)")
     return 0
+
+
+def _group(name: str, size: str, repeats: int) -> list[dict[str, Any]]:
+    """One group: build and check each library's callables (timing the hd.jit first calls),
+    then time them interleaved.
+    """
+    w = WORKLOADS[name]
+    dtype = "float64"
+    inp = w.make_inputs(size, dtype)
+    libs = [lib for lib in LIBS if lib in w.builders]
+    if "jax" in libs and importlib.util.find_spec("jax") is None:
+        libs.remove("jax")
+    fns: dict[tuple[str, str], Any] = {}
+    outs: dict[tuple[str, str], list[np.ndarray]] = {}
+    first: dict[str, float] = {}
+    for lib in libs:
+        t0 = time.perf_counter()
+        built = w.builders[lib](inp)
+        setup = time.perf_counter() - t0
+        for tid, fn in built.items():
+            t0 = time.perf_counter()
+            outs[(tid, lib)] = to_numpy(fn())
+            if lib == "hd.jit":
+                first[tid] = time.perf_counter() - t0 + setup / len(built)
+            fns[(tid, lib)] = fn
+    res = interleaved(fns, repeats, warmup=2, min_time=0.1)
+    rows = []
+    for task in w.tasks:
+        if (task.id, "hd.jit") not in res:
+            continue
+        row: dict[str, Any] = {"task": task.id, "title": task.title, "first_call_s": first[task.id]}
+        for lib in libs:
+            if (task.id, lib) in res:
+                row[lib] = res[(task.id, lib)]["median_s"]
+                row[f"{lib}_err"] = rel_err(outs[(task.id, lib)], outs[(task.id, "hodiff")])
+        if name == "critic":
+            row["peak_traced_eager"] = peak_traced(fns[(task.id, "hodiff")])
+            row["peak_traced_jit"] = peak_traced(fns[(task.id, "hd.jit")])
+        rows.append(row)
+        print(_line(row), flush=True)
+    return rows
+
+
+def _line(row: dict[str, Any]) -> str:
+    eager, jit_s, jax_s = row.get("hodiff"), row["hd.jit"], row.get("jax")
+    cells = [
+        row["task"],
+        f"{eager * 1e3:.3f}" if eager else "-",
+        f"{jit_s * 1e3:.3f}",
+        f"{jax_s * 1e3:.3f}" if jax_s else "-",
+        f"{jit_s / eager:.2f}" if eager else "-",
+        f"{jit_s / jax_s:.2f}" if jax_s else "-",
+        f"{eager / jax_s:.2f}" if eager and jax_s else "-",
+        f"{row['first_call_s'] * 1e3:.0f}",
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
+HEADER = (
+    "| task | eager ms | hd.jit ms | jax.jit ms | jit / eager | jit / jax | eager / jax "
+    "| first call ms |\n|---|---:|---:|---:|---:|---:|---:|---:|"
+)
+
+
+def all_workloads(args: argparse.Namespace) -> int:
+    print(HEADER, flush=True)
+    rows: list[dict[str, Any]] = []
+    for name in args.groups:
+        rows += _group(name, args.size, args.repeats)
+    for r in rows:
+        if "peak_traced_jit" in r:
+            print(
+                f"{r['task']} tracemalloc peak: eager {r['peak_traced_eager'] / 2**20:.2f} MiB, "
+                f"hd.jit {r['peak_traced_jit'] / 2**20:.2f} MiB "
+                f"({r['peak_traced_jit'] / r['peak_traced_eager']:.2f}x)"
+            )
+    bad = [r["task"] for r in rows if r.get("hd.jit_err", 0.0) > 1e-10]
+    if bad:
+        print(f"hd.jit differs from eager by more than 1e-10 on {bad}")
+    if args.json:
+        import json
+
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    if args.plot:
+        plot(rows, args.plot)
+    return 1 if bad else 0
+
+
+def plot(rows: list[dict[str, Any]], path: str) -> None:
+    """Horizontal bars per task: hd.jit's and jax.jit's time relative to hodiff eager."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in rows if r.get("hodiff")]
+    fig, ax = plt.subplots(figsize=(7, 0.32 * len(rows) + 1.4))
+    ys = np.arange(len(rows))[::-1]
+    h = 0.38
+    jit = [r["hd.jit"] / r["hodiff"] for r in rows]
+    jax = [r["jax"] / r["hodiff"] if r.get("jax") else np.nan for r in rows]
+    ax.barh(ys + h / 2, jit, h, color="#9467bd", label='hodiff hd.jit (backend "replay")')
+    ax.barh(ys - h / 2, jax, h, color="#1f77b4", label="jax.jit")
+    ax.axvline(1.0, color="#d62728", lw=1.2, label="hodiff eager = 1")
+    ax.set_xscale("log")
+    ax.set_yticks(ys)
+    ax.set_yticklabels([r["task"] for r in rows], fontsize=8)
+    ax.set_xlabel("time per call relative to hodiff eager (log scale; < 1 is faster)")
+    ax.set_ylabel("workload")
+    ax.set_title("Compiled (hd.jit) vs eager vs jax.jit, one CPU thread, float64", fontsize=9)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3)
+    ax.grid(axis="x", which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
 
 
 if __name__ == "__main__":

@@ -7,10 +7,11 @@ import math
 from pathlib import Path
 from typing import Any
 
-LIBS = ("hodiff", "torch", "jax", "autograd", "numpy")
-PEERS = ("torch", "jax", "autograd", "numpy")
+LIBS = ("hodiff", "hd.jit", "torch", "jax", "autograd", "numpy")
+PEERS = ("hd.jit", "torch", "jax", "autograd", "numpy")
 LABEL = {
     "hodiff": "hodiff",
+    "hd.jit": "hodiff hd.jit",
     "torch": "PyTorch",
     "jax": "JAX (jit)",
     "autograd": "autograd",
@@ -296,6 +297,7 @@ def plot(result: dict[str, Any], path: Path) -> bool:
         return False
     colors = {
         "hodiff": "#d62728",
+        "hd.jit": "#9467bd",
         "torch": "#ee8a2a",
         "jax": "#1f77b4",
         "autograd": "#2ca02c",

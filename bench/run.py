@@ -34,7 +34,7 @@ _keep_alive: list[Any] = []  # threadpoolctl's limiter
 
 
 def available(lib: str) -> bool:
-    if lib in ("hodiff", "numpy"):
+    if lib in ("hodiff", "hd.jit", "numpy"):
         return True
     return importlib.util.find_spec(lib) is not None
 
@@ -244,7 +244,7 @@ def memory_child(args: argparse.Namespace) -> int:
             for (tid, lib), fn in fns.items():
                 fn()  # second call: caches warm
                 m: dict[str, Any] = {"peak_rss_bytes": timing.peak_rss(fn)}
-                if lib in ("hodiff", "autograd", "numpy"):
+                if lib in ("hodiff", "hd.jit", "autograd", "numpy"):
                     m["peak_traced_bytes"] = timing.peak_traced(fn)
                 out[f"{tid}|{dtype}|{lib}"] = m
             del fns

@@ -45,13 +45,13 @@ def test_hodiff_runs_every_task(group):
                 assert np.all(np.isfinite(a)), tid
 
 
-@pytest.mark.parametrize("lib", ["numpy", "torch", "jax", "autograd"])
+@pytest.mark.parametrize("lib", ["numpy", "hd.jit", "torch", "jax", "autograd"])
 @pytest.mark.parametrize("group", GROUPS)
 def test_peer_agrees_with_hodiff(group, lib):
     w = WORKLOADS[group]
     if lib not in w.builders:
         pytest.skip(f"{group} has no {lib} version")
-    if lib != "numpy":
+    if lib not in ("numpy", "hd.jit"):
         pytest.importorskip(lib)
     ref = _hodiff(group, "float64")
     for tid, arrays in _outputs(group, lib, "float64").items():

@@ -68,6 +68,23 @@ def hodiff_fns(inp: dict[str, Any]) -> Fns:
     return {"W4": d2, "W4b": d2_grad_twice, "W4s": d2_static}
 
 
+def jit_fns(inp: dict[str, Any]) -> Fns:
+    """hd.jit of the second derivative (hd.grad twice inside)."""
+    import hodiff as hd
+    import hodiff.functions as F
+
+    steps = inp["steps"]
+
+    def d2(x: Any) -> Any:
+        (g,) = hd.grad(F.sum(_chain(x, steps, F.tanh)), x)
+        (h,) = hd.grad(F.sum(g), x)
+        return h
+
+    g = hd.jit(d2)
+    data = inp["x"]
+    return {"W4": lambda: g(data)}
+
+
 def torch_fns(inp: dict[str, Any]) -> Fns:
     torch = load_torch()
     x = torch.from_numpy(inp["x"]).requires_grad_(True)
@@ -118,11 +135,18 @@ WORKLOAD = Workload(
     ),
     dtypes=("float64",),
     make_inputs=make_inputs,
-    builders={"hodiff": hodiff_fns, "torch": torch_fns, "jax": jax_fns, "autograd": autograd_fns},
+    builders={
+        "hodiff": hodiff_fns,
+        "hd.jit": jit_fns,
+        "torch": torch_fns,
+        "jax": jax_fns,
+        "autograd": autograd_fns,
+    },
     notes={
         "hodiff": "W4: hd.grad, then .backward() of its sum; W4b: hd.grad, then "
         "hd.grad(..., create_graph=False); W4s: both "
         "hd.grad recorded once in static mode (auto_forward(False)), then x.d = ...; h.forward()",
+        "hd.jit": "W4: hd.jit of hd.grad of hd.grad, backend replay",
         "torch": "autograd.grad(create_graph=True), then autograd.grad",
         "jax": "jax.jit(jax.grad(sum o jax.grad)), loop as lax.fori_loop: compiled, no per-op cost",
         "autograd": "autograd.grad of autograd.grad",

@@ -65,6 +65,23 @@ def hodiff_fns(inp: dict[str, Any]) -> Fns:
     return {"W6a": grad, "W6b": lambda: hd.hvp(loss, params, v)[1]}
 
 
+def jit_fns(inp: dict[str, Any]) -> Fns:
+    """hd.jit of the gradient and of the HVP."""
+    import hodiff as hd
+    import hodiff.functions as F
+
+    x, t = hd.Variable.from_array(inp["x"]), hd.Variable.from_array(inp["t"][:, None])
+
+    def loss(wc: Any, bc: Any, wl: Any, bl: Any) -> Any:
+        h = F.tanh(F.convolution(x, wc, bc))
+        return F.mean(F.softmax_cross_entropy(F.affine(h, wl, bl), t))
+
+    params, v = tuple(inp["params"]), tuple(inp["v"])
+    grad = hd.jit(lambda *qs: hd.grad(loss(*qs), list(qs)))
+    hvp = hd.jit(lambda *qs: hd.hvp(loss, qs, v)[1])
+    return {"W6a": lambda: grad(*params), "W6b": lambda: hvp(*params)}
+
+
 def torch_fns(inp: dict[str, Any]) -> Fns:
     torch = load_torch()
     tf = torch.nn.functional
@@ -138,9 +155,16 @@ WORKLOAD = Workload(
     tasks=(Task("W6a", "CNN gradient"), Task("W6b", "CNN Hessian-vector product", "W6a")),
     dtypes=("float32", "float64"),
     make_inputs=make_inputs,
-    builders={"hodiff": hodiff_fns, "torch": torch_fns, "jax": jax_fns, "autograd": autograd_fns},
+    builders={
+        "hodiff": hodiff_fns,
+        "hd.jit": jit_fns,
+        "torch": torch_fns,
+        "jax": jax_fns,
+        "autograd": autograd_fns,
+    },
     notes={
         "hodiff": "F.convolution; zero_grad + backward; hd.hvp",
+        "hd.jit": "hd.jit of hd.grad and hd.hvp, backend replay",
         "torch": "conv2d; autograd.grad; double backward",
         "jax": "lax.conv_general_dilated; jit(grad); jit(jvp of grad)",
         "autograd": "no conv primitive: einsum over the 9 shifted images; grad; make_hvp",

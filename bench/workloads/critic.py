@@ -76,6 +76,28 @@ def hodiff_fns(inp: dict[str, Any]) -> Fns:
     return {"W3": step}
 
 
+def jit_fns(inp: dict[str, Any]) -> Fns:
+    """hd.jit of the whole step: the penalty's hd.grad, the loss and hd.grad of the weights."""
+    import hodiff as hd
+    import hodiff.functions as F
+
+    x_real, x_fake = hodiff_leaves([inp["x_real"], inp["x_fake"]], need_grad=False)
+    x_hat = hd.Variable.from_array(inp["x_hat"], need_grad=True)
+
+    def step(*qs: Any) -> Any:
+        def critic(h: Any) -> Any:
+            return _critic(qs, h, F.affine, F.softplus)
+
+        (g,) = hd.grad(F.sum(critic(x_hat)), x_hat)
+        penalty = F.mean((F.sqrt(F.sum(g * g, axis=1)) - 1.0) ** 2)
+        loss = F.mean(critic(x_fake)) - F.mean(critic(x_real)) + LAMBDA * penalty
+        return hd.grad(loss, list(qs))
+
+    g = hd.jit(step)
+    params = tuple(inp["params"])
+    return {"W3": lambda: g(*params)}
+
+
 # ---------------------------------------------------------------- PyTorch
 def torch_fns(inp: dict[str, Any]) -> Fns:
     torch = load_torch()
@@ -136,9 +158,16 @@ WORKLOAD = Workload(
     tasks=(Task("W3", "WGAN-GP critic step"),),
     dtypes=("float32", "float64"),
     make_inputs=make_inputs,
-    builders={"hodiff": hodiff_fns, "torch": torch_fns, "jax": jax_fns, "autograd": autograd_fns},
+    builders={
+        "hodiff": hodiff_fns,
+        "hd.jit": jit_fns,
+        "torch": torch_fns,
+        "jax": jax_fns,
+        "autograd": autograd_fns,
+    },
     notes={
         "hodiff": "hd.grad for the penalty's gradient, then loss.backward(clear_buffer=True)",
+        "hd.jit": "hd.jit of the step (the penalty's hd.grad inside), backend replay",
         "torch": "autograd.grad(create_graph=True), then autograd.grad w.r.t. the weights",
         "jax": "jax.jit(jax.grad(loss)) with jax.grad inside the loss",
         "autograd": "autograd.grad with autograd.grad inside the loss",

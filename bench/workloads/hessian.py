@@ -57,6 +57,25 @@ def hodiff_fns(inp: dict[str, Any]) -> Fns:
     return {"W5a": hessian, "W5b": d3}
 
 
+def jit_fns(inp: dict[str, Any]) -> Fns:
+    """hd.jit of hd.hessian (one batched graph) and of the third derivative."""
+    import hodiff as hd
+    import hodiff.functions as F
+
+    a = hd.Variable.from_array(inp["A"])
+    hessian = hd.jit(lambda x: hd.hessian(lambda z: F.sum(F.logsumexp(a @ z)), x))
+
+    def d3(x: Any) -> Any:
+        (g1,) = hd.grad(F.sum(F.tanh(x) ** 2), x)
+        (g2,) = hd.grad(F.sum(g1), x)
+        (g3,) = hd.grad(F.sum(g2), x)
+        return g3
+
+    third = hd.jit(d3)
+    x0, x3 = inp["x"], inp["x3"]
+    return {"W5a": lambda: hessian(x0), "W5b": lambda: third(x3)}
+
+
 def torch_fns(inp: dict[str, Any]) -> Fns:
     torch = load_torch()
     a, x0 = torch.from_numpy(inp["A"]), torch.from_numpy(inp["x"])
@@ -104,10 +123,18 @@ WORKLOAD = Workload(
     tasks=(Task("W5a", "Hessian 100x100 of logsumexp"), Task("W5b", "3rd derivative, size 1000")),
     dtypes=("float64",),
     make_inputs=make_inputs,
-    builders={"hodiff": hodiff_fns, "torch": torch_fns, "jax": jax_fns, "autograd": autograd_fns},
+    builders={
+        "hodiff": hodiff_fns,
+        "hd.jit": jit_fns,
+        "torch": torch_fns,
+        "jax": jax_fns,
+        "autograd": autograd_fns,
+    },
     notes={
         "hodiff": "hd.hessian (all rows in one batched reverse pass, hd.vmap); "
         "W5b: hd.grad twice, then .backward()",
+        "hd.jit": "hd.jit of hd.hessian (vmap of the HVP: one batched graph) and of "
+        "hd.grad three times, backend replay",
         "torch": "torch.func.hessian (jacfwd of jacrev, vectorized); W5b: autograd.grad x3",
         "jax": "jax.jit(jax.hessian); W5b: jax.jit(jax.grad x3)",
         "autograd": "autograd.hessian; W5b: autograd.grad x3",

@@ -72,6 +72,17 @@ def hodiff_fns(inp: dict[str, Any]) -> Fns:
     return {"W1": grad, "W2": hvp}
 
 
+def jit_fns(inp: dict[str, Any]) -> Fns:
+    """hd.jit of the gradient and of the HVP (functions of the weights, called with arrays)."""
+    import hodiff as hd
+
+    x, t = hd.Variable.from_array(inp["x"]), hd.Variable.from_array(inp["t"][:, None])
+    params, v = tuple(inp["params"]), tuple(inp["v"])
+    grad = hd.jit(lambda *qs: hd.grad(hodiff_loss(qs, x, t), list(qs)))
+    hvp = hd.jit(lambda *qs: hd.hvp(lambda *rs: hodiff_loss(rs, x, t), qs, v)[1])
+    return {"W1": lambda: grad(*params), "W2": lambda: hvp(*params)}
+
+
 # ---------------------------------------------------------------- PyTorch
 def torch_fns(inp: dict[str, Any]) -> Fns:
     torch = load_torch()
@@ -217,6 +228,7 @@ WORKLOAD = Workload(
     make_inputs=make_inputs,
     builders={
         "hodiff": hodiff_fns,
+        "hd.jit": jit_fns,
         "torch": torch_fns,
         "jax": jax_fns,
         "autograd": autograd_fns,
@@ -224,6 +236,7 @@ WORKLOAD = Workload(
     },
     notes={
         "hodiff": "W1: zero_grad + loss.backward(); W2: hd.hvp (reverse over reverse)",
+        "hd.jit": "hd.jit of hd.grad (W1) and of hd.hvp (W2), backend replay",
         "torch": "W1: torch.autograd.grad; W2: double backward (create_graph=True)",
         "jax": "jax.jit(jax.grad); W2: jax.jvp of jax.grad (forward over reverse), jitted",
         "autograd": "autograd.grad; W2: make_hvp (reverse over reverse)",

@@ -86,6 +86,39 @@ def hodiff_fns(inp: dict[str, Any]) -> Fns:
     return {"W7a": w7a, "W7b": w7b, "W7c": w7c}
 
 
+def jit_fns(inp: dict[str, Any]) -> Fns:
+    """hd.jit of hd.vmap(hd.grad), of the batch gradient and of hd.vmap(hd.hessian)."""
+    import hodiff as hd
+    import hodiff.functions as F
+
+    ps = hodiff_leaves(inp["params"], need_grad=True)
+    x, t = inp["x"], inp["t"][:, None]
+
+    def scores(qs: Any, h: Any) -> Any:
+        n_layers = len(qs) // 2
+        for k in range(n_layers):
+            h = F.affine(h, qs[2 * k], qs[2 * k + 1])
+            if k < n_layers - 1:
+                h = F.tanh(h)
+        return h
+
+    def loss_one(qs: Any, xn: Any, tn: Any) -> Any:
+        z = scores(qs, F.reshape(xn, (1, -1)))
+        return F.sum(F.softmax_cross_entropy(z, F.reshape(tn, (1, 1))))
+
+    per_example = hd.jit(hd.vmap(lambda xn, tn: hd.grad(loss_one(ps, xn, tn), ps)))
+    batch = hd.jit(
+        lambda xb, tb, *qs: hd.grad(F.sum(F.softmax_cross_entropy(scores(qs, xb), tb)), list(qs))
+    )
+    hessians = hd.jit(hd.vmap(lambda xn, tn: hd.hessian(lambda v: loss_one(ps, v, tn), xn)))
+    params = tuple(inp["params"])
+    return {
+        "W7a": lambda: per_example(x, t),
+        "W7b": lambda: batch(x, t, *params),
+        "W7c": lambda: hessians(x, t),
+    }
+
+
 # ---------------------------------------------------------------- PyTorch
 def torch_fns(inp: dict[str, Any]) -> Fns:
     torch = load_torch()
@@ -217,6 +250,7 @@ WORKLOAD = Workload(
     make_inputs=make_inputs,
     builders={
         "hodiff": hodiff_fns,
+        "hd.jit": jit_fns,
         "torch": torch_fns,
         "jax": jax_fns,
         "autograd": autograd_fns,
@@ -225,6 +259,8 @@ WORKLOAD = Workload(
     notes={
         "hodiff": "W7a: hd.vmap(hd.grad) (one batched reverse pass); W7b: .backward(); "
         "W7c: hd.vmap(hd.hessian)",
+        "hd.jit": "hd.jit of hd.vmap(hd.grad) (W7a), hd.grad (W7b), hd.vmap(hd.hessian) "
+        "(W7c), backend replay",
         "torch": "W7a: torch.func.vmap(torch.func.grad); W7b: torch.autograd.grad; "
         "W7c: torch.func.vmap(torch.func.hessian)",
         "jax": "W7a: jax.jit(jax.vmap(jax.grad)); W7b: jax.jit(jax.grad); "

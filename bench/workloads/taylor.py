@@ -118,6 +118,58 @@ def hodiff_fns(inp: dict[str, Any]) -> Fns:
     }
 
 
+def jit_fns(inp: dict[str, Any]) -> Fns:
+    """hd.jit of each hodiff row (the same transforms, recorded once and replayed)."""
+    import hodiff as hd
+    import hodiff.functions as F
+
+    def mlp(ps: Any) -> Any:
+        def f(h: Any) -> Any:
+            n = len(ps) // 2
+            for k in range(n):
+                h = F.affine(h, ps[2 * k], ps[2 * k + 1])
+                if k < n - 1:
+                    h = F.tanh(h)
+            return h
+
+        return f
+
+    def leaves(arrays: list[np.ndarray]) -> list[Any]:
+        return [hd.Variable.from_array(a) for a in arrays]
+
+    lap, bi, jv = mlp(leaves(inp["lap"])), mlp(leaves(inp["bi"])), mlp(leaves(inp["jvp"]))
+    xp = inp["xp"]
+    src = hd.Variable.from_array(_source(xp))
+
+    def laplacian(method: str) -> Any:
+        return hd.jit(lambda x: hd.laplacian(lap, x, batch_axis=0, method=method))
+
+    def biharmonic(method: str) -> Any:
+        return hd.jit(lambda x: hd.biharmonic(bi, x, batch_axis=0, method=method))
+
+    def pinn_step(*qs: Any) -> Any:
+        lp = hd.laplacian(mlp(qs), xp, batch_axis=0, create_graph=True)
+        gs = hd.grad(F.mean((lp + src) ** 2), list(qs), allow_unused=True)
+        return [q * 0.0 if g is None else g for g, q in zip(gs, qs, strict=True)]  # last bias
+
+    lt, ln = laplacian("taylor"), laplacian("nested")
+    bt, bn = biharmonic("taylor"), biharmonic("nested")
+    jvp, fwd, pinn = hd.jit(lambda x, v: hd.jvp(jv, x, v)[1]), hd.jit(jv), hd.jit(pinn_step)
+    x8, x64, xb, xj, vj = (inp[k] for k in ("x8", "x64", "xb", "xj", "vj"))
+    pinn_params = tuple(inp["pinn"])
+    return {
+        "W12a": lambda: lt(x8),
+        "W12an": lambda: ln(x8),
+        "W12b": lambda: lt(x64),
+        "W12bn": lambda: ln(x64),
+        "W12c": lambda: bt(xb),
+        "W12cn": lambda: bn(xb),
+        "W12d": lambda: jvp(xj, vj),
+        "W12f": lambda: fwd(xj),
+        "W12e": lambda: pinn(*pinn_params),
+    }
+
+
 # ---------------------------------------------------------------- torch.func
 def torch_fns(inp: dict[str, Any]) -> Fns:
     torch = load_torch()
@@ -238,10 +290,11 @@ WORKLOAD = Workload(
     ),
     dtypes=("float64",),
     make_inputs=make_inputs,
-    builders={"hodiff": hodiff_fns, "torch": torch_fns, "jax": jax_fns},
+    builders={"hodiff": hodiff_fns, "hd.jit": jit_fns, "torch": torch_fns, "jax": jax_fns},
     notes={
         "hodiff": "hd.laplacian / hd.biharmonic (batch_axis=0; taylor and nested), hd.jvp "
         "(forward mode), hd.laplacian(create_graph=True) + backward",
+        "hd.jit": "hd.jit of each hodiff row (transforms recorded once, backend replay)",
         "torch": "torch.func: vmap(trace(hessian)), jvp, grad of the vmapped Laplacian loss",
         "jax": "jax.jit of vmap(trace(hessian)), jvp, grad",
     },

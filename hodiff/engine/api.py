@@ -30,7 +30,7 @@ from hodiff.engine import function as _function
 from hodiff.engine import run as _run
 from hodiff.engine import variable as _variable
 from hodiff.engine.batching import renew
-from hodiff.engine.context import NO_GRAD, RAW, STATE, STATIC, TRUSTED, swap
+from hodiff.engine.context import NO_GRAD, RAW, STATE, STATIC, SYMBOLIC, TRUSTED, swap
 from hodiff.engine.function import Function
 from hodiff.engine.order import nodes_since, topological_order
 from hodiff.engine.recorded import Pullback, grad_graph, grad_values, plan, unused_inputs
@@ -55,6 +55,7 @@ __all__ = [
     "is_raw",
     "is_recording",
     "is_static",
+    "is_symbolic",
     "is_trusted",
     "kept_outputs",
     "link",
@@ -73,6 +74,7 @@ __all__ = [
     "set_batch_hook",
     "set_value",
     "static_mode",
+    "symbolic",
     "topological_order",
     "trusted",
     "unused_inputs",
@@ -267,6 +269,13 @@ def is_static() -> bool:
     return bool(STATE.get().modes & STATIC)
 
 
+def is_symbolic() -> bool:
+    """Whether a compiler records the calls (``hd.jit``): no value exists, so a transform
+    that returns arrays records its passes and returns Variables (as inside ``hd.vmap``).
+    """
+    return bool(STATE.get().modes & SYMBOLIC)
+
+
 def is_trusted() -> bool:
     """Whether calls skip their argument checks (``hd.grad``'s rules)."""
     return bool(STATE.get().modes & TRUSTED)
@@ -287,7 +296,7 @@ class _Modes:
         swap("modes", self.token)
 
 
-_ALL = RAW | STATIC | NO_GRAD | TRUSTED
+_ALL = RAW | STATIC | NO_GRAD | TRUSTED | SYMBOLIC
 
 
 def raw_mode() -> _Modes:
@@ -313,6 +322,13 @@ def trusted() -> _Modes:
 def static_mode() -> _Modes:
     """Calls link nodes without computing them (define-then-run)."""
     return _Modes(_ALL, STATIC)
+
+
+def symbolic() -> _Modes:
+    """Calls link nodes without computing, for a compiler (``hd.jit``): the static mode, and
+    :func:`is_symbolic` is True inside, so the transforms record instead of computing.
+    """
+    return _Modes(_ALL, STATIC | SYMBOLIC)
 
 
 def define_by_run() -> _Modes:

@@ -82,6 +82,8 @@ STATIC = 2  # define-then-run: functions link nodes without computing (auto_forw
 NO_GRAD = 4  # hd.no_grad(): nothing is recorded
 TRUSTED = 8  # hd.grad runs backward rules: their calls are consistent by construction, so in
 # define-by-run mode their argument checks (setup_impl) are skipped
+SYMBOLIC = 16  # a compiler records a function (hd.jit): no value exists, so the transforms
+# that return arrays (hd.hvp, hd.jvp, hd.hessian, ...) record their passes and return Variables
 
 
 class State:

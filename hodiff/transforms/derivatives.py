@@ -82,7 +82,8 @@ def _inputs(name: str, inputs: Any, keep: bool = False) -> tuple[list[Variable],
     if not items:
         raise ValueError(f"{name}: inputs is an empty tuple")
     xs: list[Variable] = []
-    keep = keep or inside_vmap()  # inside hd.vmap the results stay connected to the caller
+    # inside hd.vmap or hd.jit the results stay connected to the caller
+    keep = keep or inside_vmap() or api.is_symbolic()
     for i, a in enumerate(items):
         x = _input_leaf(name, a, i, multi, keep)
         if x.dtype.kind != "f":
@@ -248,7 +249,12 @@ def _check_alive(name: str, a: BatchedVariable, label: str) -> None:
 
 
 def _any_batched(*items: Any) -> bool:
-    """Whether a batched variable (inside ``hd.vmap``) is among ``items`` (or their tuples)."""
+    """Whether the transform records its passes and returns Variables: a compiler records
+    (``hd.jit``: no value exists), or a batched variable (inside ``hd.vmap``) is among
+    ``items`` (or their tuples).
+    """
+    if api.is_symbolic():
+        return True
     for a in items:
         if type(a) is BatchedVariable:
             return True
@@ -375,7 +381,7 @@ def vjp(f: Callable[..., Variable], inputs: Any, v: Any) -> tuple[Any, Any]:
     with graph_mode():
         xs, multi = _inputs("vjp", inputs)
         y = call("vjp", f, xs)
-        if _any_batched(*xs, v, y):  # inside hd.vmap: recorded, Variables
+        if _any_batched(*xs, v, y):  # inside hd.vmap or hd.jit: recorded, Variables
             (gy,) = _vdirections("vjp", v, [y], False, what="the output of f")
             gxs = grad(y, xs, grad_outputs=[gy], allow_unused=True)
             return y, _pack(gxs, multi)

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from hodiff import functions as F
+from hodiff.engine import api
 from hodiff.engine.arguments import array_module_of
 from hodiff.engine.autograd import grad
 from hodiff.engine.tracing import traced
@@ -95,6 +96,7 @@ def laplacian(
         raise ValueError(
             f"laplacian: distribution must be one of {DISTRIBUTIONS}, got {distribution!r}"
         )
+    create_graph = create_graph or api.is_symbolic()  # inside hd.jit: a Variable
     xv = _point("laplacian", x, create_graph)
     weights = None if coefficients is None else _coefficients(coefficients, xv, batch_axis)
     if method == "nested":
@@ -142,6 +144,7 @@ def biharmonic(
     """
     _check("biharmonic", method, batch_axis, num_samples)
     _check_one_input("biharmonic", f)
+    create_graph = create_graph or api.is_symbolic()  # inside hd.jit: a Variable
     if method == "stochastic":
         xv = _point("biharmonic", x, create_graph)
         dirs, scale = _directions("biharmonic", xv, batch_axis, method, num_samples, seed, "gauss")
@@ -352,6 +355,8 @@ def _nested_laplacian(
     """The reference: ``sum_i (H e_i)_i`` by Hessian-vector products (reverse over reverse);
     with ``weights`` ``S``, ``sum_r s_r^T H s_r`` over its columns ``s_r``.
     """
+    if api.is_symbolic():
+        return _nested_symbolic(f, xv, batch_axis, weights)
     if weights is not None:
         return _nested_weighted(f, xv, batch_axis, record, weights)
     shape = _per_datum(xv, batch_axis)
@@ -419,3 +424,32 @@ def _nested_weighted(
         z = xp.zeros((xv.shape[0],) if batch_axis == 0 else (), dtype=xv.dtype)
         return Variable.from_array(z)
     return F.reshape(acc, (xv.shape[0],) if batch_axis == 0 else ())
+
+
+def _nested_symbolic(
+    f: Callable[[Variable], Variable], xv: Variable, batch_axis: int | None, s: Any
+) -> Variable:
+    """Inside ``hd.jit``: ``sum_r e_r^T H e_r`` over the unit directions ``e_r`` (or the
+    columns of ``S``), every ``H e_r`` from one batched Hessian-vector product (``hd.hvp``
+    with ``R`` directions: ``hd.vmap`` of the recorded pass), so that the compiled graph
+    does not grow with ``D``.
+    """
+    xp = array_module_of(xv)
+    if s is not None:
+        dirs = _columns(xp, s, xv, batch_axis)  # (R, *x.shape)
+    else:
+        shape = _per_datum(xv, batch_axis)
+        d = int(np.prod(shape))
+        dirs = xp.eye(d, dtype=xv.dtype).reshape((d, *shape))
+        if batch_axis == 0:
+            dirs = xp.ascontiguousarray(xp.broadcast_to(dirs[:, None], (d, *xv.shape)))
+
+    def total(z: Variable) -> Variable:
+        y = f(z)
+        _check_output("laplacian", y, xv, batch_axis)
+        return F.sum(y)
+
+    _, hv = hvp(total, xv, dirs)  # (R, *x.shape)
+    first = 1 if batch_axis == 0 else 0
+    axes = (0, *range(first + 1, xv.ndim + 1))
+    return F.sum(hv * dirs, axis=axes)  # type: ignore[no-any-return]

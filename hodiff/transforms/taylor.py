@@ -55,6 +55,7 @@ per-direction coefficients) are summed over the direction axis.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable, Sequence
 from math import comb
@@ -648,7 +649,7 @@ def run_jet(
     coefficients 1..order (None where zero). ``check(y)`` runs on the output before the pass
     (a caller's validation: an error raises before any coefficient is computed).
     """
-    with api.recording(), auto_forward(True):
+    with api.recording(), _computing():
         start = api.clock()
         y = f(*primals)
     for o in _as_tuple(y):
@@ -657,6 +658,13 @@ def run_jet(
     if check is not None:
         check(y)
     return y, push(y, start, primals, series, order, collapsed, record)
+
+
+def _computing() -> Any:
+    """Define-by-run for the call of ``f`` (the pass reads values), but while a compiler
+    records (``hd.jit``) the static mode stays: the pass records on Variables.
+    """
+    return contextlib.nullcontext() if api.is_symbolic() else auto_forward(True)
 
 
 def push(
@@ -738,6 +746,7 @@ def jet(
                 f"{type(s).__name__}; series nests as ([x1, x2, ...], [...], ...), one list "
                 f"per primal, e.g. hd.jet(f, (x,), ([v],)) for one primal and order 1"
             )
+    create_graph = create_graph or api.is_symbolic()  # inside hd.jit: Variables
     with api.recording():
         xs = [_primal(p, create_graph) for p in primals]
     orders = {len(s) for s in series}

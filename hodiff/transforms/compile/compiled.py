@@ -315,7 +315,7 @@ class Jit:
             ph = Variable(shape, dtype=dtype)
             ph.need_grad = np.dtype(dtype).kind in "fc"
             placeholders.append(ph)
-        with api.define_by_run(), api.static_mode(), recording_of(self.__name__, placeholders):
+        with api.define_by_run(), api.symbolic(), recording_of(self.__name__, placeholders):
             out = self.f(*placeholders)
         outs, many = _flat(self.__name__, out)
         built = _build(self.__name__, outs, placeholders, self.backend, self.check, t0)
