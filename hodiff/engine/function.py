@@ -272,6 +272,10 @@ class Function:
     #: its forward does more than compute its outputs (draws random numbers, updates a
     #: running statistic, communicates): a compiler never folds, merges or drops it
     effects: ClassVar[bool] = False
+    #: its forward on one element as a numpy expression of the inputs ``x0, x1, ...`` (``xs``:
+    #: all), its numeric attributes and ``exp``, ``where``, ``maximum``...: the code a compiler
+    #: fuses (hodiff/transforms/compile/codegen.py). None: not fusable
+    scalar_kernel: ClassVar[str | None] = None
 
     def linear_part(self) -> Function:
         """``L`` of an affine ``y = L x + b`` (itself when linear): the linear rule's map."""

@@ -106,6 +106,7 @@ class _Scalar(Function, register=False, follows_shape=True, follows_rank=True):
 
 
 class Add2(_Binary):
+    scalar_kernel = "x0 + x1"
     need_inputs = False
     taylor = "linear"
 
@@ -121,6 +122,7 @@ class Add2(_Binary):
 
 
 class Sub2(_Binary):
+    scalar_kernel = "x0 - x1"
     need_inputs = False
     taylor = "linear"
 
@@ -137,6 +139,7 @@ class Sub2(_Binary):
 
 
 class Mul2(_Binary):
+    scalar_kernel = "x0 * x1"
     taylor = "multilinear"
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
@@ -153,6 +156,8 @@ class Mul2(_Binary):
 
 
 class Div2(_Binary):
+    scalar_kernel = "x0 / x1"
+
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = inputs[0] / inputs[1]
 
@@ -201,6 +206,7 @@ def _align(c: Any, ndim: int) -> Any:
 
 
 class Pow2(_Binary):
+    scalar_kernel = "x0**x1"
     need_outputs = True
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
@@ -223,6 +229,7 @@ class Pow2(_Binary):
 
 
 class AddScalar(_Scalar):
+    scalar_kernel = "x0 + val"
     need_inputs = False
     _fast_forward = np.add  # x + val, inline
     _fast_val = True
@@ -240,6 +247,7 @@ class AddScalar(_Scalar):
 
 
 class MulScalar(_Scalar):
+    scalar_kernel = "x0 * val"
     need_inputs = False
     taylor = "linear"
     _fast_forward = np.multiply  # x * val, inline
@@ -255,6 +263,7 @@ class MulScalar(_Scalar):
 
 
 class PowScalar(_Scalar):
+    scalar_kernel = "x0**val"
     taylor = "elementwise"
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
@@ -282,6 +291,7 @@ class PowScalar(_Scalar):
 
 
 class RSubScalar(_Scalar):
+    scalar_kernel = "val - x0"
     need_inputs = False
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
@@ -297,6 +307,7 @@ class RSubScalar(_Scalar):
 
 
 class RDivScalar(_Scalar):
+    scalar_kernel = "val / x0"
     taylor = "elementwise"
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
@@ -313,6 +324,7 @@ class RDivScalar(_Scalar):
 
 
 class RPowScalar(_Scalar):
+    scalar_kernel = "val**x0"
     need_inputs = False
     need_outputs = True
     taylor = "elementwise"
@@ -365,6 +377,8 @@ class _Extremum2(_Binary, register=False):
 
 
 class Minimum2(_Extremum2):
+    scalar_kernel = "minimum(x0, x1)"
+
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = array_module(inputs[0]).minimum(inputs[0], inputs[1])
 
@@ -373,6 +387,8 @@ class Minimum2(_Extremum2):
 
 
 class Maximum2(_Extremum2):
+    scalar_kernel = "maximum(x0, x1)"
+
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = array_module(inputs[0]).maximum(inputs[0], inputs[1])
 
@@ -399,6 +415,8 @@ class _ExtremumScalar(_Scalar, register=False):
 
 
 class MinimumScalar(_ExtremumScalar):
+    scalar_kernel = "minimum(x0, val)"
+
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = array_module(inputs[0]).minimum(inputs[0], self.val)
 
@@ -407,6 +425,8 @@ class MinimumScalar(_ExtremumScalar):
 
 
 class MaximumScalar(_ExtremumScalar):
+    scalar_kernel = "maximum(x0, val)"
+
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = array_module(inputs[0]).maximum(inputs[0], self.val)
 
@@ -415,6 +435,7 @@ class MaximumScalar(_ExtremumScalar):
 
 
 class Abs(Function, follows_shape=True, follows_rank=True):
+    scalar_kernel = "abs(x0)"
     batch_rule = _batching.elementwise
     taylor = "elementwise"
     piecewise_linear = True
@@ -452,6 +473,7 @@ class Sign(Function, follows_shape=True, follows_rank=True):
 
 
 class Identity(Function, follows_shape=True, follows_rank=True):
+    scalar_kernel = "x0"
     need_inputs = False
     taylor = "linear"
     batch_rule = _batching.elementwise

@@ -109,6 +109,8 @@ class MulN(Function, follows_shape=True, follows_rank=True):
     ``d y / d x_i = val * prod_{j != i} x_j``, so the chain of derivatives never ends.
     """
 
+    scalar_kernel = "prod(xs) * val"
+
     batch_rule = _batching.elementwise
     taylor = "multilinear"
 
