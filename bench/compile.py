@@ -20,6 +20,10 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
 import time
 from typing import Any
 
@@ -45,6 +49,28 @@ def _d2(steps: int) -> Any:
     return d2
 
 
+_WARM = """
+import sys, time
+t0 = time.perf_counter()
+import hodiff as hd
+from bench.compile import _d2
+from bench.workloads import chain
+inp = chain.make_inputs(sys.argv[1], "float64")
+t1 = time.perf_counter()
+hd.jit(_d2(inp["steps"]), backend="fused")(inp["x"])
+print(time.perf_counter() - t1, t1 - t0)
+"""
+
+
+def _new_process(size: str, cache_dir: str) -> float:
+    """Seconds of the first fused call in a new process with the cache warm (after imports)."""
+    env = dict(os.environ, HODIFF_CACHE_DIR=cache_dir)
+    out = subprocess.run(
+        [sys.executable, "-c", _WARM, size], env=env, capture_output=True, text=True, check=True
+    )
+    return float(out.stdout.split()[0])
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.compile")
     p.add_argument("--size", default="full", choices=sorted(chain.SIZES))
@@ -67,6 +93,18 @@ def main(argv: list[str] | None = None) -> int:
     np.testing.assert_allclose(h, fns["W4"](), rtol=1e-12)
     rows = {"hodiff eager (W4)": fns["W4"], "hodiff static (W4s)": fns["W4s"]}
     rows["hd.jit replay"] = lambda: g(x0)
+    fused_first = fused_warm = None
+    if importlib.util.find_spec("llvmlite") is not None:
+        with tempfile.TemporaryDirectory() as cache_dir:  # a cold cache, then a new process
+            os.environ["HODIFF_CACHE_DIR"] = cache_dir
+            t0 = time.perf_counter()
+            gf = hd.jit(_d2(steps), backend="fused")
+            hf = gf(x0)
+            fused_first = time.perf_counter() - t0
+            fused_warm = _new_process(args.size, cache_dir)
+        np.testing.assert_allclose(hf, h, rtol=1e-10)  # libm's tanh through 400 steps
+        print(f"fused: {gf.lower(x0)}")
+        rows["hd.jit fused"] = lambda: gf(x0)
     if importlib.util.find_spec("jax") is not None:
         rows["jax.jit (fori_loop)"] = chain.jax_fns(inp)["W4"]
     res = interleaved(rows, args.repeats, warmup=2, min_time=0.2)
@@ -74,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     jit_s = res["hd.jit replay"]["median_s"]
     print(f"W4, size {args.size}: {stats}")
     print(f"first call (record + simplify + generate + run): {first * 1e3:.0f} ms")
+    if fused_first is not None:
+        print(f"fused first call, cold cache (record + simplify + compile): {fused_first:.2f} s")
+        print(f"fused first call in a new process, warm cache: {fused_warm:.2f} s")
     print(f"{'row':24s} {'median ms':>10s} {'vs eager':>9s} {'vs hd.jit':>10s}")
     for k, r in res.items():
         m = r["median_s"]

@@ -20,6 +20,7 @@ from hodiff.engine import api
 from hodiff.testing import all_specs, spec_ids
 from hodiff.testing.harness import is_float, outputs_of
 from hodiff.testing.spec import Spec
+from hodiff.transforms.compile import fused
 
 RTOL = 1e-12
 #: rows a static graph cannot differentiate yet (hd.jit records static graphs): the engine
@@ -258,7 +259,7 @@ def test_batch_normalization_updates_running_statistics_once_per_call() -> None:
 def test_check_names_the_first_node_that_differs(monkeypatch: pytest.MonkeyPatch) -> None:
     from hodiff.functions.math import Tanh
 
-    g = hd.jit(lambda x: F.sum(F.exp(F.tanh(x))), check=True)
+    g = hd.jit(lambda x: F.sum(F.exp(F.tanh(x))), backend="replay", check=True)
     wrong = Tanh.forward_impl
 
     def shifted(self: Any, inputs: Any, outputs: Any) -> None:
@@ -317,9 +318,10 @@ def test_compile_reruns_a_static_graph_and_follows_reset_shape() -> None:
     np.testing.assert_allclose(y.d, np.sum(np.tanh(np.linspace(0, 1, 5)) ** 2), rtol=1e-6)
 
 
-def test_misuse_raises_clear_errors() -> None:
+def test_misuse_raises_clear_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ValueError, match="backend"):
         hd.jit(_chain, backend="xla")
+    monkeypatch.setattr(fused, "available", lambda: False)  # the jit extra not installed
     with pytest.raises(ImportError, match="jit"):
         hd.jit(_chain, backend="fused")
     with pytest.raises(TypeError, match=r"hd.jit\(<lambda>\): the result .* got int"):

@@ -69,13 +69,10 @@ the rest: ``need_inputs`` (True, False or a tuple of input indices) and ``need_o
 (bool). ``differentiable = False`` marks functions with integer/boolean output: they cut the
 graph. ``n_outputs`` is the number of outputs (an instance may set it in ``__init__``).
 
-Static arguments are keyword-only ``__init__`` parameters, stored once and never
-mutated. An instance may be called more than once: each call links a new node.
-The base class records what the constructor received as ``static_arguments``
-(``(args, kwargs)``): ``hd.to_dot`` shows them and ``hd.save_graph`` stores them, so
-``type(f)(*args, **kwargs)`` must rebuild an equivalent primitive.
-Subclasses defined inside the ``hodiff`` package are registered in :data:`REGISTRY` (keyed
-by class); user subclasses work the same way without being registered.
+Static arguments are keyword-only ``__init__`` parameters, stored once, never mutated, and
+recorded as ``static_arguments`` (``(args, kwargs)``, which ``hd.save_graph`` stores), so
+``type(f)(*args, **kwargs)`` rebuilds an equivalent primitive. An instance may be called more
+than once (a new node each time). Classes of the ``hodiff`` package are in :data:`REGISTRY`.
 """
 
 from __future__ import annotations
@@ -270,6 +267,10 @@ class Function:
     #: complex values: ``""`` real only (a complex input raises TypeError), ``"holomorphic"``
     #: (its real rules hold unchanged), ``"own"`` (rules of its own; engine/complex_values.py)
     complex_values: ClassVar[str] = ""
+    #: its forward on one element as a numpy expression of the inputs ``x0, x1, ...`` (``xs``:
+    #: all), its numeric attributes and ``exp``, ``where``, ``maximum``...: the code a compiler
+    #: fuses (hodiff/transforms/compile/codegen.py). None: not fusable
+    scalar_kernel: ClassVar[str | None] = None
 
     def linear_part(self) -> Function:
         """``L`` of an affine ``y = L x + b`` (itself when linear): the linear rule's map."""

@@ -61,6 +61,7 @@ def _inplace_ok(a: Any) -> bool:
 
 
 class Sigmoid(Function, follows_shape=True, follows_rank=True):
+    scalar_kernel = "1.0 / (1.0 + exp(-x0))"
     need_inputs = False
     need_outputs = True
     batch_rule = _batching.elementwise
@@ -193,6 +194,7 @@ class Softplus(Elementwise):
 
 
 class ReLU(Elementwise):
+    scalar_kernel = "maximum(x0, 0.0)"
     batch_rule = _batching.elementwise
     piecewise_linear = True  # Taylor mode: y_k = [x > 0] x_k
 

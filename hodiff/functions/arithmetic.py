@@ -107,6 +107,7 @@ class _Scalar(Function, register=False, follows_shape=True, follows_rank=True):
 
 class Add2(_Binary):
     complex_values = "holomorphic"
+    scalar_kernel = "x0 + x1"
     need_inputs = False
     taylor = "linear"
 
@@ -123,6 +124,7 @@ class Add2(_Binary):
 
 class Sub2(_Binary):
     complex_values = "holomorphic"
+    scalar_kernel = "x0 - x1"
     need_inputs = False
     taylor = "linear"
 
@@ -140,6 +142,7 @@ class Sub2(_Binary):
 
 class Mul2(_Binary):
     complex_values = "holomorphic"
+    scalar_kernel = "x0 * x1"
     taylor = "multilinear"
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
@@ -157,6 +160,7 @@ class Mul2(_Binary):
 
 class Div2(_Binary):
     complex_values = "holomorphic"
+    scalar_kernel = "x0 / x1"
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = inputs[0] / inputs[1]
@@ -207,6 +211,7 @@ def _align(c: Any, ndim: int) -> Any:
 
 class Pow2(_Binary):
     complex_values = "holomorphic"
+    scalar_kernel = "x0**x1"
     need_outputs = True
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
@@ -230,6 +235,7 @@ class Pow2(_Binary):
 
 class AddScalar(_Scalar):
     complex_values = "holomorphic"
+    scalar_kernel = "x0 + val"
     need_inputs = False
     _fast_forward = np.add  # x + val, inline
     _fast_val = True
@@ -248,6 +254,7 @@ class AddScalar(_Scalar):
 
 class MulScalar(_Scalar):
     complex_values = "holomorphic"
+    scalar_kernel = "x0 * val"
     need_inputs = False
     taylor = "linear"
     _fast_forward = np.multiply  # x * val, inline
@@ -264,6 +271,7 @@ class MulScalar(_Scalar):
 
 class PowScalar(_Scalar):
     complex_values = "holomorphic"
+    scalar_kernel = "x0**val"
     taylor = "elementwise"
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
@@ -292,6 +300,7 @@ class PowScalar(_Scalar):
 
 class RSubScalar(_Scalar):
     complex_values = "holomorphic"
+    scalar_kernel = "val - x0"
     need_inputs = False
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
@@ -308,6 +317,7 @@ class RSubScalar(_Scalar):
 
 class RDivScalar(_Scalar):
     complex_values = "holomorphic"
+    scalar_kernel = "val / x0"
     taylor = "elementwise"
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
@@ -325,6 +335,7 @@ class RDivScalar(_Scalar):
 
 class RPowScalar(_Scalar):
     complex_values = "holomorphic"
+    scalar_kernel = "val**x0"
     need_inputs = False
     need_outputs = True
     taylor = "elementwise"
@@ -377,6 +388,8 @@ class _Extremum2(_Binary, register=False):
 
 
 class Minimum2(_Extremum2):
+    scalar_kernel = "minimum(x0, x1)"
+
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = array_module(inputs[0]).minimum(inputs[0], inputs[1])
 
@@ -385,6 +398,8 @@ class Minimum2(_Extremum2):
 
 
 class Maximum2(_Extremum2):
+    scalar_kernel = "maximum(x0, x1)"
+
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = array_module(inputs[0]).maximum(inputs[0], inputs[1])
 
@@ -411,6 +426,8 @@ class _ExtremumScalar(_Scalar, register=False):
 
 
 class MinimumScalar(_ExtremumScalar):
+    scalar_kernel = "minimum(x0, val)"
+
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = array_module(inputs[0]).minimum(inputs[0], self.val)
 
@@ -419,6 +436,8 @@ class MinimumScalar(_ExtremumScalar):
 
 
 class MaximumScalar(_ExtremumScalar):
+    scalar_kernel = "maximum(x0, val)"
+
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = array_module(inputs[0]).maximum(inputs[0], self.val)
 
@@ -427,6 +446,7 @@ class MaximumScalar(_ExtremumScalar):
 
 
 class Abs(Function, follows_shape=True, follows_rank=True):
+    scalar_kernel = "abs(x0)"
     batch_rule = _batching.elementwise
     taylor = "elementwise"
     piecewise_linear = True
@@ -465,6 +485,7 @@ class Sign(Function, follows_shape=True, follows_rank=True):
 
 class Identity(Function, follows_shape=True, follows_rank=True):
     complex_values = "holomorphic"
+    scalar_kernel = "x0"
     need_inputs = False
     taylor = "linear"
     batch_rule = _batching.elementwise

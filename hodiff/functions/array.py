@@ -475,6 +475,7 @@ def check_pad_width(shape: tuple[int, ...], pad_width: Sequence[int]) -> None:
 
 # ---------------------------------------------------------------- selection
 class Where(Function, follows_shape=True, follows_rank=True):
+    scalar_kernel = "where(x0, x1, x2)"
     need_inputs = (0,)
     batch_rule = _batching.elementwise
     taylor = "linear"

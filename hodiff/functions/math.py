@@ -82,6 +82,7 @@ class _Unary(Elementwise, register=False):
 class Exp(_Unary):
     complex_values = "holomorphic"
     ufunc = "exp"
+    scalar_kernel = "exp(x0)"
     need_inputs = False
     need_outputs = True
 
@@ -92,6 +93,7 @@ class Exp(_Unary):
 class Log(_Unary):
     complex_values = "holomorphic"
     ufunc = "log"
+    scalar_kernel = "log(x0)"
 
     def dydx(self, x: Any, y: Any) -> Any:
         return 1.0 / x  # d log(x) = dx / x
@@ -100,6 +102,7 @@ class Log(_Unary):
 class Log1p(_Unary):
     complex_values = "holomorphic"
     ufunc = "log1p"
+    scalar_kernel = "log1p(x0)"
 
     def dydx(self, x: Any, y: Any) -> Any:
         return 1.0 / (x + 1.0)  # d log(1 + x) = dx / (1 + x)
@@ -108,6 +111,7 @@ class Log1p(_Unary):
 class Expm1(_Unary):
     complex_values = "holomorphic"
     ufunc = "expm1"
+    scalar_kernel = "expm1(x0)"
     need_inputs = False
     need_outputs = True
 
@@ -118,6 +122,7 @@ class Expm1(_Unary):
 class Sqrt(_Unary):
     complex_values = "holomorphic"
     ufunc = "sqrt"
+    scalar_kernel = "sqrt(x0)"
     need_inputs = False
     need_outputs = True
 
@@ -128,6 +133,7 @@ class Sqrt(_Unary):
 class Sin(_Unary):
     complex_values = "holomorphic"
     ufunc = "sin"
+    scalar_kernel = "sin(x0)"
 
     def dydx(self, x: Any, y: Any) -> Any:
         return cos(x)  # d sin(x) = cos(x) dx
@@ -136,6 +142,7 @@ class Sin(_Unary):
 class Cos(_Unary):
     complex_values = "holomorphic"
     ufunc = "cos"
+    scalar_kernel = "cos(x0)"
 
     def dydx(self, x: Any, y: Any) -> Any:
         return -sin(x)  # d cos(x) = -sin(x) dx
@@ -144,6 +151,7 @@ class Cos(_Unary):
 class Tan(_Unary):
     complex_values = "holomorphic"
     ufunc = "tan"
+    scalar_kernel = "tan(x0)"
     need_inputs = False
     need_outputs = True
 
@@ -154,6 +162,7 @@ class Tan(_Unary):
 class Sinh(_Unary):
     complex_values = "holomorphic"
     ufunc = "sinh"
+    scalar_kernel = "sinh(x0)"
 
     def dydx(self, x: Any, y: Any) -> Any:
         return cosh(x)  # d sinh(x) = cosh(x) dx
@@ -162,6 +171,7 @@ class Sinh(_Unary):
 class Cosh(_Unary):
     complex_values = "holomorphic"
     ufunc = "cosh"
+    scalar_kernel = "cosh(x0)"
 
     def dydx(self, x: Any, y: Any) -> Any:
         return sinh(x)  # d cosh(x) = sinh(x) dx
@@ -170,6 +180,7 @@ class Cosh(_Unary):
 class Tanh(_Unary):
     complex_values = "holomorphic"
     ufunc = "tanh"
+    scalar_kernel = "tanh(x0)"
     need_inputs = False
     need_outputs = True
 
@@ -184,6 +195,7 @@ class Tanh(_Unary):
 
 class Asin(_Unary):
     ufunc = "arcsin"
+    scalar_kernel = "arcsin(x0)"
 
     def dydx(self, x: Any, y: Any) -> Any:
         return 1.0 / sqrt(1.0 - x * x)  # d asin(x) = dx / sqrt(1 - x^2)
@@ -191,6 +203,7 @@ class Asin(_Unary):
 
 class Acos(_Unary):
     ufunc = "arccos"
+    scalar_kernel = "arccos(x0)"
 
     def dydx(self, x: Any, y: Any) -> Any:
         return -1.0 / sqrt(1.0 - x * x)  # d acos(x) = -dx / sqrt(1 - x^2)
@@ -198,6 +211,7 @@ class Acos(_Unary):
 
 class Atan(_Unary):
     ufunc = "arctan"
+    scalar_kernel = "arctan(x0)"
 
     def dydx(self, x: Any, y: Any) -> Any:
         return 1.0 / (x * x + 1.0)  # d atan(x) = dx / (1 + x^2)
@@ -205,6 +219,7 @@ class Atan(_Unary):
 
 class Asinh(_Unary):
     ufunc = "arcsinh"
+    scalar_kernel = "arcsinh(x0)"
 
     def dydx(self, x: Any, y: Any) -> Any:
         return 1.0 / sqrt(x * x + 1.0)  # d asinh(x) = dx / sqrt(x^2 + 1)
@@ -212,6 +227,7 @@ class Asinh(_Unary):
 
 class Acosh(_Unary):
     ufunc = "arccosh"
+    scalar_kernel = "arccosh(x0)"
 
     def dydx(self, x: Any, y: Any) -> Any:
         return 1.0 / sqrt(x * x - 1.0)  # d acosh(x) = dx / sqrt(x^2 - 1)
@@ -219,12 +235,14 @@ class Acosh(_Unary):
 
 class Atanh(_Unary):
     ufunc = "arctanh"
+    scalar_kernel = "arctanh(x0)"
 
     def dydx(self, x: Any, y: Any) -> Any:
         return 1.0 / (1.0 - x * x)  # d atanh(x) = dx / (1 - x^2)
 
 
 class Atan2(Function, follows_shape=True, follows_rank=True):
+    scalar_kernel = "arctan2(x0, x1)"
     batch_rule = _batching.elementwise
 
     def setup_impl(self, inputs: Sequence[Variable]) -> list[tuple[tuple[int, ...], Any]]:

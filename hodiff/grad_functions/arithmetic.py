@@ -111,6 +111,8 @@ class MulN(Function, follows_shape=True, follows_rank=True):
     """
 
     complex_values = "holomorphic"
+    scalar_kernel = "prod(xs) * val"
+
     batch_rule = _batching.elementwise
     taylor = "multilinear"
 

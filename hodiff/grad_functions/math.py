@@ -113,6 +113,8 @@ class _GradNode(Function, register=False, follows_shape=True, follows_rank=True)
 class TanhBackward(_GradNode):
     """``gx = gy (1 - y^2)``, the backward of ``y = tanh(x)``."""
 
+    scalar_kernel = "x0 - x0 * x1 * x1"
+
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = _tanh_backward(inputs[0], inputs[1])
 
@@ -132,6 +134,8 @@ class TanhBackward(_GradNode):
 class SigmoidBackward(_GradNode):
     """``gx = gy y (1 - y)``, the backward of ``y = sigmoid(x)``."""
 
+    scalar_kernel = "x0 * x1 * (1.0 - x1)"
+
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = _sigmoid_backward(inputs[0], inputs[1])
 
@@ -150,6 +154,8 @@ class SigmoidBackward(_GradNode):
 
 class SoftplusBackward(_GradNode):
     """``gx = gy sigmoid(beta x)``, the backward of ``y = softplus(x, beta)``."""
+
+    scalar_kernel = "x0 / (1.0 + exp(x1 * -beta))"
 
     need_inputs = True
     _second = "x"

@@ -25,6 +25,7 @@ from hodiff.engine.autograd import grad
 from hodiff.engine.context import array_module
 from hodiff.engine.function import Function
 from hodiff.engine.variable import Variable
+from hodiff.transforms.compile import fused
 from hodiff.transforms.compile.record import CompileError, Program, freeze, recording_of
 from hodiff.transforms.compile.replay import Replay, interpret
 from hodiff.transforms.compile.schedule import schedule
@@ -39,19 +40,20 @@ def _backend(where: str, backend: str) -> str:
     """The backend to use for ``backend`` (``"auto"``: the best installed)."""
     if backend not in BACKENDS:
         raise ValueError(f"{where}: backend must be one of {BACKENDS}, got {backend!r}")
-    if backend == "fused":
+    if backend == "fused" and not fused.available():
         raise ImportError(
             f"{where}: backend 'fused' needs the optional extra 'jit' "
             '(pip install -e ".[jit]"), which is not installed; backend="replay" needs '
             "nothing more"
         )
-    return "replay"
+    return ("fused" if fused.available() else "replay") if backend == "auto" else backend
 
 
 @dataclass
 class Stats:
     """What compiling did: ``nodes_before``/``nodes_after`` simplification, ``kernels``
-    (the size in nodes of each kernel the backend runs: 1 each for ``"replay"``),
+    (the size in nodes of each kernel the backend runs: 1 each for ``"replay"``, a fused
+    cluster's members for ``"fused"``),
     ``compile_seconds`` (record, simplify, schedule and generate), ``peak_values`` (the
     most intermediate arrays alive at once).
     """
@@ -64,6 +66,7 @@ class Stats:
     compile_seconds: float
     peak_values: int = 0
     constants: int = 0
+    cached: bool = False  # "fused": the kernels' code was read from the disk cache
 
     def __str__(self) -> str:
         return (
@@ -100,31 +103,32 @@ class Built:
         """The result arrays for the argument and external arrays ``values``."""
         if self.replay is not None:
             return _owned(self.replay.run(*values), values)
-        given = self._checked(values) if self.check else None
-        slots = dict(zip(self.prog.args + [s for _, s in self.prog.externals], values, strict=True))
-        slots.update(self.prog.constants)
+        prog = fused.lowered(self.prog, self.stats, values)
+        given = self._checked(values, prog) if self.check else None
+        slots = dict(zip(prog.args + [s for _, s in prog.externals], values, strict=True))
+        slots.update(prog.constants)
         fixups: set[int] = set()
-        interpret(self.prog, slots, fixups, given)
+        interpret(prog, slots, fixups, given)
         if given is not None:
             self._compare(slots)
-        sched = schedule(self.prog)
+        sched = schedule(prog)
         self.stats.peak_values = sched.peak
-        self.replay = Replay(self.prog, sched, fixups)
-        return _owned(tuple(slots[s] for s in self.prog.outputs), values)
+        self.replay = Replay(prog, sched, fixups)
+        return _owned(tuple(slots[s] for s in prog.outputs), values)
 
     # ------------------------------------------------------------------ check=True
-    def _checked(self, values: Sequence[Any]) -> dict[int, Sequence[Any]]:
+    def _checked(self, values: Sequence[Any], prog: Program) -> dict[int, Sequence[Any]]:
         """Runs the uncompiled graph on ``values`` (its values stay in ``self.values``) and
         returns the outputs of the steps with effects, which the first run takes from it.
         """
         for v, a in zip(self.placeholders, values, strict=False):
             api.set_value(v, a)
         api.run(self.nodes)
-        by_node = {id(s.node): i for i, s in enumerate(self.prog.steps)}
+        by_node = {id(s.node): i for i, s in enumerate(prog.steps)}
         given: dict[int, Sequence[Any]] = {}
         for f in self.nodes:
             i = by_node.get(id(f))
-            if i is not None and has_effects(self.prog.steps[i]):
+            if i is not None and has_effects(prog.steps[i]):
                 given[i] = [None if o is None else api.value_of(o) for o in api.outputs_of(f)]
         return given
 
@@ -207,7 +211,7 @@ def _build(
         backend,
         prog.nodes_before,
         len(prog.steps),
-        [1] * len(prog.steps),
+        fused.kernel_sizes(prog) if backend == "fused" else [1] * len(prog.steps),
         0.0,
         constants=len(prog.constants),
     )

@@ -1,0 +1,276 @@
+"""hd.jit's backend "fused" (the jit extra: llvmlite): every spec row's values and derivatives
+at orders 1-3 equal the uncompiled graph's to 1e-12 in float64; every declared scalar kernel
+equals its primitive's forward_impl (numpy evaluation of the expression); clusters, broadcast,
+effects, the disk cache and the ImportError without the extra.
+
+Expected values come from the uncompiled graph or numpy, never from the generated code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import hodiff as hd
+import hodiff.functions as F
+from hodiff.engine.function import REGISTRY, Function
+from hodiff.testing.harness import is_float, outputs_of
+from hodiff.testing.spec import Spec
+from hodiff.transforms.compile import cache, fused
+from hodiff.transforms.compile.codegen import attributes_of, kernel_of, reference
+from tests.test_compile import SPECS, _close, _projections, _rows, _static_reference
+
+needs_jit = pytest.mark.skipif(
+    not fused.available(), reason='the jit extra (llvmlite) is not installed: pip install ".[jit]"'
+)
+
+
+@pytest.fixture(autouse=True)
+def _cache_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    d = tmp_path_factory.getbasetemp() / "hodiff-cache"
+    monkeypatch.setenv("HODIFF_CACHE_DIR", str(d))
+    return d
+
+
+# ---------------------------------------------------------------- the spec table
+@needs_jit
+@pytest.mark.parametrize("spec", _rows(SPECS))
+def test_spec_row_fused_equals_uncompiled(spec: Spec) -> None:
+    """Values and derivatives of orders 1-3 recorded inside f, fused, equal the static
+    graph's at a first and a second call.
+    """
+    xs = spec.sample()
+    h, _ = _projections(spec, xs, min(spec.order, 3))
+    reference_run = _static_reference(h, xs)
+    g = hd.jit(h, backend="fused")
+    for call in ("first", "second"):
+        want = reference_run()
+        got = g(*[x.copy() for x in xs])
+        assert len(got) == len(want)
+        for k, (a, b) in enumerate(zip(got, want, strict=True)):
+            _close(a, b, f"{spec.name}: result {k}, {call} call")
+
+
+@needs_jit
+@pytest.mark.parametrize("spec", _rows([s for s in SPECS if s.order >= 1]))
+def test_spec_row_derivatives_of_the_fused_function(spec: Spec) -> None:
+    """hd.grad of a fused function's results at orders 1-3 equals the uncompiled one's."""
+    xs = spec.sample()
+    plain = outputs_of(spec.fn(*[hd.Variable.from_array(x.copy()) for x in xs], **spec.kwargs))
+    if any(getattr(type(f), "effects", False) for f in hd.engine.api.topological_order(plain)):
+        pytest.skip("a node with effects: compared by the recorded-inside test")
+    h, _ = _projections(spec, xs, 0)
+    us = [np.random.default_rng(5).standard_normal(o.shape) for o in plain]
+
+    def derivatives(f: Callable[..., Any]) -> list[Any]:
+        a = [hd.Variable.from_array(x.copy(), need_grad=is_float(x)) for x in xs]
+        wrt = [v for v in a if v.need_grad]
+        if spec.fn is F.batch_normalization and spec.kwargs.get("batch_stat", True):
+            wrt = wrt[:3]
+        s = sum(F.sum(y * u) for y, u in zip(f(*a), us, strict=True) if y.dtype.kind == "f")
+        out = []
+        for _ in range(min(spec.order, 3)):
+            gs = hd.grad(s, wrt, allow_unused=True)
+            out.append([g.d.copy() for g in gs])
+            s = sum(F.sum(g * F.sin(v)) for g, v in zip(gs, wrt, strict=True))
+        return out
+
+    want = derivatives(h)
+    got = derivatives(hd.jit(h, backend="fused"))
+    for k, (a, b) in enumerate(zip(got, want, strict=True)):
+        scale = max(float(np.max(np.abs(w), initial=0.0)) for w in b)
+        for i, (ai, bi) in enumerate(zip(a, b, strict=True)):
+            _close(ai, bi, f"{spec.name}: order {k + 1}, input {i}", scale)
+
+
+# ---------------------------------------------------------------- scalar kernels
+def _sample(cls: type[Function], expr: str, rng: np.random.Generator) -> list[np.ndarray]:
+    """Inputs in the primitive's domain: positive for logs and powers, in (-1, 1) for arcsin."""
+    n = 3 if "where" in expr else 2 if "x1" in expr or "xs" in expr else 1
+    lo, hi = (0.2, 0.9) if any(f in expr for f in ("arc", "log", "sqrt", "**")) else (-2.0, 2.0)
+    if "arccosh" in expr:
+        lo, hi = 1.1, 3.0
+    xs = [rng.uniform(lo, hi, (3, 4)) for _ in range(n)]
+    if "where" in expr:
+        xs[0] = xs[0] > 0.5
+    return xs
+
+
+def _instances(cls: type[Function]) -> list[Function]:
+    """Instances with typical static arguments."""
+    for kwargs in ({}, {"val": 0.7}, {"val": 2.0, "beta": 1.5}, {"beta": 1.5}):
+        try:
+            return [cls(**kwargs)]
+        except TypeError:
+            continue
+    return []
+
+
+def test_every_scalar_kernel_equals_its_forward() -> None:
+    """Walks the registry: each primitive that declares a scalar kernel computes, through
+    forward_impl, what numpy computes from the expression (float64 and float32).
+    """
+    declared = [c for c in REGISTRY if c.scalar_kernel is not None]
+    assert len(declared) >= 35
+    rng = np.random.default_rng(0)
+    checked = 0
+    for cls in declared:
+        for node in _instances(cls):
+            expr = kernel_of(node)
+            assert expr is not None, cls.__name__
+            attrs = attributes_of(node, expr)
+            assert attrs is not None, f"{cls.__name__}: attributes of {expr!r}"
+            for dtype in (np.float64, np.float32):
+                xs = [x if x.dtype == bool else x.astype(dtype) for x in _sample(cls, expr, rng)]
+                ys: list[Any] = [None]
+                node.forward_impl(xs, ys)
+                want = np.asarray(reference(expr, xs, attrs))
+                tol = 1e-13 if dtype == np.float64 else 1e-5
+                np.testing.assert_allclose(ys[0], want, rtol=tol, err_msg=f"{cls.__name__} {dtype}")
+                checked += 1
+    assert checked >= 2 * len(declared) - 2
+
+
+def test_a_subclass_with_its_own_forward_is_not_fused() -> None:
+    class Twice(F.arithmetic.MulScalar, register=False):
+        def forward_impl(self, inputs: Any, outputs: list[Any]) -> None:
+            outputs[0] = inputs[0] * self.val * 2.0
+
+    assert kernel_of(Twice(val=1.5)) is None
+    assert kernel_of(F.arithmetic.MulScalar(val=1.5)) == "x0 * val"
+
+
+# ---------------------------------------------------------------- clusters and kernels
+def _chain(x: Any) -> Any:
+    y = x
+    for _ in range(20):
+        y = F.tanh(y) * 1.01 + 0.1
+    (g,) = hd.grad(F.sum(y), x)
+    return g
+
+
+def _numpy_chain_grad(x: np.ndarray) -> np.ndarray:
+    g = np.ones_like(x)
+    ys = []
+    y = x
+    for _ in range(20):
+        t = np.tanh(y)
+        ys.append(t)
+        y = t * 1.01 + 0.1
+    for t in reversed(ys):
+        g = g * 1.01 * (1 - t * t)
+    return g
+
+
+@needs_jit
+def test_a_chain_and_its_gradient_are_one_kernel() -> None:
+    x = np.linspace(-1, 1, 16)
+    g = hd.jit(_chain, backend="fused")
+    np.testing.assert_allclose(g(x), _numpy_chain_grad(x), rtol=1e-12)
+    stats = g.lower(x)
+    assert stats.backend == "fused"
+    assert len(stats.kernels) == 1
+    assert stats.kernels[0] == stats.nodes_after
+    assert stats.compile_seconds > 0
+    assert "1 kernels (fused)" in str(stats)
+
+
+@needs_jit
+def test_broadcast_inside_a_kernel_and_float32() -> None:
+    def f(a: Any, b: Any, c: Any) -> Any:
+        return F.tanh(a * b + c) * F.exp(-b) + F.maximum2(a, c)
+
+    rng = np.random.default_rng(1)
+    for dtype, tol in ((np.float64, 1e-13), (np.float32, 1e-5)):
+        a = rng.standard_normal((3, 1, 5)).astype(dtype)
+        b = rng.standard_normal((4, 1)).astype(dtype)
+        c = rng.standard_normal((5,)).astype(dtype)
+        want = np.tanh(a * b + c) * np.exp(-b) + np.maximum(a, c)
+        g = hd.jit(f, backend="fused")
+        got = g(a, b, c)
+        assert got.dtype == dtype
+        assert got.shape == (3, 4, 5)
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+        flipped = a[:, :, ::-1]
+        np.testing.assert_allclose(g(flipped, b, c), f_np(flipped, b, c), rtol=tol, atol=tol)
+        assert g.lower(a, b, c).kernels.count(1) <= 1  # one cluster for the (3, 4, 5) loop
+
+
+def f_np(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    return np.tanh(a * b + c) * np.exp(-b) + np.maximum(a, c)
+
+
+@needs_jit
+def test_non_contiguous_and_nan_arguments() -> None:
+    g = hd.jit(lambda x: F.maximum2(F.tanh(x) * 2.0, F.minimum_scalar(x, 0.5)), backend="fused")
+    x = np.array([[0.1, np.nan, -3.0, 4.0], [np.inf, -np.inf, 0.0, 0.7]])
+    xt = x.T  # not C-contiguous
+    want = np.maximum(np.tanh(xt) * 2.0, np.minimum(xt, 0.5))
+    np.testing.assert_allclose(g(xt), want, rtol=1e-13)  # NaN where numpy gives NaN
+
+
+@needs_jit
+def test_where_with_a_mask_and_effects_stay_outside_kernels() -> None:
+    def f(x: Any) -> Any:
+        noise = F.randn(shape=x.shape)  # a draw: effects, never fused, folded or dropped
+        return F.where(x > 0.0, F.tanh(x) + noise * 0.0, F.exp(x) * 2.0)
+
+    x = np.array([-1.0, 0.5, 2.0, -0.25])
+    g = hd.jit(f, backend="fused")
+    np.testing.assert_allclose(g(x), np.where(x > 0, np.tanh(x), np.exp(x) * 2.0), rtol=1e-13)
+    hd.seed(7)
+    a = hd.jit(lambda x: F.randn(shape=x.shape) + F.tanh(x), backend="fused")(x)
+    hd.seed(7)
+    b = F.randn(shape=x.shape).d + np.tanh(x)
+    np.testing.assert_allclose(a, b, rtol=1e-13)
+
+
+@needs_jit
+def test_check_true_compares_fused_kernels() -> None:
+    g = hd.jit(_chain, backend="fused", check=True)
+    x = np.linspace(-1, 1, 8)
+    np.testing.assert_allclose(g(x), _numpy_chain_grad(x), rtol=1e-12)
+
+
+# ---------------------------------------------------------------- the disk cache
+@needs_jit
+def test_the_disk_cache_is_written_read_and_rebuilt(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setenv("HODIFF_CACHE_DIR", str(tmp_path))
+    x = np.linspace(-1, 1, 16)
+    want = _numpy_chain_grad(x)
+    g = hd.jit(_chain, backend="fused")
+    np.testing.assert_allclose(g(x), want, rtol=1e-12)
+    files = list(tmp_path.glob("*.o"))
+    assert len(files) == 1
+    assert not g.lower(x).cached
+    g2 = hd.jit(_chain, backend="fused")  # a new function object: records again, loads
+    np.testing.assert_allclose(g2(x), want, rtol=1e-12)
+    assert g2.lower(x).cached
+    good = files[0].read_bytes()
+    for bad in (good[: len(good) // 2], good[:-8] + b"\0" * 8, b"not an object file"):
+        files[0].write_bytes(bad)
+        g3 = hd.jit(_chain, backend="fused")
+        np.testing.assert_allclose(g3(x), want, rtol=1e-12)
+        assert not g3.lower(x).cached  # rebuilt
+        assert files[0].read_bytes() == good  # and replaced
+
+
+def test_cache_dir_default_and_variable(monkeypatch: Any) -> None:
+    monkeypatch.delenv("HODIFF_CACHE_DIR", raising=False)
+    assert cache.cache_dir() == Path.home() / ".cache" / "hodiff"
+    monkeypatch.setenv("HODIFF_CACHE_DIR", "/tmp/somewhere")
+    assert cache.cache_dir() == Path("/tmp/somewhere")
+
+
+def test_fused_without_the_extra_raises_and_auto_replays(monkeypatch: Any) -> None:
+    monkeypatch.setattr(fused, "available", lambda: False)
+    with pytest.raises(ImportError, match=r"'jit'.*pip install"):
+        hd.jit(_chain, backend="fused")
+    with pytest.raises(ImportError, match="jit"):
+        hd.compile(hd.Variable((2,)), backend="fused")
+    g = hd.jit(_chain)
+    assert g.lower(np.zeros(3)).backend == "replay"
