@@ -33,6 +33,7 @@ from hodiff.functions import (
     sampling,
     shaping,
     special,
+    spectral,
     statistics,
 )
 from hodiff.functions.activation import *  # noqa: F403
@@ -56,6 +57,7 @@ from hodiff.functions.rounding import *  # noqa: F403
 from hodiff.functions.sampling import *  # noqa: F403
 from hodiff.functions.shaping import *  # noqa: F403
 from hodiff.functions.special import *  # noqa: F403
+from hodiff.functions.spectral import *  # noqa: F403
 from hodiff.functions.statistics import *  # noqa: F403
 from hodiff.grad_functions.arithmetic import sum_to as _sum_to
 
@@ -82,6 +84,7 @@ FAMILIES = (
     attention,
     sampling,
     distributed,
+    spectral,
 )
 
 __all__ = [name for module in FAMILIES for name in module.__all__]
