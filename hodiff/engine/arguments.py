@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from hodiff.engine.complex_values import complex_dtype, real_dtype
 from hodiff.engine.context import array_module, get_default_context
 from hodiff.engine.variable import Variable, as_variable
 
@@ -42,14 +43,14 @@ def wrap(value: Any, args: Sequence[Any]) -> Variable:
     A constant goes where the array arguments are: next to a cupy array, a scalar or a numpy
     array (a mask, an index array made by a composed function) becomes a cupy array.
     """
-    if isinstance(value, bool | int | float):
+    if isinstance(value, bool | int | float | complex):
         return _wrap_number(value, args)
     if isinstance(value, list):
         a = np.asarray(value)
-        if a.dtype.kind == "f":  # a list of ints stays ints (labels, indices)
+        if a.dtype.kind in "fc":  # a list of ints stays ints (labels, indices)
             dtype = _float_dtype_of([b for b in args if b is not value])
             if dtype is not None:
-                a = a.astype(dtype, copy=False)
+                a = a.astype(_paired(dtype, a.dtype.kind == "c"), copy=False)
         return Variable.from_array(array_module_of(*args).asarray(a), copy=False)
     if isinstance(value, np.ndarray | np.generic):
         xp = array_module_of(*args)
@@ -59,23 +60,33 @@ def wrap(value: Any, args: Sequence[Any]) -> Variable:
 
 
 def _float_dtype_of(args: Sequence[Any]) -> Any:
-    """The dtype of the first float array (or Variable) among ``args``; None for none."""
+    """The dtype of the first float or complex array (or Variable) among ``args``, or None."""
     for a in args:
         dtype = getattr(a, "dtype", None)
-        if dtype is not None and dtype.kind == "f":
+        if dtype is not None and dtype.kind in "fc":
             return dtype
     return None
 
 
-def _wrap_number(value: bool | int | float, args: Sequence[Any]) -> Variable:
-    """:func:`wrap` of a Python number: in the float dtype of the first float argument, on
-    its device; alone, what numpy makes of it.
+def _paired(dtype: Any, is_complex: bool) -> Any:
+    """The dtype a Python number takes next to an array of float or complex ``dtype``: its
+    precision, complex if the number is (``2.0`` next to complex64: float32; ``1j`` next to
+    float32: complex64).
+    """
+    return complex_dtype(dtype) if is_complex else real_dtype(dtype)
+
+
+def _wrap_number(value: bool | int | float | complex, args: Sequence[Any]) -> Variable:
+    """:func:`wrap` of a Python number: in the precision of the first float (or complex)
+    argument, on its device; alone, what numpy makes of it.
     """
     for a in args:
         dtype = getattr(a, "dtype", None)
-        if dtype is not None and dtype.kind == "f":
+        if dtype is not None and dtype.kind in "fc":
             d = a._data if isinstance(a, Variable) else a
             xp = np if type(d) is np.ndarray else array_module_of(*args)  # numpy: no search
+            if dtype.kind == "c" or type(value) is complex:
+                dtype = _paired(dtype, type(value) is complex)
             return Variable.from_array(xp.asarray(value, dtype=dtype))
     xp = array_module_of(*args)
     if xp is not np:

@@ -41,6 +41,11 @@ def _seed(i: int, y: Variable, g: Any) -> Variable:
     xp = array_module_of(y)  # inside hd.vmap: the module of y's batched value
     dtype = y._grad_dtype()
     if g is None:
+        if dtype.kind == "c":  # as torch
+            raise TypeError(
+                f"grad: grad can be implicitly created only for real outputs (outputs[{i}] is "
+                f"{y.dtype}): pass grad_outputs, or differentiate F.real or F.abs of it"
+            )
         return Variable.from_array(xp.ones(y.shape, dtype=dtype))
     if is_scalar(g):
         return Variable.from_array(xp.full(y.shape, g, dtype=dtype))

@@ -101,6 +101,8 @@ def check_seed(root: Variable, grad: Any, where: str) -> Any:
         grad = grad.d
     xp = array_module(root._data) if root._data is not None else get_default_context().xp
     if grad is None:
+        if root._dtype.kind == "c":  # as torch: which real function of it is meant?
+            raise TypeError(f"{where}: grad can be implicitly created only for real outputs")
         return xp.ones(root.shape, dtype=root._grad_dtype())
     grad = xp.asarray(grad, dtype=root._grad_dtype())
     if grad.shape != root.shape:
@@ -118,7 +120,7 @@ def check_leaves(root: Variable, leaves: Sequence[Variable], reached: Any) -> No
     integer has no meaning), and there is one (else every ``.g`` would stay zero).
     """
     for x in reached:
-        if x._dtype.kind != "f":
+        if x._dtype.kind not in "fc":
             raise TypeError(
                 f"backward: a leaf of shape {x.shape} and dtype {x.dtype} has need_grad=True; "
                 "only float Variables have gradients: make it a float array (e.g. "

@@ -60,25 +60,22 @@ called, before anything is computed or linked, and must not change ``self``.
 skip it: their arguments are consistent by construction.) The default describes
 a unary elementwise function.
 
-A define-by-run call runs ``setup_impl`` before computing. A setup that only describes what
-numpy computes for float inputs (outputs of the inputs' dtype and numpy's broadcast shape) may
-be marked ``@elementwise_setup``: calls with float inputs of one dtype then skip it, and run it
-only when the forward raises (to raise its clearer error) or gives another dtype.
+A setup that only describes what numpy computes for float inputs (the inputs' dtype, numpy's
+broadcast shape) may be ``@elementwise_setup``: calls with float inputs of one dtype skip it
+(it runs when the forward raises, for its clearer error, or gives another dtype).
 
-Class attributes declare what the backward needs, so ``forward(clear_buffer=True)``
-can free the rest: ``need_inputs`` (True, False or a tuple of input indices)
-and ``need_outputs`` (bool). ``differentiable = False`` marks functions with
-integer/boolean output: they cut the graph. ``n_outputs`` is the number of
-outputs (an instance may set it in ``__init__``).
+Class attributes declare what the backward needs, so ``forward(clear_buffer=True)`` can free
+the rest: ``need_inputs`` (True, False or a tuple of input indices) and ``need_outputs``
+(bool). ``differentiable = False`` marks functions with integer/boolean output: they cut the
+graph. ``n_outputs`` is the number of outputs (an instance may set it in ``__init__``).
 
 Static arguments are keyword-only ``__init__`` parameters, stored once and never
 mutated. An instance may be called more than once: each call links a new node.
 The base class records what the constructor received as ``static_arguments``
 (``(args, kwargs)``): ``hd.to_dot`` shows them and ``hd.save_graph`` stores them, so
 ``type(f)(*args, **kwargs)`` must rebuild an equivalent primitive.
-Subclasses defined inside the ``hodiff`` package are registered in
-:data:`REGISTRY` (keyed by class); user subclasses work the same way without
-being registered.
+Subclasses defined inside the ``hodiff`` package are registered in :data:`REGISTRY` (keyed
+by class); user subclasses work the same way without being registered.
 """
 
 from __future__ import annotations
@@ -93,6 +90,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from hodiff.engine import batching as _batching
+from hodiff.engine import complex_values as _complex
 from hodiff.engine import variable as _variable
 from hodiff.engine.arguments import check_devices, wrap
 from hodiff.engine.context import (
@@ -166,10 +164,8 @@ _FLOAT64 = np.dtype(np.float64)
 
 
 def float_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
-    """The dtype numpy gives an elementwise float function of ``dtype`` (ints -> float64)."""
-    if dtype.kind == "f":
-        return dtype
-    return _FLOAT64
+    """The dtype numpy gives an elementwise function of ``dtype`` (ints -> float64)."""
+    return dtype if dtype.kind in "fc" else _FLOAT64
 
 
 class GradientShapeError(ValueError):
@@ -179,8 +175,7 @@ class GradientShapeError(ValueError):
 class Slot:
     """What backward_impl sees of one input or output: ``data``, ``grad``, ``shape``.
 
-    ``data``/``grad`` are arrays during a plain backward and Variables while
-    ``hd.grad`` records. ``d``/``g`` are aliases, as on Variable.
+    ``data``/``grad`` are arrays in a plain backward and Variables while ``hd.grad`` records.
     """
 
     __slots__ = ("data", "grad", "shape")
@@ -272,6 +267,9 @@ class Function:
     #: its forward does more than compute its outputs (draws random numbers, updates a
     #: running statistic, communicates): a compiler never folds, merges or drops it
     effects: ClassVar[bool] = False
+    #: complex values: ``""`` real only (a complex input raises TypeError), ``"holomorphic"``
+    #: (its real rules hold unchanged), ``"own"`` (rules of its own; engine/complex_values.py)
+    complex_values: ClassVar[str] = ""
 
     def linear_part(self) -> Function:
         """``L`` of an affine ``y = L x + b`` (itself when linear): the linear rule's map."""
@@ -389,11 +387,15 @@ class Function:
                 return self._call(args, mode)
             if mode & TRUSTED or getattr(y, "dtype", None) is a._dtype:
                 return self._link1(args, y, mode)
+        if a._dtype.kind == "c" or b._dtype.kind == "c":
+            return self._call(args, mode)  # its complex_values fact is checked there
         return self._link1(args, self._compute(args, xs, mode)[0], mode)
 
     def _call(self, args: Sequence[Any], mode: int) -> Any:
         """The general path of :meth:`__call__`."""
         inputs = self._as_inputs(args)
+        if not mode & TRUSTED and _complex.has_complex(inputs):
+            inputs = _complex.checked_inputs(self, inputs)
         xs = [x._data for x in inputs]
         unfilled = any(d is None for d in xs)
         if (unfilled or not inputs) and BATCH_HOOK is not None:  # hd.vmap (vectorize.py):

@@ -323,7 +323,7 @@ def zeros_of(f: Function, i: int) -> Any:
         meta = [(o._shape, o._dtype)] * (i + 1)
     shape, dtype = meta[i]
     xp = array_module_of(*f.inputs)
-    return xp.zeros(shape, dtype=dtype if dtype.kind == "f" else np.float64)
+    return xp.zeros(shape, dtype=dtype if dtype.kind in "fc" else np.float64)
 
 
 def _free_values(f: Function, root: Variable | None) -> int:

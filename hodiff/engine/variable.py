@@ -98,7 +98,7 @@ class Variable(ArrayMethods):
     ) -> None:
         self._shape = check_shape(shape)
         self._dtype = np.dtype(dtype) if dtype is not None else get_default_context().dtype
-        if need_grad and self._dtype.kind != "f":
+        if need_grad and self._dtype.kind not in "fc":
             raise TypeError(_NOT_FLOAT.format(where="Variable", dtype=self._dtype))
         self._data: Any = None
         self._grad: Any = None
@@ -127,7 +127,7 @@ class Variable(ArrayMethods):
         """
         if isinstance(array, Variable):
             raise TypeError("Variable.from_array: got a Variable; use it directly or .unlinked()")
-        if isinstance(array, bool | int | float) and not isinstance(array, np.generic):
+        if isinstance(array, bool | int | float | complex) and not isinstance(array, np.generic):
             array = get_default_context().xp.asarray(array)
         elif array_module(array) is np:
             try:
@@ -138,11 +138,12 @@ class Variable(ArrayMethods):
                 ) from e
         elif copy:  # cupy
             array = array.copy()
-        if array.dtype.kind not in "fiub":
+        if array.dtype.kind not in "fciub":
             raise TypeError(
-                f"Variable.from_array: unsupported dtype {array.dtype} (real floats, ints, bools)"
+                f"Variable.from_array: unsupported dtype {array.dtype} (floats, complex, ints, "
+                "bools)"
             )
-        if need_grad and array.dtype.kind != "f":
+        if need_grad and array.dtype.kind not in "fc":
             raise TypeError(_NOT_FLOAT.format(where="Variable.from_array", dtype=array.dtype))
         v = cls.__new__(cls)
         v._data = array
@@ -263,7 +264,7 @@ class Variable(ArrayMethods):
     grad = g
 
     def _grad_dtype(self) -> Any:
-        return self._dtype if self._dtype.kind == "f" else get_default_context().dtype
+        return self._dtype if self._dtype.kind in "fc" else get_default_context().dtype
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -484,8 +485,8 @@ class Variable(ArrayMethods):
 
 
 _NOT_FLOAT = (
-    "{where}: need_grad=True for dtype {dtype}: only float Variables have gradients (as "
-    "PyTorch); make it a float array first (e.g. a.astype(np.float64))"
+    "{where}: need_grad=True for dtype {dtype}: only float and complex Variables have "
+    "gradients (as PyTorch); make it a float array first (e.g. a.astype(np.float64))"
 )
 
 _NO_COPY = (

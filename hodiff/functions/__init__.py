@@ -9,6 +9,7 @@ broadcast gradient back to its input's shape, and the batching helpers' function
 import inspect as _inspect
 
 from hodiff.engine import batching as _batching
+from hodiff.engine import complex_values as _complex_values
 from hodiff.engine import function as _function
 from hodiff.engine import variable as _variable
 from hodiff.functions import (
@@ -132,6 +133,7 @@ _variable.register(
     function_names=frozenset(__all__),  # named by the error for np.tanh(v) and the like
 )
 _function.register_sum_to(_sum_to)
+_complex_values.register_complex_cast(math.complex)
 _batching.register(
     reshape=_plain(array.reshape), broadcast=_plain(array.broadcast), stack=_plain(array.stack)
 )

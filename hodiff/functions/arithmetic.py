@@ -106,6 +106,7 @@ class _Scalar(Function, register=False, follows_shape=True, follows_rank=True):
 
 
 class Add2(_Binary):
+    complex_values = "holomorphic"
     need_inputs = False
     taylor = "linear"
 
@@ -121,6 +122,7 @@ class Add2(_Binary):
 
 
 class Sub2(_Binary):
+    complex_values = "holomorphic"
     need_inputs = False
     taylor = "linear"
 
@@ -137,6 +139,7 @@ class Sub2(_Binary):
 
 
 class Mul2(_Binary):
+    complex_values = "holomorphic"
     taylor = "multilinear"
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
@@ -153,6 +156,8 @@ class Mul2(_Binary):
 
 
 class Div2(_Binary):
+    complex_values = "holomorphic"
+
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = inputs[0] / inputs[1]
 
@@ -201,6 +206,7 @@ def _align(c: Any, ndim: int) -> Any:
 
 
 class Pow2(_Binary):
+    complex_values = "holomorphic"
     need_outputs = True
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
@@ -223,6 +229,7 @@ class Pow2(_Binary):
 
 
 class AddScalar(_Scalar):
+    complex_values = "holomorphic"
     need_inputs = False
     _fast_forward = np.add  # x + val, inline
     _fast_val = True
@@ -240,6 +247,7 @@ class AddScalar(_Scalar):
 
 
 class MulScalar(_Scalar):
+    complex_values = "holomorphic"
     need_inputs = False
     taylor = "linear"
     _fast_forward = np.multiply  # x * val, inline
@@ -255,6 +263,7 @@ class MulScalar(_Scalar):
 
 
 class PowScalar(_Scalar):
+    complex_values = "holomorphic"
     taylor = "elementwise"
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
@@ -282,6 +291,7 @@ class PowScalar(_Scalar):
 
 
 class RSubScalar(_Scalar):
+    complex_values = "holomorphic"
     need_inputs = False
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
@@ -297,6 +307,7 @@ class RSubScalar(_Scalar):
 
 
 class RDivScalar(_Scalar):
+    complex_values = "holomorphic"
     taylor = "elementwise"
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
@@ -313,6 +324,7 @@ class RDivScalar(_Scalar):
 
 
 class RPowScalar(_Scalar):
+    complex_values = "holomorphic"
     need_inputs = False
     need_outputs = True
     taylor = "elementwise"
@@ -452,6 +464,7 @@ class Sign(Function, follows_shape=True, follows_rank=True):
 
 
 class Identity(Function, follows_shape=True, follows_rank=True):
+    complex_values = "holomorphic"
     need_inputs = False
     taylor = "linear"
     batch_rule = _batching.elementwise
@@ -563,7 +576,14 @@ def maximum_scalar(x: Any, val: float = 1.0) -> Variable:
 
 
 def abs(x: Any) -> Variable:
-    """``y = |x|``; the derivative is ``sign(x)``, 0 at the kink ``x = 0`` (in every mode)."""
+    """``y = |x|``; the derivative is ``sign(x)``, 0 at the kink ``x = 0`` (in every mode).
+
+    For a complex ``x``, ``y = sqrt(Re(x)^2 + Im(x)^2)`` is real (complex64 -> float32)
+    and the gradient is ``gy conj(x) / |x|``, 0 at ``x = 0`` (``F.angle`` is the phase).
+    """
+    dtype = getattr(x, "dtype", None)
+    if (dtype is not None and dtype.kind == "c") or type(x) is complex:
+        return _math.ComplexAbs()(x)
     return Abs()(x)
 
 

@@ -18,27 +18,34 @@ from typing import Any
 import numpy as np
 
 from hodiff.engine import batching as _batching
+from hodiff.engine.complex_values import complex_dtype, real_dtype
 from hodiff.engine.context import array_module
 from hodiff.engine.function import Elementwise, Flags, Function, Slots, float_dtype
 from hodiff.engine.variable import Variable
 from hodiff.functions import arithmetic as _arithmetic
+from hodiff.functions import array as _array
 from hodiff.grad_functions import math as _gm
 
 __all__ = [
     "acos",
+    "angle",
     "acosh",
     "asin",
     "asinh",
     "atan",
     "atan2",
     "atanh",
+    "complex",
+    "conj",
     "cos",
     "cosh",
     "erf",
     "exp",
     "expm1",
+    "imag",
     "log",
     "log1p",
+    "real",
     "sin",
     "sinh",
     "sqrt",
@@ -73,6 +80,7 @@ class _Unary(Elementwise, register=False):
 
 
 class Exp(_Unary):
+    complex_values = "holomorphic"
     ufunc = "exp"
     need_inputs = False
     need_outputs = True
@@ -82,6 +90,7 @@ class Exp(_Unary):
 
 
 class Log(_Unary):
+    complex_values = "holomorphic"
     ufunc = "log"
 
     def dydx(self, x: Any, y: Any) -> Any:
@@ -89,6 +98,7 @@ class Log(_Unary):
 
 
 class Log1p(_Unary):
+    complex_values = "holomorphic"
     ufunc = "log1p"
 
     def dydx(self, x: Any, y: Any) -> Any:
@@ -96,6 +106,7 @@ class Log1p(_Unary):
 
 
 class Expm1(_Unary):
+    complex_values = "holomorphic"
     ufunc = "expm1"
     need_inputs = False
     need_outputs = True
@@ -105,6 +116,7 @@ class Expm1(_Unary):
 
 
 class Sqrt(_Unary):
+    complex_values = "holomorphic"
     ufunc = "sqrt"
     need_inputs = False
     need_outputs = True
@@ -114,6 +126,7 @@ class Sqrt(_Unary):
 
 
 class Sin(_Unary):
+    complex_values = "holomorphic"
     ufunc = "sin"
 
     def dydx(self, x: Any, y: Any) -> Any:
@@ -121,6 +134,7 @@ class Sin(_Unary):
 
 
 class Cos(_Unary):
+    complex_values = "holomorphic"
     ufunc = "cos"
 
     def dydx(self, x: Any, y: Any) -> Any:
@@ -128,6 +142,7 @@ class Cos(_Unary):
 
 
 class Tan(_Unary):
+    complex_values = "holomorphic"
     ufunc = "tan"
     need_inputs = False
     need_outputs = True
@@ -137,6 +152,7 @@ class Tan(_Unary):
 
 
 class Sinh(_Unary):
+    complex_values = "holomorphic"
     ufunc = "sinh"
 
     def dydx(self, x: Any, y: Any) -> Any:
@@ -144,6 +160,7 @@ class Sinh(_Unary):
 
 
 class Cosh(_Unary):
+    complex_values = "holomorphic"
     ufunc = "cosh"
 
     def dydx(self, x: Any, y: Any) -> Any:
@@ -151,6 +168,7 @@ class Cosh(_Unary):
 
 
 class Tanh(_Unary):
+    complex_values = "holomorphic"
     ufunc = "tanh"
     need_inputs = False
     need_outputs = True
@@ -374,3 +392,229 @@ def erf(x: Any) -> Variable:
     array([0.        , 0.84270079])
     """
     return Erf()(x)
+
+
+# ---------------------------------------------------------------- complex values
+class _Part(Function, follows_shape=True, follows_rank=True):
+    """An elementwise real-linear map of complex values (a part, the conjugate, a cast):
+    linear over the reals, so its Taylor rule is ``y_k = f(x_k)``. Its rules combine real
+    parts with :class:`Complex`, so no rule mixes real and complex operands.
+    """
+
+    batch_rule = _batching.elementwise
+    taylor = "linear"
+    complex_values = "own"
+    need_inputs = False
+
+    def _complex_input(self) -> bool:
+        return bool(self.inputs[0].dtype.kind == "c")
+
+
+class Real(_Part):
+    def setup_impl(self, inputs: Sequence[Variable]) -> list[tuple[tuple[int, ...], Any]]:
+        return [(inputs[0].shape, real_dtype(float_dtype(inputs[0].dtype)))]
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        x = inputs[0]
+        outputs[0] = x.real.copy() if x.dtype.kind == "c" else x + 0.0
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # y = Re z: gz = gy (the real covector dy/dx = 1, dy/dy' = 0 read as dx - i dy')
+        if prop_down[0]:
+            g = outputs[0].grad
+            inputs[0].store(ComplexCast()(g) if self._complex_input() else g, accum[0])
+
+
+class Imag(_Part):
+    def setup_impl(self, inputs: Sequence[Variable]) -> list[tuple[tuple[int, ...], Any]]:
+        return [(inputs[0].shape, real_dtype(float_dtype(inputs[0].dtype)))]
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        x = inputs[0]
+        outputs[0] = x.imag.copy() if x.dtype.kind == "c" else x * 0.0
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # y = Im z: gz = -i gy; a real input's imaginary part is 0: no gradient
+        if prop_down[0]:
+            g = outputs[0].grad
+            gx = Complex()(g * 0.0, -g) if self._complex_input() else g * 0.0
+            inputs[0].store(gx, accum[0])
+
+
+class Conj(_Part):
+    def setup_impl(self, inputs: Sequence[Variable]) -> list[tuple[tuple[int, ...], Any]]:
+        return [(inputs[0].shape, float_dtype(inputs[0].dtype))]
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        x = inputs[0]
+        outputs[0] = array_module(x).conj(x) if x.dtype.kind == "c" else x + 0.0
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # y = conj(z): gz = conj(gy)
+        if prop_down[0]:
+            inputs[0].store(Conj()(outputs[0].grad), accum[0])
+
+
+class ComplexCast(_Part):
+    """``y = x + 0i`` of a real ``x``: the cast the engine puts before a holomorphic primitive
+    that gets real and complex inputs; its rule keeps the real part of the gradient.
+    """
+
+    def setup_impl(self, inputs: Sequence[Variable]) -> list[tuple[tuple[int, ...], Any]]:
+        return [(inputs[0].shape, complex_dtype(float_dtype(inputs[0].dtype)))]
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        x = inputs[0]
+        outputs[0] = x.astype(complex_dtype(float_dtype(x.dtype)))
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # gx = Re gy (a real input's gradient is real)
+        if prop_down[0]:
+            inputs[0].store(Real()(outputs[0].grad), accum[0])
+
+
+class Complex(_Part):
+    def setup_impl(self, inputs: Sequence[Variable]) -> list[tuple[tuple[int, ...], Any]]:
+        shape = _arithmetic.broadcast_shapes(self.name, *inputs)
+        for arg, x in zip(("re", "im"), inputs, strict=True):
+            if x.dtype.kind == "c":
+                raise TypeError(f"F.complex: {arg} has dtype {x.dtype}; re and im must be real")
+        dtype = float_dtype(np.result_type(*(x.dtype for x in inputs)))
+        return [(shape, complex_dtype(dtype))]
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        re, im = inputs
+        dtype = complex_dtype(float_dtype(np.result_type(re, im)))
+        y = array_module(re).empty(np.broadcast_shapes(re.shape, im.shape), dtype=dtype)
+        y.real, y.imag = re, im
+        outputs[0] = y
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # y = re + i im: g_re = Re gy, g_im = -Im gy
+        g = outputs[0].grad
+        if prop_down[0]:
+            inputs[0].store(Real()(g), accum[0])
+        if prop_down[1]:
+            inputs[1].store(-Imag()(g), accum[1])
+
+
+class Angle(Function, follows_shape=True, follows_rank=True):
+    batch_rule = _batching.elementwise
+    taylor = "composite"
+    complex_values = "own"
+
+    def setup_impl(self, inputs: Sequence[Variable]) -> list[tuple[tuple[int, ...], Any]]:
+        return [(inputs[0].shape, real_dtype(float_dtype(inputs[0].dtype)))]
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        x = inputs[0]
+        outputs[0] = array_module(x).angle(x).astype(real_dtype(float_dtype(x.dtype)))
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # y = atan2(b, a) of z = a + ib: dy = (a db - b da) / |z|^2, so
+        # gz = gy (-b - i a) / |z|^2; 0 at z = 0 (and for a real input)
+        if prop_down[0]:
+            g = outputs[0].grad
+            z = inputs[0].data
+            if self.inputs[0].dtype.kind != "c":
+                inputs[0].store(g * 0.0, accum[0])
+                return
+            a, b = Real()(z), Imag()(z)
+            s = a * a + b * b
+            w = g / _where_positive(s)
+            inputs[0].store(Complex()(-(w * b), -(w * a)), accum[0])
+
+    def composition(self, z: Any) -> Any:
+        return Atan2()(Imag()(z), Real()(z))
+
+
+class ComplexAbs(Function, follows_shape=True, follows_rank=True):
+    """``|z|`` of complex ``z`` (``F.abs`` of a complex input): a real result, the gradient
+    ``gy conj(z) / |z|`` (0 at 0, as JAX).
+    """
+
+    batch_rule = _batching.elementwise
+    taylor = "composite"
+    complex_values = "own"
+    need_outputs = True
+
+    def setup_impl(self, inputs: Sequence[Variable]) -> list[tuple[tuple[int, ...], Any]]:
+        return [(inputs[0].shape, real_dtype(float_dtype(inputs[0].dtype)))]
+
+    def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
+        outputs[0] = array_module(inputs[0]).abs(inputs[0])
+
+    def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
+        # d|z| = (a da + b db) / |z|: gz = gy (a - i b) / |z|, 0 at z = 0
+        if prop_down[0]:
+            z = inputs[0].data
+            w = outputs[0].grad / _where_positive(outputs[0].data)
+            if self.inputs[0].dtype.kind != "c":
+                inputs[0].store(w * z, accum[0])
+                return
+            inputs[0].store(Complex()(w * Real()(z), -(w * Imag()(z))), accum[0])
+
+    def composition(self, z: Any) -> Any:
+        a, b = Real()(z), Imag()(z)
+        return Sqrt()(a * a + b * b)
+
+
+def _where_positive(s: Any) -> Any:
+    """``s`` where positive, 1 elsewhere (a denominator that is 0 where its numerator is)."""
+    return _array.where(_array.greater(s, 0.0), s, 1.0)
+
+
+def real(x: Any) -> Variable:
+    """The real part ``y = Re x`` elementwise: real, of ``x``'s shape (complex64 -> float32).
+
+    Its gradient for a complex ``x`` is ``gy`` as a complex number (API.md's convention).
+    A real ``x`` is its own real part.
+    """
+    return Real()(x)
+
+
+def imag(x: Any) -> Variable:
+    """The imaginary part ``y = Im x`` elementwise: real, of ``x``'s shape (0 for a real ``x``).
+
+    Its gradient is ``-i gy``: for ``f = Im z``, ``df/dx - i df/dy = -i``.
+    """
+    return Imag()(x)
+
+
+def conj(x: Any) -> Variable:
+    """The complex conjugate ``y = Re x - i Im x`` elementwise, of ``x``'s shape and dtype.
+
+    Real-linear, not holomorphic: its gradient is ``conj(gy)``.
+    """
+    return Conj()(x)
+
+
+def angle(x: Any) -> Variable:
+    """The argument ``y = atan2(Im x, Re x)`` in ``(-pi, pi]`` elementwise (numpy's
+    ``angle``): real, of ``x``'s shape.
+
+    Its gradient is ``gy (-Im x - i Re x) / |x|^2``, 0 at ``x = 0``; the branch cut is
+    the negative real axis.
+    """
+    return Angle()(x)
+
+
+def complex(re: Any, im: Any = None) -> Variable:
+    """``y = re + i im`` elementwise, with broadcasting: complex64 from float32 parts,
+    complex128 from float64 (and ints).
+
+    Args:
+        re: the real part (a real array, Variable or scalar).
+        im: the imaginary part (real, broadcastable with ``re``); None for 0 (a cast).
+
+    Returns:
+        The complex Variable of the broadcast shape. The gradients are ``Re gy`` for
+        ``re`` and ``-Im gy`` for ``im``.
+
+    >>> import numpy as np, hodiff.functions as F
+    >>> F.complex(np.array([1.0]), np.array([2.0])).d
+    array([1.+2.j])
+    """
+    if im is None:
+        return ComplexCast()(re)
+    return Complex()(re, im)

@@ -105,6 +105,7 @@ class _Reduce(Function, register=False, follows_shape=True):
 
 
 class Sum(_Reduce):
+    complex_values = "holomorphic"
     need_inputs = False
     taylor = "linear"
 
@@ -212,6 +213,8 @@ class Min(_Extremum):
 
 
 class Prod(_Reduce):
+    complex_values = "holomorphic"
+
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         x = inputs[0]
         axes = self._axes(x.ndim)
@@ -290,6 +293,7 @@ def _batch_cumulative(self: Any, inputs: Sequence[Any], axes: Sequence[int | Non
 
 
 class CumSum(Function, follows_shape=True):
+    complex_values = "holomorphic"
     name = "cumsum"
     need_inputs = False
     batch_rule = _batch_cumulative
@@ -331,6 +335,7 @@ class CumProd(Function, follows_shape=True):
     compositions with shifts and flips (see :func:`cumprod`).
     """
 
+    complex_values = "holomorphic"
     name = "cumprod"
     need_outputs = True
     batch_rule = _batch_cumulative

@@ -29,6 +29,7 @@ __all__ = ["mul_n", "sum_to"]
 class SumTo(Function, follows_shape=False):
     """Sums a broadcast gradient back to ``shape``: the transpose of ``broadcast``."""
 
+    complex_values = "holomorphic"
     need_inputs = False
     taylor = "linear"
 
@@ -109,6 +110,7 @@ class MulN(Function, follows_shape=True, follows_rank=True):
     ``d y / d x_i = val * prod_{j != i} x_j``, so the chain of derivatives never ends.
     """
 
+    complex_values = "holomorphic"
     batch_rule = _batching.elementwise
     taylor = "multilinear"
 
