@@ -24,6 +24,7 @@ from hodiff.engine.function import Flags, Function, Slots
 from hodiff.engine.tracing import traced
 from hodiff.engine.variable import Variable
 from hodiff.functions import array as _array
+from hodiff.functions import math as _math
 from hodiff.functions import reduction as _reduction
 from hodiff.grad_functions import linalg as _grad
 
@@ -612,8 +613,10 @@ class BatchLogdet(Function, follows_shape=True):
         # d log|det(A)| = Re tr(inv(A) dA): with M = inv(A)^T, d/dRe A = Re M and
         # d/dIm A = -Im M, so gA = d/dRe A - i d/dIm A = M, as for real A  =>  gA = gy inv(A)^T
         if prop_down[0]:
-            gy = outputs[0].grad
-            inputs[0].store(einsum("...,...ji->...ij", gy, batch_inv(inputs[0].data)), accum[0])
+            gy, a = outputs[0].grad, inputs[0].data
+            if a.dtype.kind == "c":  # a real gy of a complex A: complex too (a rule's calls
+                gy = _math.complex(gy)  # are not cast), so that gy's own gradient is real
+            inputs[0].store(einsum("...,...ji->...ij", gy, batch_inv(a)), accum[0])
 
 
 # ---------------------------------------------------------------- wrappers

@@ -25,7 +25,8 @@ hodiff's convention (a vjp is the cotangent times the Jacobian, no conjugation):
   back to the input's length.
 - ``rfft`` is ``fft`` of a real input, cropped to ``n//2+1``: its transpose pads the
   cotangent with zeros to ``n``, applies ``fft`` and keeps the real part (a real input's
-  gradient is real; the engine keeps it).
+  gradient is real). ``fft``, ``ifft`` and ``irfft`` take a real input as complex
+  (``F.complex(x)``, whose rule keeps the real part of the gradient).
 - ``irfft`` adds each bin ``k`` of ``0 < k < n/2`` twice (``x_k`` and ``conj(x_k)``),
   the bins ``0`` and ``n/2`` once and drops their imaginary parts:
   ``y_j = s sum_k c_k Re(x_k e^{2 pi i j k / n})`` with ``c_k`` in ``{1, 2}``, so
@@ -46,6 +47,7 @@ from hodiff.engine.function import Flags, Function, Slots
 from hodiff.engine.tracing import traced
 from hodiff.engine.variable import Variable
 from hodiff.functions import array as _array
+from hodiff.functions import math as _math
 
 __all__ = ["fft", "ifft", "irfft", "rfft"]
 
@@ -169,7 +171,7 @@ class Rfft(_Transform):
             length = inputs[0].shape[-1]
             g = outputs[0].grad
             gx = fft(resize_last(g, self.points(length)), norm=self.norm)
-            inputs[0].store(resize_last(gx, length), accum[0])  # the engine keeps Re
+            inputs[0].store(_math.real(resize_last(gx, length)), accum[0])
 
 
 class Irfft(_Transform):
@@ -200,7 +202,10 @@ class Irfft(_Transform):
 
 
 def _transform(cls: type[_Transform], x: Any, n: int | None, norm: str) -> Variable:
-    return cls(n=n, norm=norm)(x)
+    f = cls(n=n, norm=norm)  # checks n and norm first
+    if cls is not Rfft and np.dtype(getattr(x, "dtype", None) or np.asarray(x).dtype).kind != "c":
+        x = _math.complex(x)  # a real signal: its gradient is the real part of the complex one
+    return f(x)
 
 
 @traced
