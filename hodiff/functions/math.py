@@ -395,7 +395,7 @@ def erf(x: Any) -> Variable:
 
 
 # ---------------------------------------------------------------- complex values
-class _Part(Function, follows_shape=True, follows_rank=True):
+class _Part(Function, register=False, follows_shape=True, follows_rank=True):
     """An elementwise real-linear map of complex values (a part, the conjugate, a cast):
     linear over the reals, so its Taylor rule is ``y_k = f(x_k)``. Its rules combine real
     parts with :class:`Complex`, so no rule mixes real and complex operands.

@@ -569,13 +569,17 @@ def norm(x: Any, p: float | None = 2, axis: Any = None, keepdims: bool = False) 
     """The p-norm over ``axis``: ``(sum |x|^p)^(1/p)`` (None or 2: Euclidean; ``inf``: max|x|).
 
     Composed of differentiable functions: the gradient is singular where the norm is 0
-    (for ``p < 1`` also where an element is 0).
+    (for ``p < 1`` also where an element is 0). A complex ``x`` has a real norm, of
+    ``|x|`` (for ``p = 2``: ``sqrt(sum Re(x)^2 + Im(x)^2)``, gradient ``gy conj(x) / |x|``).
 
     >>> import numpy as np, hodiff.functions as F
     >>> F.norm(np.array([3.0, 4.0])).d
     array(5.)
     """
     p = 2.0 if p is None else float(p)
+    if p == 2.0 and getattr(x, "dtype", np.dtype(float)).kind == "c":  # |z|^2 = a^2 + b^2
+        a, b = _math.real(x), _math.imag(x)
+        return _arith.pow_scalar(sum(a * a + b * b, axis, keepdims), 0.5)
     if p == 2.0:
         return _arith.pow_scalar(sum(_arith.mul2(x, x), axis, keepdims), 0.5)
     if p == math.inf:

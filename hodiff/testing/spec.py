@@ -43,6 +43,9 @@ class Spec:
         ref_rtol: relative tolerance of the forward check.
         float32: also check that float32 inputs give float32 outputs.
         id: test id suffix for variants of one function.
+        complex: a complex row: every input drawn by shape is ``x + iy``, both parts from
+            ``domain`` (tests/test_complex.py checks these rows; :func:`all_specs` leaves
+            them out, :func:`complex_specs` gives them).
     """
 
     fn: Callable[..., Any]
@@ -62,6 +65,7 @@ class Spec:
     ref_rtol: float = 1e-10
     float32: bool = True
     id: str = ""
+    complex: bool = False
 
     @property
     def name(self) -> str:
@@ -69,7 +73,7 @@ class Spec:
         return f"{base}[{self.id}]" if self.id else base
 
     def sample(self, seed: int = 0) -> list[np.ndarray]:
-        """Inputs in float64, reproducible per spec."""
+        """Inputs in float64 (complex128 for a complex row), reproducible per spec."""
         rng = np.random.default_rng(seed)
         out = []
         lo, hi = self.domain
@@ -84,7 +88,10 @@ class Spec:
                     lambda n: avoid_kinks(rng.uniform(lo, hi, n), self.kinks, self.gap),
                     self.distinct,
                 )
-            out.append(np.asarray(x, dtype=np.float64))
+            x = np.asarray(x, dtype=np.float64)
+            if self.complex:
+                x = x + 1j * avoid_kinks(rng.uniform(lo, hi, size=a), self.kinks, self.gap)
+            out.append(x)
         return out
 
     def sample_at_kinks(self, seed: int = 0) -> list[np.ndarray] | None:

@@ -121,3 +121,58 @@ SPECS += [
     ),
     Spec(F.pow2, (positive((3,)), fixed([0.0, 0.0, 2.0])), np.power, id="zero_exponent"),
 ]
+
+# complex rows: inputs x + iy (a drawn callable stays real: a real operand of a complex one)
+SPECS += [
+    Spec(F.add2, ((2, 3), (3,)), np.add, linear=True, complex=True),
+    Spec(F.sub2, ((2, 3), (1, 3)), np.subtract, linear=True, complex=True),
+    Spec(F.mul2, ((2, 3), (2, 3)), np.multiply, complex=True),
+    Spec(F.mul2, ((2, 3), positive((3,))), np.multiply, id="real", complex=True),
+    Spec(F.div2, ((2, 3), (3,)), np.divide, domain=(0.3, 2.0), complex=True),
+    Spec(F.pow2, ((2, 3), (2, 3)), np.power, domain=(0.3, 1.5), complex=True),
+    Spec(
+        F.add_scalar,
+        ((2, 3),),
+        lambda x, val: x + val,
+        kwargs={"val": 1.5},
+        linear=True,
+        complex=True,
+    ),
+    Spec(
+        F.mul_scalar,
+        ((2, 3),),
+        lambda x, val: x * val,
+        kwargs={"val": -2.5},
+        linear=True,
+        complex=True,
+    ),
+    Spec(F.pow_scalar, ((2, 3),), lambda x, val: x**val, kwargs={"val": 3}, complex=True),
+    Spec(
+        F.pow_scalar,
+        ((2, 3),),
+        lambda x, val: x**val,
+        kwargs={"val": 2.5},
+        domain=(0.3, 2.0),
+        id="real_power",
+        complex=True,
+    ),
+    Spec(
+        F.r_sub_scalar,
+        ((2, 3),),
+        lambda x, val: val - x,
+        kwargs={"val": 1.5},
+        linear=True,
+        complex=True,
+    ),
+    Spec(
+        F.r_div_scalar,
+        ((2, 3),),
+        lambda x, val: val / x,
+        kwargs={"val": 1.5},
+        domain=(0.3, 2.0),
+        complex=True,
+    ),
+    Spec(F.r_pow_scalar, ((2, 3),), lambda x, val: val**x, kwargs={"val": 1.5}, complex=True),
+    Spec(F.identity, ((2, 3),), lambda x: x, linear=True, complex=True),
+    Spec(F.abs, ((2, 3),), np.abs, complex=True),
+]

@@ -50,3 +50,44 @@ SPECS = [
     Spec(softplus_backward, ((3,), (2, 3)), lambda gy, x: gy / (1 + np.exp(-x)), id="broadcast"),
     Spec(softplus_backward, ((), ()), lambda gy, x: gy / (1 + np.exp(-x)), id="0d"),
 ]
+
+# complex values: the parts, the conjugate, the argument, the composition of a complex number
+_positive_args = positive((2, 3))
+
+
+def _real(shape: tuple[int, ...]) -> object:
+    """Real inputs of a complex row (the parts of ``F.complex``)."""
+    return lambda rng: rng.uniform(-2.0, 2.0, size=shape)
+
+
+SPECS += [
+    Spec(F.real, ((2, 3),), np.real, linear=True),
+    Spec(F.imag, ((2, 3),), lambda x: np.zeros_like(x), linear=True),
+    Spec(F.conj, ((2, 3),), np.conj, linear=True),
+    Spec(F.angle, (_positive_args,), np.angle),
+    Spec(
+        F.complex,
+        (_real((2, 3)), _real((3,))),
+        lambda a, b: a + 1j * b,
+        linear=True,
+        id="parts",
+        complex=True,
+    ),
+    Spec(F.complex, (_real((2, 3)),), lambda a: a + 0j, linear=True, id="cast", complex=True),
+    Spec(F.real, ((2, 3),), np.real, linear=True, complex=True),
+    Spec(F.imag, ((2, 3),), np.imag, linear=True, complex=True),
+    Spec(F.conj, ((2, 3),), np.conj, linear=True, complex=True),
+    Spec(F.angle, ((2, 3),), np.angle, domain=(0.3, 2.0), complex=True),
+    Spec(F.angle, ((3,),), np.angle, domain=(-2.0, -0.3), id="left", complex=True),
+    Spec(F.exp, ((2, 3),), np.exp, complex=True),
+    Spec(F.log, ((2, 3),), np.log, domain=(0.3, 2.0), complex=True),
+    Spec(F.log1p, ((2, 3),), np.log1p, domain=(0.0, 1.0), complex=True),
+    Spec(F.expm1, ((2, 3),), np.expm1, complex=True),
+    Spec(F.sqrt, ((2, 3),), np.sqrt, domain=(0.3, 2.0), complex=True),
+    Spec(F.sin, ((2, 3),), np.sin, complex=True),
+    Spec(F.cos, ((2, 3),), np.cos, complex=True),
+    Spec(F.tan, ((2, 3),), np.tan, domain=(-0.7, 0.7), complex=True),
+    Spec(F.sinh, ((2, 3),), np.sinh, complex=True),
+    Spec(F.cosh, ((2, 3),), np.cosh, complex=True),
+    Spec(F.tanh, ((2, 3),), np.tanh, domain=(-0.7, 0.7), complex=True),
+]

@@ -247,3 +247,12 @@ SPECS = [
     Spec(linear_scan, ((4, 2), (4, 2)), _scan, kwargs={"axis": 0, "reverse": True}, id="reverse"),
     Spec(linear_scan, (ZEROS, (3, 4)), _scan, kwargs={"axis": -1}, id="zeros"),
 ]
+
+SPECS += [
+    Spec(F.sum, ((2, 3),), np.sum, kwargs={"axis": 1}, linear=True, complex=True),
+    Spec(F.mean, ((2, 3),), np.mean, kwargs={"axis": 0}, linear=True, complex=True),
+    Spec(F.prod, ((2, 3),), np.prod, kwargs={"axis": 1}, complex=True),
+    Spec(F.cumsum, ((2, 3),), np.cumsum, kwargs={"axis": 1}, linear=True, complex=True),
+    Spec(F.cumprod, ((2, 3),), np.cumprod, kwargs={"axis": 1}, complex=True),
+    Spec(F.norm, ((2, 3),), lambda x: np.sqrt(np.sum(np.abs(x) ** 2)), complex=True),
+]
