@@ -46,6 +46,7 @@ GUIDES: tuple[str, ...] = (
     "conv.md",
     "recurrent.md",
     "more_functions.md",
+    "complex.md",
     "porting_layers.md",
     "graphs.md",
     "custom_functions.md",
@@ -367,10 +368,10 @@ def _block(path: str, level: int) -> str:
 
 def checked_orders() -> dict[str, int]:
     """Function name -> the highest derivative order its spec rows check (0: none)."""
-    from hodiff.testing import all_specs
+    from hodiff.testing import all_specs, complex_specs
 
     best: dict[str, int] = {}
-    for s in all_specs():
+    for s in all_specs() + complex_specs():  # a function of complex values only: its rows
         best[s.fn.__name__] = max(best.get(s.fn.__name__, 0), s.order)
     return best
 

@@ -16,7 +16,7 @@ import re
 from types import ModuleType
 
 import hodiff.functions as F
-from hodiff.testing import all_specs
+from hodiff.testing import all_specs, complex_specs
 
 __all__ = ["function_reference", "write_function_reference"]
 
@@ -116,7 +116,7 @@ _SPECIAL = set("|*_`\\[]<>&")
 def function_reference() -> str:
     """The text of docs/functions.md for the functions and specs of this checkout."""
     best: dict[str, int] = {}
-    for s in all_specs():
+    for s in all_specs() + complex_specs():  # a function of complex values only: its rows
         name = getattr(s.fn, "__name__", "")
         best[name] = max(best.get(name, 0), s.order)
     parts = [HEADER]
