@@ -91,3 +91,36 @@ SPECS += [
     Spec(F.cosh, ((2, 3),), np.cosh, complex=True),
     Spec(F.tanh, ((2, 3),), np.tanh, domain=(-0.7, 0.7), complex=True),
 ]
+
+
+# real rows through complex intermediates: the complex primitives' rules at every order on
+# the real harness (float32 in, float32 out: complex64 between)
+def abs_of_parts(a: object, b: object) -> object:
+    """``|a + ib|``."""
+    return F.abs(F.complex(a, b))
+
+
+def angle_of_parts(a: object, b: object) -> object:
+    """``atan2(b, a)`` through ``F.angle``."""
+    return F.angle(F.complex(a, b))
+
+
+def cube_of_cast(a: object, b: object) -> object:
+    """``Re((a + 0i)^2 (b + 0i))``: the cast of real values, and a real part."""
+    za, zb = F.complex(a), F.complex(b)
+    return F.real(za * za * zb)
+
+
+def imag_of_conj(a: object, b: object) -> object:
+    """``Im(conj(z)^2 z) = -|z|^2 b`` of ``z = a + ib``."""
+    z = F.complex(a, b)
+    w = F.conj(z)
+    return F.imag(w * w * z)
+
+
+SPECS += [
+    Spec(abs_of_parts, ((2, 3), (3,)), lambda a, b: np.hypot(a, b), domain=(0.3, 2.0)),
+    Spec(angle_of_parts, ((2, 3), (2, 3)), lambda a, b: np.arctan2(b, a), domain=(0.3, 2.0)),
+    Spec(cube_of_cast, ((2, 3), (2, 3)), lambda a, b: a * a * b),
+    Spec(imag_of_conj, ((2, 3), (2, 3)), lambda a, b: -(a * a + b * b) * b),
+]
