@@ -265,7 +265,9 @@ def _specs_of(module: str) -> list[Any]:
     import importlib
 
     return [
-        s for s in importlib.import_module(f"hodiff.testing.specs.{module}").SPECS if s.order >= 1
+        s
+        for s in importlib.import_module(f"hodiff.testing.specs.{module}").SPECS
+        if s.order >= 1 and not s.complex
     ]
 
 
