@@ -46,6 +46,7 @@ GUIDES: tuple[str, ...] = (
     "conv.md",
     "recurrent.md",
     "more_functions.md",
+    "complex.md",
     "porting_layers.md",
     "graphs.md",
     "custom_functions.md",
@@ -370,7 +371,7 @@ def checked_orders() -> dict[str, int]:
     from hodiff.testing import all_specs, complex_specs
 
     best: dict[str, int] = {}
-    for s in all_specs() + complex_specs():  # F.complex has complex rows only
+    for s in all_specs() + complex_specs():  # a function of complex values only: its rows
         best[s.fn.__name__] = max(best.get(s.fn.__name__, 0), s.order)
     return best
 

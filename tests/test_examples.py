@@ -133,3 +133,17 @@ def test_pinn_kolmogorov(tmp_path, capsys):
     assert result["rel_l2"] < 3e-3  # against the exact sin(pi x) sin(pi y)
     assert png.stat().st_size > 10_000
     assert "relative L2 error" in capsys.readouterr().out
+
+
+def test_complex_filter(tmp_path, capsys):
+    module = load("complex_filter")
+    results = module.main(n=32, k=4, steps=300, verbose=True)
+    assert results["error"] < 1e-6  # the least-squares taps, found without gradients
+    assert results["losses"][-1] < 0.01 * results["losses"][0]
+    assert "least squares" in capsys.readouterr().out
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return
+    module.plot(results, str(tmp_path / "filter.png"))
+    assert (tmp_path / "filter.png").stat().st_size > 10_000

@@ -34,6 +34,7 @@ from hodiff.functions import (
     sampling,
     shaping,
     special,
+    spectral,
     statistics,
 )
 from hodiff.functions.activation import *  # noqa: F403
@@ -57,6 +58,7 @@ from hodiff.functions.rounding import *  # noqa: F403
 from hodiff.functions.sampling import *  # noqa: F403
 from hodiff.functions.shaping import *  # noqa: F403
 from hodiff.functions.special import *  # noqa: F403
+from hodiff.functions.spectral import *  # noqa: F403
 from hodiff.functions.statistics import *  # noqa: F403
 from hodiff.grad_functions.arithmetic import sum_to as _sum_to
 
@@ -83,6 +85,7 @@ FAMILIES = (
     attention,
     sampling,
     distributed,
+    spectral,
 )
 
 __all__ = [name for module in FAMILIES for name in module.__all__]

@@ -122,6 +122,7 @@ def _next_group(
 
 
 class Reshape(Function, follows_shape=True):
+    complex_values = "holomorphic"
     need_inputs = False
     taylor = "linear"
 
@@ -189,6 +190,7 @@ class Reshape(Function, follows_shape=True):
 
 
 class Broadcast(Function, follows_shape=False):
+    complex_values = "holomorphic"
     need_inputs = False
     taylor = "linear"
 
@@ -223,6 +225,7 @@ class BroadcastLike(Function, follows_shape=True):
     ``reset_shape``); ``like``'s values are not read and its gradient is zero.
     """
 
+    complex_values = "holomorphic"
     need_inputs = False
     taylor = "linear"
     linear_in = (0,)
@@ -253,6 +256,7 @@ class BroadcastLike(Function, follows_shape=True):
 
 
 class Flip(Function, follows_shape=True):
+    complex_values = "holomorphic"
     need_inputs = False
     taylor = "linear"
 
@@ -294,6 +298,7 @@ def _batch_join(self: Any, inputs: Sequence[Any], axes: Sequence[int | None]) ->
 
 
 class Concatenate(Function, follows_shape=True):
+    complex_values = "holomorphic"
     need_inputs = False
     batch_rule = _batch_join
     taylor = "linear"
@@ -345,6 +350,7 @@ class Concatenate(Function, follows_shape=True):
 
 
 class Stack(Function, follows_shape=True):
+    complex_values = "holomorphic"
     need_inputs = False
     batch_rule = _batch_join
     taylor = "linear"
@@ -375,6 +381,7 @@ class Stack(Function, follows_shape=True):
 
 
 class Split(Function, follows_shape=False):
+    complex_values = "holomorphic"
     need_inputs = False
     taylor = "linear"
 
@@ -413,6 +420,7 @@ class Split(Function, follows_shape=False):
 class Pad(Function, follows_shape=True):
     """Constant padding; reflect and repeat padding are gathers (see :func:`pad`)."""
 
+    complex_values = "holomorphic"
     need_inputs = False
     taylor = "linear"
 
@@ -476,6 +484,7 @@ def check_pad_width(shape: tuple[int, ...], pad_width: Sequence[int]) -> None:
 # ---------------------------------------------------------------- selection
 class Where(Function, follows_shape=True, follows_rank=True):
     scalar_kernel = "where(x0, x1, x2)"
+    complex_values = "holomorphic"
     need_inputs = (0,)
     batch_rule = _batching.elementwise
     taylor = "linear"
@@ -500,13 +509,14 @@ class Where(Function, follows_shape=True, follows_rank=True):
 
 # ---------------------------------------------------------------- not differentiable
 class Constant(Function, follows_shape=False):
+    complex_values = "holomorphic"
     differentiable = False
     batch_rule = _batching.elementwise  # no inputs: never batched
 
-    def __init__(self, *, val: float, shape: Sequence[int], dtype: Any) -> None:
-        self.val = float(val)
-        self.shape = tuple(int(s) for s in shape)
+    def __init__(self, *, val: complex, shape: Sequence[int], dtype: Any) -> None:
         self.dtype = np.dtype(dtype)
+        self.val = complex(val) if self.dtype.kind == "c" else float(val)  # type: ignore[arg-type]
+        self.shape = tuple(int(s) for s in shape)
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         if any(s < 0 for s in self.shape):
@@ -723,14 +733,20 @@ def clip_by_value(x: Any, min: Any, max: Any) -> Variable:
 
 
 @traced
-def constant(val: float = 0.0, shape: Sequence[int] = ()) -> Variable:
-    """An array of ``shape`` filled with ``val``, in the context's float dtype.
+def constant(val: complex = 0.0, shape: Sequence[int] = ()) -> Variable:
+    """An array of ``shape`` filled with ``val``, in the context's float dtype (a complex
+    ``val``: its complex pair, complex64 for float32).
 
     >>> import hodiff.functions as F
     >>> F.constant(2.0, (2,)).d
     array([2., 2.], dtype=float32)
+    >>> F.constant(1 + 2j, (2,)).d
+    array([1.+2.j, 1.+2.j], dtype=complex64)
     """
-    return Constant(val=val, shape=shape, dtype=get_default_context().dtype)()
+    dtype = get_default_context().dtype
+    if isinstance(val, complex | np.complexfloating):
+        dtype = np.result_type(dtype, np.complex64)
+    return Constant(val=val, shape=shape, dtype=dtype)()
 
 
 @traced

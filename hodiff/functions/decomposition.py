@@ -69,7 +69,7 @@ def _lower_read(s: Any) -> Any:
 
 
 def _float(y: Any) -> Any:
-    return y if y.dtype.kind == "f" else y.astype(np.float64)
+    return y if y.dtype.kind in "fc" else y.astype(np.float64)
 
 
 class _Solve(Function, register=False, follows_shape=True, follows_rank=True):
@@ -95,7 +95,8 @@ class _Solve(Function, register=False, follows_shape=True, follows_rank=True):
             raise ValueError(
                 f"{self.name}: the batch axes of a {a.shape} and b {b.shape} cannot be broadcast"
             ) from None
-        return [((*batch, n, b.shape[-1]), float_dtype(np.result_type(a.dtype, b.dtype)))]
+        dtype = np.result_type(a.dtype, b.dtype)
+        return [((*batch, n, b.shape[-1]), dtype if dtype.kind == "c" else float_dtype(dtype))]
 
     def matrix(self, xp: Any, a: Any) -> Any:
         return a
@@ -132,6 +133,7 @@ class _Solve(Function, register=False, follows_shape=True, follows_rank=True):
 
 
 class Solve(_Solve):
+    complex_values = "holomorphic"
     pass
 
 

@@ -47,6 +47,7 @@ _ALL = builtins.slice(None)
 
 # ---------------------------------------------------------------- primitives
 class GetItem(Function, follows_shape=True):
+    complex_values = "holomorphic"
     name = "getitem"
     need_inputs = False
     taylor = "linear"
@@ -103,6 +104,7 @@ class GetItem(Function, follows_shape=True):
 
 
 class Gather(Function, follows_shape=True):
+    complex_values = "holomorphic"
     need_inputs = (1,)
     taylor = "linear"
     linear_in = (0,)
@@ -209,6 +211,7 @@ class OneHot(Function, follows_shape=True):
 
 
 class Transpose(Function, follows_shape=True):
+    complex_values = "holomorphic"
     need_inputs = False
     taylor = "linear"
 

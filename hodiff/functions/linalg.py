@@ -20,10 +20,11 @@ import numpy as np
 
 from hodiff.engine import batching as _batching
 from hodiff.engine.context import RAW, STATE, array_module
-from hodiff.engine.function import Flags, Function, Slots, float_dtype
+from hodiff.engine.function import Flags, Function, Slots
 from hodiff.engine.tracing import traced
 from hodiff.engine.variable import Variable
 from hodiff.functions import array as _array
+from hodiff.functions import math as _math
 from hodiff.functions import reduction as _reduction
 from hodiff.grad_functions import linalg as _grad
 
@@ -45,8 +46,28 @@ def _shape_of(x: Any) -> tuple[int, ...]:
 
 
 def _as_float(y: Any) -> Any:
-    """``y`` itself when it is a float array, else ``y`` as float64 (int/bool operands)."""
-    return y if y.dtype.kind == "f" else y.astype(np.float64)
+    """``y`` itself when it is a float or complex array, else ``y`` as float64 (int/bool
+    operands).
+    """
+    return y if y.dtype.kind in "fc" else y.astype(np.float64)
+
+
+def value_dtype(dtype: Any) -> np.dtype[Any]:
+    """The dtype of a product of operands of ``dtype`` (numpy's result type): a float or
+    complex dtype stays, ints and bools give float64.
+    """
+    dtype = np.dtype(dtype)
+    return dtype if dtype.kind in "fc" else np.dtype(np.float64)
+
+
+def pair_real(dtype: Any) -> np.dtype[Any]:
+    """The real dtype paired with ``dtype``: float32 for complex64 (and float32), float64 for
+    complex128 and the rest (a real result of complex operands: ``log|det|``).
+    """
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return dtype
+    return np.dtype(np.float32) if dtype == np.complex64 else np.dtype(np.float64)
 
 
 def _outer(a: Any, b: Any) -> Any:
@@ -100,7 +121,7 @@ def _sum_rows(gy: Any) -> Any:
         and gy.dtype.kind == "f"
     ):
         return np.ones(gy.shape[0], dtype=gy.dtype) @ gy
-    return gy.sum(axis=0, dtype=float_dtype(gy.dtype))
+    return gy.sum(axis=0, dtype=value_dtype(gy.dtype))
 
 
 def _to_shape(x: Any, shape: tuple[int, ...]) -> Any:
@@ -120,6 +141,7 @@ def _affine_sizes(x: Any, w: Any, base_axis: int) -> tuple[int, int, int]:
 class Affine(Function, follows_shape=True):
     """``y = x w + b`` with x flattened to ``(prod(x.shape[:base_axis]), -1)``."""
 
+    complex_values = "holomorphic"
     need_inputs = (0, 1)
     taylor = "multilinear"
     linear_in = (0, 1)  # and a bias
@@ -154,7 +176,7 @@ class Affine(Function, follows_shape=True):
             )
         dtype = x.dtype
         if dtype.kind != "f" or w.dtype != dtype or (len(inputs) == 3 and inputs[2].dtype != dtype):
-            dtype = float_dtype(np.result_type(*(v.dtype for v in inputs)))
+            dtype = value_dtype(np.result_type(*(v.dtype for v in inputs)))
         return [(x.shape[:ba] + w.shape[1:], dtype)]
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
@@ -259,6 +281,7 @@ def _check_flag(name: str, arg: str, value: Any) -> bool:
 class BatchMatmul(Function, follows_shape=True):
     """``y = op(a) @ op(b)`` over broadcast batch axes; ``op`` transposes the last two axes."""
 
+    complex_values = "holomorphic"
     taylor = "multilinear"
 
     def __init__(self, *, transpose_a: bool = False, transpose_b: bool = False) -> None:
@@ -286,7 +309,7 @@ class BatchMatmul(Function, follows_shape=True):
                 f"batch_matmul: the batch axes of a of shape {a.shape} and b of shape {b.shape} "
                 "cannot be broadcast together"
             ) from None
-        return [((*batch, p, r), float_dtype(np.result_type(a.dtype, b.dtype)))]
+        return [((*batch, p, r), value_dtype(np.result_type(a.dtype, b.dtype)))]
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         a, b = inputs
@@ -467,6 +490,7 @@ def _einsum_output(subscripts: str, lhs: str, arrow: str, rhs: str, ell_letters:
 class Einsum(Function, follows_shape=True):
     """numpy's einsum; the gradient of each operand is an einsum of gy with the others."""
 
+    complex_values = "holomorphic"
     taylor = "multilinear"
 
     def __init__(self, *, subscripts: str) -> None:
@@ -481,7 +505,7 @@ class Einsum(Function, follows_shape=True):
         if not inputs:
             raise ValueError("einsum: at least one operand is required")
         plan = self._plan(inputs)
-        return [(plan.out_shape, float_dtype(np.result_type(*(x.dtype for x in inputs))))]
+        return [(plan.out_shape, value_dtype(np.result_type(*(x.dtype for x in inputs))))]
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         xp = array_module(inputs[0])
@@ -531,13 +555,14 @@ def _batch_leading(self: Any, inputs: Sequence[Any], axes: Sequence[int | None])
 
 
 class BatchInv(Function, follows_shape=True):
+    complex_values = "holomorphic"
     need_inputs = False
     need_outputs = True
     batch_rule = _batch_leading
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         _check_square(self.name, inputs[0])
-        return [(inputs[0].shape, float_dtype(inputs[0].dtype))]
+        return [(inputs[0].shape, value_dtype(inputs[0].dtype))]
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = array_module(inputs[0]).linalg.inv(inputs[0])
@@ -551,12 +576,13 @@ class BatchInv(Function, follows_shape=True):
 
 
 class BatchDet(Function, follows_shape=True):
+    complex_values = "holomorphic"
     need_outputs = True
     batch_rule = _batch_leading
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         _check_square(self.name, inputs[0])
-        return [(inputs[0].shape[:-2], float_dtype(inputs[0].dtype))]
+        return [(inputs[0].shape[:-2], value_dtype(inputs[0].dtype))]
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         xp = array_module(inputs[0])
@@ -572,21 +598,25 @@ class BatchDet(Function, follows_shape=True):
 class BatchLogdet(Function, follows_shape=True):
     """``log|det(A)|`` from the LU factorization (slogdet): no overflow of det itself."""
 
+    complex_values = "own"
     batch_rule = _batch_leading
 
     def setup_impl(self, inputs: Sequence[Variable]) -> Spec:
         _check_square(self.name, inputs[0])
-        return [(inputs[0].shape[:-2], float_dtype(inputs[0].dtype))]
+        return [(inputs[0].shape[:-2], pair_real(inputs[0].dtype))]
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         xp = array_module(inputs[0])
         outputs[0] = xp.asarray(xp.linalg.slogdet(inputs[0])[1])
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
-        # d log|det(A)| = tr(inv(A) dA)  =>  gA = gy inv(A)^T
+        # d log|det(A)| = Re tr(inv(A) dA): with M = inv(A)^T, d/dRe A = Re M and
+        # d/dIm A = -Im M, so gA = d/dRe A - i d/dIm A = M, as for real A  =>  gA = gy inv(A)^T
         if prop_down[0]:
-            gy = outputs[0].grad
-            inputs[0].store(einsum("...,...ji->...ij", gy, batch_inv(inputs[0].data)), accum[0])
+            gy, a = outputs[0].grad, inputs[0].data
+            if a.dtype.kind == "c":  # a real gy of a complex A: complex too (a rule's calls
+                gy = _math.complex(gy)  # are not cast), so that gy's own gradient is real
+            inputs[0].store(einsum("...,...ji->...ij", gy, batch_inv(a)), accum[0])
 
 
 # ---------------------------------------------------------------- wrappers
@@ -787,13 +817,15 @@ def batch_logdet(x: Any) -> Variable:
     """Log of the absolute determinant of each matrix, as NNabla: ``y[b] = log|det(x[b])|``.
 
     Computed from an LU factorization (``slogdet``), so it neither overflows nor
-    underflows where ``det`` would; the gradient is ``inv(x)^T``.
+    underflows where ``det`` would; the gradient is ``inv(x)^T``. A complex ``x``
+    gives a real ``y`` (``d y = Re tr(inv(x) dx)``) whose gradient is again
+    ``inv(x)^T`` (``d y / d Re x - i d y / d Im x``, not conjugated).
 
     Args:
-        x: ``(B, N, N)`` (any number of leading batch axes, including none).
+        x: ``(B, N, N)``, real or complex (any number of leading batch axes, including none).
 
     Returns:
-        ``y`` of shape ``(B,)`` (``x.shape[:-2]``).
+        real ``y`` of shape ``(B,)`` (``x.shape[:-2]``).
 
     >>> import numpy as np, hodiff.functions as F
     >>> F.batch_logdet(-np.e * np.eye(2)[None]).d

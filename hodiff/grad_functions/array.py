@@ -30,6 +30,7 @@ def _add_at(xp: Any, out: Any, key: tuple[Any, ...], values: Any) -> None:
 class IndexAdd(Function, follows_shape=False):
     """Zeros of ``shape`` with ``y`` added at ``key``: the transpose of ``x[key]``."""
 
+    complex_values = "holomorphic"
     need_inputs = False
     taylor = "linear"
 
@@ -78,6 +79,7 @@ class GatherAdd(Function, follows_shape=False):
     reads: the transpose of gather.
     """
 
+    complex_values = "holomorphic"
     need_inputs = (1,)
     taylor = "linear"
     linear_in = (0,)

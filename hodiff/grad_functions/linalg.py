@@ -21,6 +21,7 @@ class EinsumExpand(Function, follows_shape=False):
     in ``dst`` puts ``x`` on that diagonal (zeros elsewhere).
     """
 
+    complex_values = "holomorphic"
     need_inputs = False
     taylor = "linear"
 

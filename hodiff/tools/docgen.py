@@ -116,7 +116,7 @@ _SPECIAL = set("|*_`\\[]<>&")
 def function_reference() -> str:
     """The text of docs/functions.md for the functions and specs of this checkout."""
     best: dict[str, int] = {}
-    for s in all_specs() + complex_specs():  # F.complex has complex rows only
+    for s in all_specs() + complex_specs():  # a function of complex values only: its rows
         name = getattr(s.fn, "__name__", "")
         best[name] = max(best.get(name, 0), s.order)
     parts = [HEADER]

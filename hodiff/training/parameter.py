@@ -93,6 +93,8 @@ def _as_array(where: str, name: str, value: Any, shape: tuple[int, ...] | None, 
         raise ValueError(
             f"{where}: the initializer of {name!r} gave shape {tuple(a.shape)}, expected {shape}"
         )
+    if a.dtype.kind == "c" and np.dtype(dtype).kind != "c":  # the complex pair of the dtype
+        dtype = np.result_type(dtype, np.complex64)
     return get_default_context().xp.asarray(a, dtype=dtype)
 
 
@@ -106,7 +108,8 @@ def get_parameter_or_create(
 
     A new parameter gets ``initializer(shape)`` (a callable such as
     ``hodiff.initializers.UniformInitializer``, or an array to copy; zeros when
-    None), cast to the context's dtype on its device. An existing one is returned
+    None), cast to the context's dtype (complex values: its complex pair, complex64 for
+    float32) on its device. An existing one is returned
     as it is (the same Variable, so every caller shares it), after checking its
     shape; its ``need_grad`` is set to ``need_grad`` (NNabla's rule).
 
@@ -221,7 +224,8 @@ def load_parameters(path: str | os.PathLike[str]) -> None:
 
     Raises:
         ValueError: the file is truncated or corrupted, holds a name that is not a
-            parameter name or an array that is not real numbers, or a stored array's
+            parameter name or an array that is not numbers (real or complex), a complex
+            array for a real parameter, or a stored array's
             shape differs from the existing parameter's (the message names the
             parameter, both shapes and the file).
     """
@@ -238,12 +242,17 @@ def load_parameters(path: str | os.PathLike[str]) -> None:
             except (TypeError, ValueError) as e:
                 raise ValueError(f"{e} (stored in {shown!r})") from None
             full = prefix + k
-            if a.dtype.kind not in "biuf":
+            if a.dtype.kind not in "biufc":
                 raise ValueError(
                     f"{where}: {shown!r} holds {full!r} of dtype {a.dtype}; parameters are "
-                    "real numbers"
+                    "real or complex numbers"
                 )
             p = _params.get(full)
+            if p is not None and a.dtype.kind == "c" and p.dtype.kind != "c":
+                raise ValueError(
+                    f"{where}: {shown!r} holds {full!r} of dtype {a.dtype}, the parameter is "
+                    f"real ({p.dtype}): its imaginary part would be lost; nothing was loaded"
+                )
             if p is None:
                 creates.append((full, _as_array(where, full, a, None, a.dtype)))
             elif p.shape != a.shape:

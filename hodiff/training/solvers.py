@@ -29,6 +29,12 @@ These are torch.optim's ``SGD``, ``SGD(momentum)`` (dampening 0),
 rounding. ``weight_decay(rate)`` adds ``rate w`` to the gradients (torch's
 ``weight_decay`` argument of the first six).
 
+A complex parameter ``w = a + ib`` is trained as its real coordinates ``(a, b)``,
+exactly as ``torch.optim`` trains ``view_as_real(w)``: hodiff's gradient ``.g`` is
+``df/da - i df/db`` (JAX's convention), so the rule runs on the coordinates
+``(Re g, -Im g) = (df/da, df/db)``, the step along ``conj(g)``; every state (Adam's
+``m`` and ``v``, ...) is kept per coordinate, of shape ``w.shape + (2,)`` and real.
+
 File layout of :meth:`Solver.save_states`: one ``.npz`` archive with, per
 parameter ``name``, one array per state (``"name::m"``, ``"name::v"``,
 ``"name::t"`` the step count, ...) and ``"::lr"``, the learning rate.
@@ -183,8 +189,10 @@ class Solver:
                 "a solver updates a parameter's array in place from its .g, and a batched "
                 "variable has neither",
             )
-            if p.dtype.kind != "f":
-                raise TypeError(f"{where}: {k!r} must be a float parameter, got dtype {p.dtype}")
+            if p.dtype.kind not in "fc":
+                raise TypeError(
+                    f"{where}: {k!r} must be a float or complex parameter, got dtype {p.dtype}"
+                )
         if reset:
             self._params, self._state, self._scratch = {}, {}, {}
         for k, p in items:
@@ -240,10 +248,20 @@ class Solver:
         """
         _in_place(f"{type(self).__name__}.update")
         for k, p, g in self._grads():
-            w = p.d
-            st = self._state_of(k, w)
-            st["t"] += 1
-            self._step(w, g, st, self._tmp(k, w))
+            if p.dtype.kind == "c":  # the coordinates (Re, Im), the step along conj(g)
+                w, g_im = coordinates(p.d), coordinates(g)[..., 1]
+                g_im *= -1.0  # exact; undone below, so p.g is left as it was
+                try:
+                    st = self._state_of(k, w)
+                    st["t"] += 1
+                    self._step(w, coordinates(g), st, self._tmp(k, w))
+                finally:
+                    g_im *= -1.0
+            else:
+                w = p.d
+                st = self._state_of(k, w)
+                st["t"] += 1
+                self._step(w, g, st, self._tmp(k, w))
             note_update(p, type(self).__name__, k)  # a checkpoint computed before refuses
 
     def _step(self, w: Any, g: Any, st: dict[str, Any], tmp: Any) -> None:
@@ -261,6 +279,9 @@ class Solver:
         if rate == 0:
             return
         for k, p, g in self._grads():
+            if p.dtype.kind == "c":  # torch's grad conj(g) += rate w, so g += rate conj(w)
+                g += rate * array_module(p.d).conj(p.d)
+                continue
             w = p.d
             tmp = self._tmp(k, w)
             array_module(w).multiply(w, rate, out=tmp)
@@ -355,8 +376,9 @@ class Solver:
         states = self._checked_states(where, shown, arrays)
         for name, st in states.items():  # all checked: now on the device, then set
             p = self._params[name]
+            shape, dtype = state_layout(p)
             for s in self.states:
-                st[s] = array_module(p.d).asarray(st[s], dtype=p.dtype).copy()
+                st[s] = array_module(p.d).asarray(st[s], dtype=dtype).reshape(shape).copy()
         self._state = states
         if lr is not None:
             self._lr = lr
@@ -400,10 +422,11 @@ class Solver:
                 f"{where}: {shown!r} has an unknown state {s!r} for {name!r} (this solver "
                 f"keeps {self.states})"
             )
-        if a.shape != p.shape:
+        shape, _ = state_layout(p)
+        if a.shape != shape:
             raise ValueError(
                 f"{where}: state {key!r} in {shown!r} has shape {a.shape}, parameter "
-                f"{name!r} has shape {p.shape}"
+                f"{name!r} of shape {p.shape} and dtype {p.dtype} keeps states of shape {shape}"
             )
         if a.dtype.kind not in "biuf":
             raise TypeError(f"{where}: state {key!r} in {shown!r} has dtype {a.dtype}")
@@ -414,6 +437,27 @@ class Solver:
                 f"{where}: state {key!r} in {shown!r} (a running sum of squares) holds "
                 "negative values"
             )
+
+
+def coordinates(a: Any) -> Any:
+    """The real coordinates of a complex array ``a``, a view of shape ``a.shape + (2,)``
+    (``[..., 0]`` the real parts, ``[..., 1]`` the imaginary ones): torch's ``view_as_real``.
+    """
+    return a[..., None].view(real_dtype(a.dtype))
+
+
+def real_dtype(dtype: Any) -> np.dtype[Any]:
+    """float32 for complex64, float64 for complex128 (a real dtype: itself)."""
+    return np.dtype(dtype).type(0).real.dtype
+
+
+def state_layout(p: Variable) -> tuple[tuple[int, ...], np.dtype[Any]]:
+    """The shape and dtype of a solver state of parameter ``p``: its own, or for a complex
+    parameter those of its coordinates (``p.shape + (2,)``, the real dtype).
+    """
+    if p.dtype.kind == "c":
+        return (*p.shape, 2), real_dtype(p.dtype)
+    return tuple(p.shape), p.dtype
 
 
 def _stored_step(where: str, shown: str, key: str, a: Any) -> int:

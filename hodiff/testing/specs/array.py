@@ -1,6 +1,7 @@
 """Specs of hodiff/functions/array.py and hodiff/grad_functions/array.py."""
 
 import itertools
+from dataclasses import replace
 
 import numpy as np
 
@@ -302,3 +303,20 @@ SPECS = [
         id="batch_apart",
     ),
 ]
+
+# complex rows: the functions that move or select values take complex values as they are
+# (where, split and gather, whose rows have masks, indices or several outputs, are checked on
+# complex values by tests/test_complex_ops.py)
+_MOVE = {
+    F.reshape,
+    F.broadcast,
+    F.transpose,
+    F.concatenate,
+    F.stack,
+    F.slice,
+    F.pad,
+    F.flip,
+    F.tile,
+    F.getitem,
+}
+SPECS += [replace(s, complex=True) for s in SPECS if s.fn in _MOVE]

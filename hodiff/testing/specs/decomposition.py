@@ -8,6 +8,7 @@ to numpy's results, one vector at a time. All are checked to order 3.
 """
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 
@@ -174,4 +175,22 @@ SPECS = [
         linear=True,
         id="pairs",
     ),
+]
+
+
+def _cnear(scale: float, shape: tuple[int, ...]) -> Draw:
+    """``scale * I`` plus complex noise: far from singular."""
+    return lambda rng: (
+        scale * np.eye(shape[-1])
+        + rng.uniform(-0.5, 0.5, size=shape)
+        + 1j * rng.uniform(-0.5, 0.5, size=shape)
+    )
+
+
+# complex rows (holomorphic: the real rules read with complex numbers)
+SPECS += [
+    Spec(F.solve, (_cnear(3, (2, 3, 3)), (2, 3, 2)), _solve_ref, complex=True),
+    Spec(F.solve, (_cnear(3, (3, 3)), (3,)), _solve_ref, id="vector", complex=True),
+    Spec(F.solve, (near(3, (3, 3)), (3, 2)), _solve_ref, id="real_a", complex=True),
+    *[replace(s, complex=True) for s in SPECS if s.fn in (F.trace, F.outer, F.tensordot)],
 ]

@@ -7,6 +7,7 @@ matrices (3 I + small noise; ``-3 I`` + noise for a negative determinant).
 """
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -183,4 +184,38 @@ SPECS = [
         linear=True,
         id="diag_broadcast",
     ),
+]
+
+
+def _cnear(scale: float, shape: tuple[int, ...]) -> Callable[[np.random.Generator], np.ndarray]:
+    """Batches of ``scale * I`` plus complex noise: far from singular."""
+    return lambda rng: (
+        scale * np.eye(shape[-1])
+        + rng.uniform(-0.5, 0.5, size=shape)
+        + 1j * rng.uniform(-0.5, 0.5, size=shape)
+    )
+
+
+def _real(shape: tuple[int, ...]) -> Callable[[np.random.Generator], np.ndarray]:
+    """A real operand in a complex row (drawn by a callable, so it stays real)."""
+    return lambda rng: rng.uniform(-2.0, 2.0, size=shape)
+
+
+def _clogdet_ref(x: np.ndarray) -> np.ndarray:
+    return np.log(np.abs(np.linalg.det(x)))
+
+
+# complex rows: the products are holomorphic (their real rules read with complex numbers,
+# ``gA = gy B^T``, no conjugate); log|det| is real with the gradient inv(A)^T
+_PRODUCTS = (F.affine, F.batch_matmul, F.matmul, F.einsum)
+SPECS += [
+    *[replace(s, complex=True) for s in SPECS if getattr(s.fn, "__name__", "") == "einsum"][:3],
+    *[replace(s, complex=True) for s in SPECS if s.fn in _PRODUCTS][:12],
+    Spec(
+        F.affine, ((2, 3), _real((3, 4)), (4,)), _affine_ref, linear=True, id="real_w", complex=True
+    ),
+    Spec(F.batch_inv, (_cnear(3.0, (2, 3, 3)),), np.linalg.inv, complex=True),
+    Spec(F.batch_det, (_cnear(3.0, (2, 3, 3)),), np.linalg.det, ref_rtol=1e-9, complex=True),
+    Spec(F.batch_logdet, (_cnear(3.0, (2, 3, 3)),), _clogdet_ref, complex=True),
+    Spec(F.batch_logdet, (_cnear(-3.0, (2, 3, 3)),), _clogdet_ref, id="negative", complex=True),
 ]
