@@ -195,3 +195,13 @@ def test_static_and_vmap_calls_are_checked_too() -> None:
     with pytest.raises(TypeError, match=r"F\.re_lu"):
         hd.vmap(F.relu)(np.stack([z, z]))
     np.testing.assert_allclose(hd.vmap(F.sin)(np.stack([z, z])).d, np.sin(np.stack([z, z])))
+
+
+def test_a_numpy_complex_scalar_operand_keeps_its_imaginary_part() -> None:
+    # np.complex128 is a subclass of Python's complex: it must not be cast to the real dtype
+    x = hd.Variable.from_array(np.array([1.0, 2.0]))
+    z = hd.Variable.from_array(np.array([1.0 + 1.0j, 2.0]))
+    c = np.complex128(1 + 2j)
+    np.testing.assert_array_equal((x * c).d, np.array([1.0, 2.0]) * (1 + 2j))
+    np.testing.assert_array_equal((z * c).d, np.array([1.0 + 1.0j, 2.0]) * (1 + 2j))
+    np.testing.assert_array_equal((c + x).d, (1 + 2j) + np.array([1.0, 2.0]))

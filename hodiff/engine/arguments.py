@@ -85,8 +85,9 @@ def _wrap_number(value: bool | int | float | complex, args: Sequence[Any]) -> Va
         if dtype is not None and dtype.kind in "fc":
             d = a._data if isinstance(a, Variable) else a
             xp = np if type(d) is np.ndarray else array_module_of(*args)  # numpy: no search
-            if dtype.kind == "c" or type(value) is complex:
-                dtype = _paired(dtype, type(value) is complex)
+            is_complex = isinstance(value, complex)  # np.complex128 is one too
+            if dtype.kind == "c" or is_complex:
+                dtype = _paired(dtype, is_complex)
             return Variable.from_array(xp.asarray(value, dtype=dtype))
     xp = array_module_of(*args)
     if xp is not np:
