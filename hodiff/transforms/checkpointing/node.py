@@ -71,6 +71,7 @@ from hodiff.transforms.checkpointing.segment import (
     as_outputs,
     check_not_updated,
     check_same_externals,
+    fingerprint,
     reached,
     run_needed,
     segment_plan,
@@ -119,8 +120,9 @@ def checkpoint(f: Callable[..., Any], *args: Any) -> Any:
         TypeError: ``f`` is not callable, or returns something else than Variables of a
             float dtype.
         ValueError: ``f`` returns an empty tuple/list.
-        RuntimeError: in a reverse pass, an input was set through ``.d`` after the
-            checkpoint computed (the version check), or the recomputation differs from
+        RuntimeError: in a reverse pass, an input was set through ``.d``, written into in
+            place or stepped by a solver after the checkpoint computed (the version check,
+            the inputs' digests, the solvers' notes), or the recomputation differs from
             the first run (other random calls, output shapes or variables used).
 
     >>> import numpy as np, hodiff as hd, hodiff.functions as F
@@ -178,6 +180,11 @@ class Checkpoint(Function, register=False):
         self.kept: Kept | None = None
         #: the caller's context variables (parameter scope, array context), for recomputing
         self.context = contextvars.copy_context()
+        #: the places of the inputs that the segment writes as state (``written_state``)
+        self.written: frozenset[int] = frozenset()
+        #: per input, the fingerprint of the value the outputs were computed from (None:
+        #: not compared), to refuse a recomputation after a write into its array
+        self.prints: list[Any] = []
 
     def _setup(self, specs: list[Spec], values: list[Any] | None, n_externals: int) -> None:
         """Declares the outputs (and the first run's values, taken by the first forward)."""
@@ -197,6 +204,7 @@ class Checkpoint(Function, register=False):
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         # the first run's values, or f run again on the inputs (a static graph's forward:
         # with new random draws, recorded for the derivatives of this forward)
+        self.prints = [None if i in self.written else fingerprint(a) for i, a in enumerate(inputs)]
         pending = self.pending
         if pending is not None:
             self.pending = None
