@@ -145,3 +145,27 @@ def test_the_input_mask_idiom_is_nnablas_semantics_in_a_static_graph() -> None:
             others = [v for j, v in enumerate(values) if mask[j] and j != k]
             want = 1.0 + np.prod(others, axis=0) if active else 0.0 * X
             np.testing.assert_allclose(x.g, want)
+
+
+def test_reading_a_variable_attribute_of_grads_result_says_it_is_a_list() -> None:
+    x = var()
+    g = hd.grad(F.sum(x * x), x)
+    with pytest.raises(AttributeError, match=r"hd\.grad returns a list .*\(g,\) = hd\.grad"):
+        _ = g.d
+    with pytest.raises(AttributeError, match=r"then g\.backward"):
+        g.backward()
+    assert isinstance(g, list)
+    np.testing.assert_array_equal(g[0].d, 2 * X)  # the list works as a list
+    (g0,) = hd.grad(F.sum(x * x), x, create_graph=False)
+    np.testing.assert_array_equal(g0.d, 2 * X)
+    y = hd.checkpoint(lambda a: hd.grad(F.sum(a**3), a), x)  # a checkpoint keeps the list
+    assert type(y) is list
+    np.testing.assert_allclose(y[0].d, 3 * X**2)
+
+
+def test_float_labels_say_to_pass_integers() -> None:
+    x = hd.Variable.from_array(np.array([[0.0, 0.0], [1.0, 3.0]]), need_grad=True)
+    with pytest.raises(TypeError, match=r"got dtype float64.*t\.astype\(np\.int64\)"):
+        F.softmax_cross_entropy(x, np.array([[1.0], [0.0]]))
+    got = F.softmax_cross_entropy(x, np.array([[1.0], [0.0]]).astype(np.int64))
+    np.testing.assert_allclose(got.d[:, 0], [np.log(2.0), np.log(1.0 + np.exp(2.0))])

@@ -57,7 +57,7 @@ def as_outputs(name: str, out: Any) -> tuple[type | None, list[Variable]]:
                 raise TypeError(
                     f"{name}: output {k} of f is a {type(o).__name__}, not a hodiff.Variable"
                 )
-        return type(out), list(out)
+        return (list if isinstance(out, list) else tuple), list(out)
     raise TypeError(
         f"{name}: f must return a Variable or a tuple/list of Variables, got {type(out).__name__}"
     )
