@@ -169,3 +169,11 @@ def test_float_labels_say_to_pass_integers() -> None:
         F.softmax_cross_entropy(x, np.array([[1.0], [0.0]]))
     got = F.softmax_cross_entropy(x, np.array([[1.0], [0.0]]).astype(np.int64))
     np.testing.assert_allclose(got.d[:, 0], [np.log(2.0), np.log(1.0 + np.exp(2.0))])
+
+
+def test_pickling_a_functions_output_says_what_to_pickle() -> None:
+    y = F.tanh(var())
+    with pytest.raises(TypeError, match=r"pickle: this Variable is the output of tanh.*unlinked"):
+        pickle.dumps(y)
+    w = pickle.loads(pickle.dumps(y.unlinked()))
+    np.testing.assert_array_equal(w.d, np.tanh(X))
