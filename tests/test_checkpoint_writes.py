@@ -164,3 +164,30 @@ def test_running_statistics_a_segment_writes_are_not_a_change() -> None:
     for k in grads[0]:
         np.testing.assert_allclose(grads[1][k], grads[0][k], rtol=1e-6, err_msg=k)
     hd.clear_parameters()
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128, np.int32, np.bool_])
+def test_the_digest_sees_one_element_and_values_moved_between_stretches(dtype) -> None:
+    from hodiff.transforms.checkpointing.segment import STRETCH, fingerprint
+
+    rng = np.random.default_rng(3)
+    a = (rng.standard_normal(3 * STRETCH + 7) * 100).astype(dtype)
+    if dtype is np.complex128:
+        a = a + 1j * rng.standard_normal(a.shape)
+    same = fingerprint(a.copy())
+    changed = []
+    one = a.copy()
+    one[5] = one[5] + 1 if dtype is not np.bool_ else not one[5]
+    changed.append(one)
+    moved = a.copy()
+    moved[[3, STRETCH + 9]] = moved[[STRETCH + 9, 3]]
+    if a[3] != a[STRETCH + 9]:
+        changed.append(moved)
+    tail = a.copy()
+    tail[[-1, -2]] = tail[[-2, -1]]
+    if a[-1] != a[-2]:
+        changed.append(tail)
+    assert repr(fingerprint(a)) == repr(same)
+    for b in changed:
+        assert repr(fingerprint(b)) != repr(same)
+    assert fingerprint(np.float64(2.5) * np.ones(())) is not None

@@ -12,6 +12,8 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from hodiff.engine import api
 from hodiff.engine import random as _random
 from hodiff.engine.arguments import array_module_of
@@ -157,7 +159,7 @@ def fingerprint(a: Any) -> Any:
     if a.dtype.itemsize not in (1, 2, 4, 8):
         return None
     xp = array_module_of(a)
-    u = xp.dtype(f"u{a.dtype.itemsize}")
+    u = np.dtype(f"u{a.dtype.itemsize}")  # numpy and cupy take numpy dtypes
     bits = a.view(u).reshape(-1)
     m = bits.size // STRETCH
     head, tail = bits[: STRETCH * m].reshape(m, STRETCH), bits[STRETCH * m :]
