@@ -69,9 +69,7 @@ from hodiff.transforms.checkpointing.segment import (
     Spec,
     alive,
     as_outputs,
-    check_not_updated,
     check_same_externals,
-    fingerprint,
     reached,
     run_needed,
     segment_plan,
@@ -120,10 +118,10 @@ def checkpoint(f: Callable[..., Any], *args: Any) -> Any:
         TypeError: ``f`` is not callable, or returns something else than Variables of a
             float dtype.
         ValueError: ``f`` returns an empty tuple/list.
-        RuntimeError: in a reverse pass, an input was set through ``.d``, written into in
-            place or stepped by a solver after the checkpoint computed (the version check,
-            the inputs' digests, the solvers' notes), or the recomputation differs from
-            the first run (other random calls, output shapes or variables used).
+        RuntimeError: in a reverse pass, an input was set through ``.d`` or written in
+            place by a hodiff API (a solver's ``update()``, ``load_parameters``) after the
+            checkpoint computed (the engine's version check), or the recomputation differs
+            from the first run (other random calls, output shapes or variables used).
 
     >>> import numpy as np, hodiff as hd, hodiff.functions as F
     >>> x = hd.Variable.from_array(np.array([0.5, -1.0]), need_grad=True)
@@ -180,11 +178,6 @@ class Checkpoint(Function, register=False):
         self.kept: Kept | None = None
         #: the caller's context variables (parameter scope, array context), for recomputing
         self.context = contextvars.copy_context()
-        #: the places of the inputs that the segment writes as state (``written_state``)
-        self.written: frozenset[int] = frozenset()
-        #: per input, the fingerprint of the value the outputs were computed from (None:
-        #: not compared), to refuse a recomputation after a write into its array
-        self.prints: list[Any] = []
 
     def _setup(self, specs: list[Spec], values: list[Any] | None, n_externals: int) -> None:
         """Declares the outputs (and the first run's values, taken by the first forward)."""
@@ -204,7 +197,6 @@ class Checkpoint(Function, register=False):
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         # the first run's values, or f run again on the inputs (a static graph's forward:
         # with new random draws, recorded for the derivatives of this forward)
-        self.prints = [None if i in self.written else fingerprint(a) for i, a in enumerate(inputs)]
         pending = self.pending
         if pending is not None:
             self.pending = None
@@ -223,7 +215,6 @@ class Checkpoint(Function, register=False):
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # gx_i = sum_k (d y_k / d x_i)^T gy_k, by the rules of f's graph, recomputed
-        check_not_updated(self)
         wanted = [i for i, p in enumerate(prop_down) if p]
         if api.is_raw():
             self._backward_values(inputs, outputs, wanted, accum)

@@ -12,8 +12,6 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
-
 from hodiff.engine import api
 from hodiff.engine import random as _random
 from hodiff.engine.arguments import array_module_of
@@ -26,25 +24,17 @@ __all__ = [
     "alive",
     "as_outputs",
     "as_variable",
-    "check_not_updated",
     "check_same_externals",
     "describe",
-    "fingerprint",
     "grad",
-    "note_update",
     "reached",
     "run_in",
     "run_needed",
     "segment_plan",
-    "written_state",
 ]
 
 #: an output's ``(shape, dtype)``
 Spec = tuple[tuple[int, ...], Any]
-
-#: per leaf whose array a solver updated in place (a write the version counter of ``.d =``
-#: does not see): the clock time of the last update, the solver and the parameter's name
-_UPDATED: weakref.WeakKeyDictionary[Variable, tuple[int, str, str]] = weakref.WeakKeyDictionary()
 
 
 def as_outputs(name: str, out: Any) -> tuple[type | None, list[Variable]]:
@@ -124,111 +114,6 @@ def check_same_externals(node: Any, used: Sequence[Variable]) -> None:
                 f"checkpointed function must use the same variables every time (it has {n} "
                 "argument(s); pass the variable as one)"
             )
-
-
-def note_update(v: Variable, solver: str, name: str) -> None:
-    """Records that ``solver`` (e.g. ``"Sgd"``) updated the array of the parameter ``v``
-    (called ``name``) in place now, so that a checkpoint computed before refuses to
-    recompute with the new value (:func:`check_not_updated`).
-    """
-    _UPDATED[v] = (api.clock(), solver, name)
-
-
-#: the length of the stretches of consecutive elements :func:`fingerprint` sums (a prime:
-#: rows of a matrix do not line up with them)
-STRETCH = 1021
-
-
-def fingerprint(a: Any) -> Any:
-    """A digest of the bits of the array ``a`` (numpy or cupy), to see a write into it.
-
-    The bit patterns ``b`` of ``a`` (viewed as unsigned integers of its item size, flat),
-    cut into stretches of :data:`STRETCH` consecutive elements: ``sum_r (2r + 1) S_r``
-    where ``S_r`` is the sum of stretch ``r`` (the last one shorter, each of its elements
-    weighted by an odd number instead), all sums wrapping modulo ``2^bits``. A write that
-    changes one element changes it (an odd weight times a nonzero change is not 0 modulo a
-    power of 2), and so does moving values between stretches; what stays unseen is a
-    change that keeps every stretch's sum (values moved, or bits changed by opposite
-    amounts, within one stretch). One pass of integer sums, no copy of a contiguous array
-    (a complex array: its real and imaginary parts). None for no array.
-    """
-    if a is None or not hasattr(a, "dtype"):
-        return None
-    if a.dtype.kind == "c":
-        return (fingerprint(a.real), fingerprint(a.imag))
-    if a.dtype.itemsize not in (1, 2, 4, 8):
-        return None
-    xp = array_module_of(a)
-    u = np.dtype(f"u{a.dtype.itemsize}")  # numpy and cupy take numpy dtypes
-    bits = a.view(u).reshape(-1)
-    m = bits.size // STRETCH
-    head, tail = bits[: STRETCH * m].reshape(m, STRETCH), bits[STRETCH * m :]
-    odd = xp.arange(1, 2 * max(m, tail.size) + 1, 2, dtype=u)
-    rows = (head.sum(axis=1, dtype=u) * odd[:m]).sum(dtype=u)
-    return (rows, (tail * odd[: tail.size]).sum(dtype=u))
-
-
-def written_state(made: Sequence[Function]) -> set[int]:
-    """The ids of the state that a node of a segment (``made``) may write in place when it
-    runs: the leaves without need_grad of a node whose forward has effects
-    (batch normalization's running statistics, ``write_back``'s target), and what a nested
-    checkpoint counts as such. Another call of the segment writes them again, so they are
-    not compared by :func:`check_not_updated` (no rule reads them for the gradient). A
-    checkpoint node's ``written`` holds their places among its inputs.
-    """
-    state: set[int] = set()
-    for f in made:
-        if f.effects:
-            state.update(id(x) for x in f.inputs if x.parent is None and not x.need_grad)
-        for i in getattr(f, "written", ()):
-            state.add(id(f.inputs[i]))
-    return state
-
-
-def check_not_updated(node: Any) -> None:
-    """Raises when an input of ``node`` was changed in place after ``node`` computed.
-
-    By a solver (``update()`` notes each parameter it steps), or by any other write into
-    its array (``p.d[...] = v``, ``np.copyto``: the input's bits differ from the
-    :func:`fingerprint` taken when the node computed). The recomputation would run ``f``
-    with the new value while the outputs and the incoming gradients hold the old one's:
-    the gradient of neither. Not checked while a static graph is recorded (its
-    ``.forward()`` computes the node again before the values are read).
-    """
-    t = api.computed_at(node)
-    if _UPDATED:
-        for x in node.inputs:
-            got = _UPDATED.get(x)
-            if got is not None and got[0] > t:
-                _, solver, name = got
-                raise RuntimeError(
-                    f"{node.name}: the parameter {name!r} (shape {x.shape}) was updated in "
-                    f"place by {solver}.update() after the forward pass; the recomputation "
-                    "would use its new value, so the gradient would be that of neither step: "
-                    "call .backward() before update(), or compute the forward pass again"
-                )
-    if api.is_static() and not api.is_raw():
-        return
-    for i, (x, was) in enumerate(zip(node.inputs, node.prints, strict=False)):
-        if was is None or api.version_of(x) > t:  # set through .d: the engine's check says
-            continue
-        now = fingerprint(api.value_of(x))
-        if now is not None and _differ(now, was):
-            kind = "a leaf" if x.parent is None else f"the output of {x.parent.name}"
-            raise RuntimeError(
-                f"{node.name}: its input {i} ({kind}, shape {x.shape}, dtype {x.dtype}) was "
-                "changed in place (a write into its array: x.d[...] = v, np.copyto, "
-                "load_parameters) after the checkpoint computed; the recomputation would "
-                "use the new value, so the gradient would be that of neither: call "
-                ".forward() on the output, or build the graph again, before the reverse pass"
-            )
-
-
-def _differ(a: Any, b: Any) -> bool:
-    """Whether two fingerprints differ (a device scalar is read once here)."""
-    if isinstance(a, tuple):
-        return any(_differ(p, q) for p, q in zip(a, b, strict=True))
-    return bool((a != b).any())
 
 
 def describe(specs: Sequence[tuple[Any, Any]]) -> str:

@@ -16,13 +16,7 @@ from hodiff.engine.function import Function
 from hodiff.engine.variable import Variable
 from hodiff.transforms.checkpointing.kept import Kept
 from hodiff.transforms.checkpointing.replay import Vjp, call_f
-from hodiff.transforms.checkpointing.segment import (
-    Spec,
-    alive,
-    as_outputs,
-    reached,
-    written_state,
-)
+from hodiff.transforms.checkpointing.segment import Spec, alive, as_outputs, reached
 from hodiff.transforms.vectorize import BatchedVariable
 
 __all__ = ["trace"]
@@ -56,11 +50,9 @@ def trace(
         fouts, linked = traced or ([], -1)
         kept = Kept.of(leaves, outs, start, xs, fouts, linked, None if vjp else made)
         del fouts
-    state = written_state(made)
     del outs, leaves, made, traced  # they would keep f's graph alive
     externals = alive(found)
     check_externals(node, externals, xs)
-    node.written = frozenset(i for i, x in enumerate([*xs, *externals]) if id(x) in state)
     return kind, specs, values, externals, kept
 
 
