@@ -112,3 +112,68 @@ def test_a_python_bool_where_a_mask_is_wanted_raises_naming_f_equal() -> None:
     with pytest.raises(TypeError, match=r"Python bool"):
         _ = True + x
     np.testing.assert_array_equal((x * 1).d, X)  # ints stay numbers
+
+
+@pytest.mark.parametrize("make", [F.add_n, F.mul_n], ids=["add_n", "mul_n"])
+def test_nnablas_input_mask_says_how_hodiff_switches_inputs(make) -> None:
+    xs = [hd.Variable.from_array(X * (k + 1), need_grad=True) for k in range(3)]
+    y = make(*xs)
+    with pytest.raises(NotImplementedError, match=r"set_active_input_mask: .*0/1 Variables"):
+        y.parent.set_active_input_mask([True, False, True])
+
+
+def test_the_input_mask_idiom_is_nnablas_semantics_in_a_static_graph() -> None:
+    # NNabla: inputs masked off are left out of the sum (product) and get no gradient
+    values = [X * (k + 1) for k in range(3)]
+    with hd.auto_forward(False):
+        xs = [hd.Variable.from_array(v, need_grad=True) for v in values]
+        ms = [hd.Variable(()) for _ in values]
+        s = F.add_n(*[x * m for x, m in zip(xs, ms, strict=True)])
+        p = F.mul_n(*[x * m + (1.0 - m) for x, m in zip(xs, ms, strict=True)])
+        loss = F.sum(s) + F.sum(p)
+    for mask in ([True, False, True], [False, True, False], [True, True, True]):
+        for m, on in zip(ms, mask, strict=True):
+            m.d = np.array(float(on))
+        loss.forward()
+        for x in xs:
+            x.g = 0.0
+        loss.backward()
+        on = [v for v, k in zip(values, mask, strict=True) if k]
+        np.testing.assert_allclose(s.d, np.sum(on, axis=0))
+        np.testing.assert_allclose(p.d, np.prod(on, axis=0))
+        for k, (x, active) in enumerate(zip(xs, mask, strict=True)):
+            others = [v for j, v in enumerate(values) if mask[j] and j != k]
+            want = 1.0 + np.prod(others, axis=0) if active else 0.0 * X
+            np.testing.assert_allclose(x.g, want)
+
+
+def test_reading_a_variable_attribute_of_grads_result_says_it_is_a_list() -> None:
+    x = var()
+    g = hd.grad(F.sum(x * x), x)
+    with pytest.raises(AttributeError, match=r"hd\.grad returns a list .*\(g,\) = hd\.grad"):
+        _ = g.d
+    with pytest.raises(AttributeError, match=r"then g\.backward"):
+        g.backward()
+    assert isinstance(g, list)
+    np.testing.assert_array_equal(g[0].d, 2 * X)  # the list works as a list
+    (g0,) = hd.grad(F.sum(x * x), x, create_graph=False)
+    np.testing.assert_array_equal(g0.d, 2 * X)
+    y = hd.checkpoint(lambda a: hd.grad(F.sum(a**3), a), x)  # a checkpoint keeps the list
+    assert type(y) is list
+    np.testing.assert_allclose(y[0].d, 3 * X**2)
+
+
+def test_float_labels_say_to_pass_integers() -> None:
+    x = hd.Variable.from_array(np.array([[0.0, 0.0], [1.0, 3.0]]), need_grad=True)
+    with pytest.raises(TypeError, match=r"got dtype float64.*t\.astype\(np\.int64\)"):
+        F.softmax_cross_entropy(x, np.array([[1.0], [0.0]]))
+    got = F.softmax_cross_entropy(x, np.array([[1.0], [0.0]]).astype(np.int64))
+    np.testing.assert_allclose(got.d[:, 0], [np.log(2.0), np.log(1.0 + np.exp(2.0))])
+
+
+def test_pickling_a_functions_output_says_what_to_pickle() -> None:
+    y = F.tanh(var())
+    with pytest.raises(TypeError, match=r"pickle: this Variable is the output of tanh.*unlinked"):
+        pickle.dumps(y)
+    w = pickle.loads(pickle.dumps(y.unlinked()))
+    np.testing.assert_array_equal(w.d, np.tanh(X))

@@ -30,6 +30,7 @@ from hodiff.engine import function as _function
 from hodiff.engine import run as _run
 from hodiff.engine import variable as _variable
 from hodiff.engine.batching import renew
+from hodiff.engine.clock import CLOCK
 from hodiff.engine.context import NO_GRAD, RAW, STATE, STATIC, SYMBOLIC, TRUSTED, swap
 from hodiff.engine.function import Function
 from hodiff.engine.order import nodes_since, topological_order
@@ -59,6 +60,7 @@ __all__ = [
     "is_trusted",
     "kept_outputs",
     "link",
+    "mark_written",
     "modes",
     "new_variable",
     "no_recording",
@@ -97,6 +99,20 @@ def set_value(v: Variable, a: Any) -> None:
     v._data = a
 
 
+def mark_written(v: Variable, how: str | None = None) -> None:
+    """Stamps ``v``'s value as written now, as ``.d =`` does, for a hodiff API that writes
+    into its array in place (a solver's step, ``load_parameters``): the nodes that computed
+    with the old value are stale, and a reverse pass through them raises (naming ``how``,
+    e.g. ``"the parameter 'W' updated in place by Sgd.update()"``; ``.d set`` for None)
+    until ``.forward()`` computes them again. One tick of the clock, no copy, no pass over
+    the values: a raw write (``v.d[...] = a``, ``np.copyto``) stays unseen, numpy has no
+    hook for it.
+    """
+    t = v._version = CLOCK.wrote()
+    if how is not None:
+        CLOCK.writers[v] = (t, how)
+
+
 def grad_of(v: Variable) -> Any:
     """The gradient array ``v`` holds, or None (``v.g`` makes zeros for none)."""
     g = v._grad
@@ -109,7 +125,9 @@ def grad_dtype(v: Variable) -> Any:
 
 
 def version_of(v: Variable) -> int:
-    """The clock time of the last user write of ``v``'s value (``.d =``); 0 for none."""
+    """The clock time of the last user write of ``v``'s value (``.d =``, or a hodiff API's
+    in-place write, :func:`mark_written`); 0 for none.
+    """
     return getattr(v, "_version", 0)
 
 

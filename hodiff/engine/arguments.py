@@ -16,7 +16,24 @@ from hodiff.engine.complex_values import complex_dtype, real_dtype
 from hodiff.engine.context import array_module, get_default_context
 from hodiff.engine.variable import Variable, as_variable
 
-__all__ = ["array_module_of", "as_variables", "check_devices", "wrap"]
+__all__ = ["array_module_of", "as_variables", "check_devices", "refuse_input_mask", "wrap"]
+
+
+def refuse_input_mask(node: Any, mask: Any) -> None:
+    """NNabla's ``node.set_active_input_mask(mask)``: refused, saying how hodiff does it.
+
+    A node's arguments are fixed once it is built (a compiled program, a checkpoint's kept
+    graph, a saved graph hold them), and ``F.add_n`` is a chain of ``add2`` nodes.
+    """
+    raise NotImplementedError(
+        f"{node.name}.set_active_input_mask: NNabla's input masks are not part of hodiff (a "
+        "node's arguments are fixed once it is built; F.add_n is a chain of add2 nodes). "
+        "Build the sum or product of the active inputs, F.add_n(*[x for x, on in zip(xs, "
+        "mask) if on]); to switch inputs at every step of one static graph, weight them by "
+        "0/1 Variables m set through m.d before forward(): F.add_n(*[x * m for x, m in "
+        "zip(xs, ms)]), F.mul_n(*[x * m + (1.0 - m) for x, m in zip(xs, ms)]) (an input "
+        "switched off adds 0, multiplies by 1 and gets a zero gradient)"
+    )
 
 
 def check_devices(name: str, inputs: Sequence[Variable], error: Exception) -> None:

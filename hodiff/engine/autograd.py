@@ -130,9 +130,25 @@ def grad(
     (27.0, 18.0, True)
     """
     if not create_graph:
-        return _grad(outputs, inputs, grad_outputs, allow_unused, False)
+        return Gradients(_grad(outputs, inputs, grad_outputs, allow_unused, False))
     # a static graph's gradient graph keeps the call: reset_shape makes it again
-    return _traced_grad(outputs, inputs, grad_outputs, allow_unused, True)
+    return Gradients(_traced_grad(outputs, inputs, grad_outputs, allow_unused, True))
+
+
+class Gradients(list[Variable]):
+    """:func:`grad`'s result: a list of Variables, one per input. Reading a Variable's
+    attribute on it (``g = hd.grad(y, x); g.d``, the PyTorch habit) says so.
+    """
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise AttributeError(
+            f"'{name}' of hd.grad's result: hd.grad returns a list of Variables, one per "
+            f"input; write (g,) = hd.grad(y, x) or g = hd.grad(y, x)[0], then g.{name}"
+        )
 
 
 def _grad(

@@ -88,8 +88,8 @@ def _changed(where: str, f: Function, which: str, x: Variable) -> str:
     kind = "a leaf" if x.parent is None else f"the output of {x.parent.name}"
     return (
         f"{where}: {f.name} reads its {which} ({kind}, shape {x._shape}, dtype {x._dtype}), "
-        f"but its value was changed after {f.name} computed with it (.d set); call .forward() "
-        "on the output to recompute, or build the graph again"
+        f"but its value was changed after {f.name} computed with it ({CLOCK.writer(x)}); "
+        "call .forward() on the output to recompute, or build the graph again"
     )
 
 

@@ -7,7 +7,8 @@ inputs come from), the time of the forward pass that last computed it
 (``Variable._version``). Besides the times, the clock keeps the epochs that the
 caches of the passes are checked against, so that no cache has to know another:
 
-* ``last_write``: the time of the last user write (``.d = ...``);
+* ``last_write``: the time of the last user write (``.d = ...``, or a hodiff call's
+  in-place write, ``api.mark_written``, whose writer ``writers`` keeps for the message);
 * ``frees``, ``last_free``: how many passes freed values (``clear_buffer``) and the
   time of the last one;
 * ``reshapes``: how many times a leaf's shape was reset (``reset_shape``), 0 for
@@ -46,7 +47,7 @@ class Clock:
     """
 
     __slots__ = (
-        "frees", "last_free", "last_write", "memos", "remakes", "reshapes", "tick", "ticks",
+        "frees", "last_free", "last_write", "memos", "remakes", "reshapes", "tick", "ticks", "writers",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -60,11 +61,20 @@ class Clock:
         self.remakes = 0
         #: a root -> the memo of its graph (``plan.memo``)
         self.memos: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+        #: per Variable a hodiff call wrote in place: ``(time, what wrote it)``
+        self.writers: weakref.WeakKeyDictionary[Any, tuple[int, str]] = weakref.WeakKeyDictionary()
 
     def wrote(self) -> int:
         """A user wrote a value now; returns the time (the value's version)."""
         t = self.last_write = self.tick()
         return t
+
+    def writer(self, v: Any) -> str:
+        """What made the last write of ``v``'s value: the hodiff call that wrote it in place
+        (``writers``), or ``.d set`` for the setter (a later write than the noted one).
+        """
+        note = self.writers.get(v)
+        return note[1] if note is not None and note[0] == getattr(v, "_version", 0) else ".d set"
 
     def freed(self) -> None:
         """A pass frees values (``clear_buffer``): every check of values is due again."""

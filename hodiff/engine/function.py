@@ -89,7 +89,7 @@ import numpy as np
 from hodiff.engine import batching as _batching
 from hodiff.engine import complex_values as _complex
 from hodiff.engine import variable as _variable
-from hodiff.engine.arguments import check_devices, wrap
+from hodiff.engine.arguments import check_devices, refuse_input_mask, wrap
 from hodiff.engine.context import (
     NO_GRAD,
     RAW,
@@ -210,6 +210,7 @@ class Function:
     need_outputs: ClassVar[bool] = False
     differentiable: ClassVar[bool] = True
     name: ClassVar[str] = "function"
+    set_active_input_mask = refuse_input_mask  # NNabla's; says what hodiff does instead
     #: whether a node follows new input shapes after :meth:`Variable.reset_shape` (its
     #: setup runs again): true when its arguments hold nothing computed from the shapes it
     #: was made for. False unless the class says so (``class P(Function, follows_shape=True)``

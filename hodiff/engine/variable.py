@@ -326,8 +326,10 @@ class Variable(ArrayMethods):
 
     def __getstate__(self) -> Any:
         """The slots' state, as pickle's default, without ``_version`` (a time on this
-        process's clock, meaningless in another one).
+        process's clock, meaningless in another one). A leaf only, as ``copy.copy``.
         """
+        if self.parent is not None:
+            raise TypeError(_NO_COPY.format(how="pickle", name=self.parent.name))
         slots = {}
         for c in type(self).__mro__:
             for k in c.__dict__.get("__slots__", ()):

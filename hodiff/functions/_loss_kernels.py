@@ -31,7 +31,8 @@ def check_labels(
     """Checks integer labels ``t`` against ``x_shape``; returns the loss shape (1 on ``axis``)."""
     if t.dtype.kind not in "iu":
         raise TypeError(
-            f"{name}: labels t must be an integer array, got dtype {t.dtype} (shape {t.shape})"
+            f"{name}: labels t must be an integer array, got dtype {t.dtype} (shape {t.shape});"
+            " NNabla's float labels are class indices: pass t.astype(np.int64)"
         )
     kept = (*x_shape[:axis], 1, *x_shape[axis + 1 :])
     dropped = x_shape[:axis] + x_shape[axis + 1 :]

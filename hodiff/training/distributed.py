@@ -403,6 +403,9 @@ class Communicator:
             if isinstance(v.d, np.ndarray) and not v.d.flags.writeable:
                 v.d = np.array(v.d)  # our own copy, written in place below
         self._bcast([v.d for _, v in items], root)
+        if self.size > 1:  # written in place: the nodes computed with the old values are stale
+            for n, v in items:
+                api.mark_written(v, f"the parameter {n!r} written in place by bcast_parameters")
 
     def bcast_arrays(self, arrays: list[Any], root: int = 0) -> None:
         """Overwrites ``arrays`` with ``root``'s, in place (e.g. solver states).

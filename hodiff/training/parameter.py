@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from hodiff.engine import api
 from hodiff.engine.context import array_module, get_default_context
 from hodiff.engine.variable import Variable
 from hodiff.training.archive import read_arrays, write_arrays
@@ -234,7 +235,7 @@ def load_parameters(path: str | os.PathLike[str]) -> None:
     arrays = read_arrays(where, path, "a parameter file of save_parameters")
     prefix = _scope.get()
     with _lock:
-        writes: list[tuple[Variable, Any]] = []
+        writes: list[tuple[str, Variable, Any]] = []
         creates: list[tuple[str, Any]] = []
         for k, a in arrays.items():
             try:
@@ -262,9 +263,10 @@ def load_parameters(path: str | os.PathLike[str]) -> None:
                 )
             else:
                 xp = array_module(p.d)
-                writes.append((p, a if xp is np else xp.asarray(a)))
+                writes.append((full, p, a if xp is np else xp.asarray(a)))
         # everything is checked (and on the device): now write
-        for p, a in writes:
-            p.d[...] = a
+        for full, p, a in writes:
+            p.d[...] = a  # in place: a solver and the caller keep this array
+            api.mark_written(p, f"the parameter {full!r} written in place by load_parameters")
         for full, a in creates:
             _params[full] = Variable.from_array(a, need_grad=True)

@@ -63,7 +63,6 @@ from hodiff.engine import api
 from hodiff.engine.context import array_module
 from hodiff.engine.variable import Variable
 from hodiff.training.archive import read_arrays, write_arrays
-from hodiff.transforms.checkpointing import note_update
 from hodiff.transforms.vectorize import refuse_batched, refuse_inside_vmap
 
 __all__ = ["Adagrad", "Adam", "AdamW", "Momentum", "Nesterov", "RMSprop", "Sgd", "Solver"]
@@ -262,7 +261,10 @@ class Solver:
                 st = self._state_of(k, w)
                 st["t"] += 1
                 self._step(w, g, st, self._tmp(k, w))
-            note_update(p, type(self).__name__, k)  # a checkpoint computed before refuses
+            # the nodes that computed with the old value refuse a reverse pass (checks.py)
+            api.mark_written(
+                p, f"the parameter {k!r} updated in place by {type(self).__name__}.update()"
+            )
 
     def _step(self, w: Any, g: Any, st: dict[str, Any], tmp: Any) -> None:
         raise NotImplementedError

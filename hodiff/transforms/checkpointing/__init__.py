@@ -16,6 +16,5 @@ A package whose data flows one way: each module imports only those before it.
 """
 
 from hodiff.transforms.checkpointing.node import Checkpoint, checkpoint
-from hodiff.transforms.checkpointing.segment import note_update
 
-__all__ = ["Checkpoint", "checkpoint", "note_update"]
+__all__ = ["Checkpoint", "checkpoint"]

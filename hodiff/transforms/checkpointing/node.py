@@ -69,7 +69,6 @@ from hodiff.transforms.checkpointing.segment import (
     Spec,
     alive,
     as_outputs,
-    check_not_updated,
     check_same_externals,
     reached,
     run_needed,
@@ -119,9 +118,10 @@ def checkpoint(f: Callable[..., Any], *args: Any) -> Any:
         TypeError: ``f`` is not callable, or returns something else than Variables of a
             float dtype.
         ValueError: ``f`` returns an empty tuple/list.
-        RuntimeError: in a reverse pass, an input was set through ``.d`` after the
-            checkpoint computed (the version check), or the recomputation differs from
-            the first run (other random calls, output shapes or variables used).
+        RuntimeError: in a reverse pass, an input was set through ``.d`` or written in
+            place by a hodiff API (a solver's ``update()``, ``load_parameters``) after the
+            checkpoint computed (the engine's version check), or the recomputation differs
+            from the first run (other random calls, output shapes or variables used).
 
     >>> import numpy as np, hodiff as hd, hodiff.functions as F
     >>> x = hd.Variable.from_array(np.array([0.5, -1.0]), need_grad=True)
@@ -215,7 +215,6 @@ class Checkpoint(Function, register=False):
 
     def backward_impl(self, inputs: Slots, outputs: Slots, prop_down: Flags, accum: Flags) -> None:
         # gx_i = sum_k (d y_k / d x_i)^T gy_k, by the rules of f's graph, recomputed
-        check_not_updated(self)
         wanted = [i for i, p in enumerate(prop_down) if p]
         if api.is_raw():
             self._backward_values(inputs, outputs, wanted, accum)

@@ -24,11 +24,9 @@ __all__ = [
     "alive",
     "as_outputs",
     "as_variable",
-    "check_not_updated",
     "check_same_externals",
     "describe",
     "grad",
-    "note_update",
     "reached",
     "run_in",
     "run_needed",
@@ -37,10 +35,6 @@ __all__ = [
 
 #: an output's ``(shape, dtype)``
 Spec = tuple[tuple[int, ...], Any]
-
-#: per leaf whose array a solver updated in place (a write the version counter of ``.d =``
-#: does not see): the clock time of the last update, the solver and the parameter's name
-_UPDATED: weakref.WeakKeyDictionary[Variable, tuple[int, str, str]] = weakref.WeakKeyDictionary()
 
 
 def as_outputs(name: str, out: Any) -> tuple[type | None, list[Variable]]:
@@ -55,7 +49,7 @@ def as_outputs(name: str, out: Any) -> tuple[type | None, list[Variable]]:
                 raise TypeError(
                     f"{name}: output {k} of f is a {type(o).__name__}, not a hodiff.Variable"
                 )
-        return type(out), list(out)
+        return (list if isinstance(out, list) else tuple), list(out)
     raise TypeError(
         f"{name}: f must return a Variable or a tuple/list of Variables, got {type(out).__name__}"
     )
@@ -119,35 +113,6 @@ def check_same_externals(node: Any, used: Sequence[Variable]) -> None:
                 f"shape {v.shape}, dtype {v.dtype}), so its gradient would be missing; a "
                 f"checkpointed function must use the same variables every time (it has {n} "
                 "argument(s); pass the variable as one)"
-            )
-
-
-def note_update(v: Variable, solver: str, name: str) -> None:
-    """Records that ``solver`` (e.g. ``"Sgd"``) updated the array of the parameter ``v``
-    (called ``name``) in place now, so that a checkpoint computed before refuses to
-    recompute with the new value (:func:`check_not_updated`).
-    """
-    _UPDATED[v] = (api.clock(), solver, name)
-
-
-def check_not_updated(node: Any) -> None:
-    """Raises when a solver updated an input of ``node`` in place after ``node`` computed.
-
-    The recomputation would run ``f`` with the new value while the outputs and the incoming
-    gradients hold the old one's: the gradient of neither step.
-    """
-    if not _UPDATED:
-        return
-    t = api.computed_at(node)
-    for x in node.inputs:
-        got = _UPDATED.get(x)
-        if got is not None and got[0] > t:
-            _, solver, name = got
-            raise RuntimeError(
-                f"{node.name}: the parameter {name!r} (shape {x.shape}) was updated in place "
-                f"by {solver}.update() after the forward pass; the recomputation would use "
-                "its new value, so the gradient would be that of neither step: call "
-                ".backward() before update(), or compute the forward pass again"
             )
 
 
