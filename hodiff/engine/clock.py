@@ -47,7 +47,8 @@ class Clock:
     """
 
     __slots__ = (
-        "frees", "last_free", "last_write", "memos", "remakes", "reshapes", "tick", "ticks", "writers",
+        "frees", "last_free", "last_write", "memos", "remakes", "reshapes", "tick", "ticks",
+        "writers",
     )  # fmt: skip
 
     def __init__(self) -> None:
