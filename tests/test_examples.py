@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 
 import numpy as np
 import pytest
@@ -133,3 +134,88 @@ def test_pinn_kolmogorov(tmp_path, capsys):
     assert result["rel_l2"] < 3e-3  # against the exact sin(pi x) sin(pi y)
     assert png.stat().st_size > 10_000
     assert "relative L2 error" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------- what the docs say
+DOCS = EXAMPLES.parent / "docs"
+
+
+def _claims():
+    from bench import examples as bench_examples
+
+    return bench_examples
+
+
+def test_every_example_the_docs_name_has_a_check_of_its_numbers():
+    """Each example a page names is run at the docs' size by ``python -m bench.examples``."""
+    bench = _claims()
+    named = set()
+    for page in DOCS.glob("*.md"):
+        named |= set(re.findall(r"examples/(\w+)\.py", page.read_text(encoding="utf-8")))
+    assert named, "no page names an example"
+    missing = sorted(named - set(bench.RUNS) - set(bench.UNQUOTED))
+    assert not missing, f"examples the docs quote without a check of their numbers: {missing}"
+    for name in [*bench.RUNS, *bench.UNQUOTED]:
+        assert (EXAMPLES / f"{name}.py").exists(), name
+
+
+def test_the_docs_state_the_ranges_that_the_full_runs_check():
+    bench = _claims()
+    for name, run in bench.RUNS.items():
+        assert run.claims, name
+        for claim in run.claims:
+            text = " ".join((DOCS / claim.page).read_text(encoding="utf-8").split())
+            assert claim.words in text, f"docs/{claim.page} no longer says {claim.words!r}"
+            assert f"examples/{name}.py" in text, f"docs/{claim.page} does not name {name}"
+            assert claim.low <= claim.high, claim
+
+
+def test_the_full_run_check_reports_a_number_out_of_its_range(capsys, monkeypatch):
+    bench = _claims()
+    run = bench.RUNS["third_derivative"]
+    tight = bench.Claim("hvp.md", "to 1e-12", "error", lambda r: r["tensor"], -1.0, -0.5)
+    monkeypatch.setitem(bench.RUNS, "third_derivative", bench.Run({}, (tight,), None))
+    assert bench.check(["third_derivative"], [0]) == 1
+    assert "OUT OF RANGE" in capsys.readouterr().out
+    monkeypatch.setitem(bench.RUNS, "third_derivative", run)
+    assert bench.check(["third_derivative"], [0]) == 0
+
+
+def test_wgan_gp_mpi_measures_the_ring_as_the_docs_state(monkeypatch):
+    """The example's own measures, on the ring itself: every point near a mode, all 8 modes."""
+    module = load("wgan_gp_mpi")
+    rng = np.random.default_rng(3)
+    ring = module.sample_real(np.random.default_rng(4), 4000)
+    monkeypatch.setattr(module, "generator", lambda z, width: SimpleNamespace(d=ring))
+    m = module.evaluate(rng, width=8)
+    assert m["near"] > 0.999  # 0.25 is 5 standard deviations
+    assert m["modes"] == 8
+    assert m["mean_error"] < 0.1  # 2 / sqrt(4000) is about 0.03
+    np.testing.assert_allclose(np.cov(ring.T), (2 + 0.05**2) * np.eye(2), atol=0.15)
+    assert m["cov_error"] < 0.15
+    one_mode = np.repeat(module.CENTERS[:1], 4000, axis=0).astype(np.float32)
+    monkeypatch.setattr(module, "generator", lambda z, width: SimpleNamespace(d=one_mode))
+    collapsed = module.evaluate(rng, width=8)
+    assert collapsed["modes"] == 1
+    assert collapsed["near"] == 1.0
+    assert collapsed["cov_error"] > 1.9  # all variance lost: (2 + 0.0025) I against 0
+
+
+def test_wgan_gp_mpi_short_run_reports_its_measures(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    from hodiff.distributed import Communicator
+
+    png = tmp_path / "wgan_mpi.png"
+    module = load("wgan_gp_mpi")
+    r = module.main(
+        steps=20, batch=32, n_critic=2, width=16, plot=str(png), comm=Communicator.single_process()
+    )
+    assert len(r["history"]) == 20
+    assert np.all(np.isfinite(r["history"]))
+    assert r["w_tail"] == pytest.approx(np.mean(r["history"][-2:]))
+    assert 0 <= r["near"] <= 1
+    assert 0 <= r["modes"] <= 8
+    assert png.stat().st_size > 10_000
+    out = capsys.readouterr().out
+    assert "modes covered" in out
+    assert "a short run" in out
