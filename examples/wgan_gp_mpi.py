@@ -58,18 +58,22 @@ NEAR = 0.25
 
 def evaluate(rng: np.random.Generator, width: int, n: int = 4000) -> dict[str, Any]:
     """How well ``n`` generated points cover the ring: the fraction of them within ``NEAR`` of
-    a center, the modes that hold at least a quarter of their share (1/32 of the points) so
-    near, and the error of their mean (0 for the ring) and covariance (``(4/2 + 0.05^2) I``).
+    a center, and within ``NEAR`` of the circle of radius 2 through the centers, the modes
+    that hold at least a quarter of their share (1/32 of the points) within ``NEAR``, and
+    the error of their mean (0 for the ring) and covariance (``(4/2 + 0.05^2) I``, spectral
+    norm).
     """
     with hd.no_grad():
         fake = generator(rng.standard_normal((n, 2)).astype(np.float32), width).d
     dist = np.linalg.norm(fake[:, None, :] - CENTERS[None], axis=2)
     near = dist.min(axis=1) < NEAR
+    radius = np.linalg.norm(fake, axis=1)
     share = np.bincount(dist.argmin(axis=1)[near], minlength=8) / n
     cov = np.cov(fake.T) - (2.0 + 0.05**2) * np.eye(2)
     return {
         "samples": fake,
         "near": float(near.mean()),
+        "on_ring": float(np.mean(np.abs(radius - 2.0) < NEAR)),
         "modes": int(np.sum(share >= 1 / 32)),
         "mean_error": float(np.linalg.norm(fake.mean(axis=0))),
         "cov_error": float(np.linalg.norm(cov, 2)),
@@ -128,6 +132,7 @@ def train(
     lr_critic: float = 1e-3,
     lr_gen: float = 1e-3,
     beta1: float = 0.0,
+    decay: bool = True,
     seed: int = 0,
     check: bool = False,
     plot: str | None = None,
@@ -158,18 +163,15 @@ def train(
     solver_c = S.Adam(lr=lr_critic, beta1=beta1, beta2=0.9)
     solver_g.set_parameters(gen)
     solver_c.set_parameters(crit)
-    if load is not None:  # a checkpoint read by rank 0 only, then sent to every rank
-        if comm.rank == 0:
-            hd.load_parameters(f"{load}.params.npz")
-            solver_g.load_states(f"{load}.gen.npz")
-            solver_c.load_states(f"{load}.critic.npz")
-        comm.bcast_parameters(params)
-        comm.bcast_solver_states(solver_g)
-        comm.bcast_solver_states(solver_c)
+    if load is not None:
+        _load(load, comm, params, solver_g, solver_c)
 
     history = []
     t0 = time.perf_counter()
     for step in range(steps):
+        if decay:  # both learning rates fall linearly to 0 over the run, as WGAN-GP's
+            solver_c.set_learning_rate(lr_critic * (1 - step / steps))
+            solver_g.set_learning_rate(lr_gen * (1 - step / steps))
         for _ in range(n_critic):
             real = sample_real(rng, local)
             with hd.no_grad():
@@ -216,6 +218,17 @@ def train(
     if verbose and comm.rank == 0 and steps < FULL_RUN:
         print(SHORT_RUN.format(steps=steps, full=FULL_RUN), flush=True)
     return result
+
+
+def _load(prefix: str, comm: Communicator, params: dict, solver_g: Any, solver_c: Any) -> None:
+    """A checkpoint read by rank 0 only, then sent to every rank."""
+    if comm.rank == 0:
+        hd.load_parameters(f"{prefix}.params.npz")
+        solver_g.load_states(f"{prefix}.gen.npz")
+        solver_c.load_states(f"{prefix}.critic.npz")
+    comm.bcast_parameters(params)
+    comm.bcast_solver_states(solver_g)
+    comm.bcast_solver_states(solver_c)
 
 
 def _plot(path: str, history: list[float], fake: np.ndarray, rng: np.random.Generator) -> None:

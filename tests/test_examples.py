@@ -189,10 +189,18 @@ def test_wgan_gp_mpi_measures_the_ring_as_the_docs_state(monkeypatch):
     monkeypatch.setattr(module, "generator", lambda z, width: SimpleNamespace(d=ring))
     m = module.evaluate(rng, width=8)
     assert m["near"] > 0.999  # 0.25 is 5 standard deviations
+    assert m["on_ring"] > 0.999
     assert m["modes"] == 8
     assert m["mean_error"] < 0.1  # 2 / sqrt(4000) is about 0.03
     np.testing.assert_allclose(np.cov(ring.T), (2 + 0.05**2) * np.eye(2), atol=0.15)
     assert m["cov_error"] < 0.15
+    # a Gaussian blob with the ring's mean and covariance: right moments, off the ring
+    blob = np.sqrt(2.0) * np.random.default_rng(5).standard_normal((4000, 2))
+    monkeypatch.setattr(module, "generator", lambda z, width: SimpleNamespace(d=blob))
+    m = module.evaluate(rng, width=8)
+    assert m["cov_error"] < 0.2
+    assert m["on_ring"] < 0.25  # P(1.75 < r < 2.25) = e^(-1.75^2/4) - e^(-2.25^2/4) = 0.18
+    assert m["near"] < 0.05
     one_mode = np.repeat(module.CENTERS[:1], 4000, axis=0).astype(np.float32)
     monkeypatch.setattr(module, "generator", lambda z, width: SimpleNamespace(d=one_mode))
     collapsed = module.evaluate(rng, width=8)
