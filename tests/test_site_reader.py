@@ -205,7 +205,8 @@ def _markdown_code_spans(text: str) -> list[str]:
     """A Markdown page's inline code spans, outside fenced blocks and ``$...$`` formulas."""
     text = re.sub(r"```.*?```", "", text, flags=re.S)
     text = re.sub(r"\$[^$]*\$", "", text)
-    return [m.group(1) for m in re.finditer(r"(?<!`)`([^`]+)`(?!`)", text)]
+    spans = re.finditer(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", text, flags=re.S)
+    return [m.group(2).strip() for m in spans]
 
 
 def test_maths_in_code_is_found_and_code_is_not() -> None:
@@ -219,6 +220,7 @@ def test_maths_in_code_is_found_and_code_is_not() -> None:
     page.feed("<p><code>J^T u</code> and <code>F.sum</code></p><pre><code>x^2</code></pre>")
     assert page.spans == ["J^T u", "F.sum"]
     assert _markdown_code_spans("`a^2` and $`b^2`$\n```\n`c^2`\n```\n") == ["a^2"]
+    assert _markdown_code_spans("``u u^T`` and `` `x` ``") == ["u u^T", "`x`"]
 
 
 def test_no_narrative_page_writes_maths_as_code() -> None:
