@@ -25,6 +25,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -52,6 +54,11 @@ class Run:
 def _fgsm_gain(r: dict[str, Any]) -> float:
     i = r["eps"].index(0.1)
     return float(r["penalty"]["fgsm"][i] - r["plain"]["fgsm"][i])
+
+
+def _tail_ratio(r: dict[str, Any]) -> float:
+    plain, penalty = (np.percentile(r[k]["grad_norms"], 99) for k in ("plain", "penalty"))
+    return float(plain / penalty)
 
 
 def _wgan_mpi(**kwargs: Any) -> dict[str, Any]:
@@ -112,10 +119,10 @@ RUNS: dict[str, Run] = {
             ),
             Claim(
                 "training.md",
-                "falls by more than 5 times",
-                "largest input gradient, none / penalty",
-                lambda r: float(r["plain"]["grad_norms"].max() / r["penalty"]["grad_norms"].max()),
-                5,
+                "falls by more than 2 times",
+                "99th percentile of input gradients, none / penalty",
+                _tail_ratio,
+                2,
                 1e9,
             ),
             Claim(
