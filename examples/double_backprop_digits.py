@@ -21,6 +21,7 @@ Run: python examples/double_backprop_digits.py      (about 20 s on 2 cores)
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -94,8 +95,9 @@ def train(
         solver.set_parameters(hd.get_parameters())
     curve = []
     epochs_iter = range(epochs)
-    if tqdm is not None:
-        epochs_iter = tqdm(epochs_iter, desc=f"{scope} (lam={lam})", disable=not verbose)
+    if tqdm is not None:  # no bar in a redirected log (it would write an update per epoch)
+        quiet = not verbose or not sys.stderr.isatty()
+        epochs_iter = tqdm(epochs_iter, desc=f"{scope} (lam={lam})", disable=quiet)
     for _ in epochs_iter:
         order = rng.permutation(len(x_train))
         for i in range(0, len(order), batch):

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 
 import numpy as np
 import pytest
@@ -147,3 +148,101 @@ def test_complex_filter(tmp_path, capsys):
         return
     module.plot(results, str(tmp_path / "filter.png"))
     assert (tmp_path / "filter.png").stat().st_size > 10_000
+
+
+# ---------------------------------------------------------------------------- what the docs say
+DOCS = EXAMPLES.parent / "docs"
+
+
+def _claims():
+    from bench import examples as bench_examples
+
+    return bench_examples
+
+
+def test_every_example_the_docs_name_has_a_check_of_its_numbers():
+    """Each example a page names is run at the docs' size by ``python -m bench.examples``."""
+    bench = _claims()
+    named = set()
+    for page in DOCS.glob("*.md"):
+        named |= set(re.findall(r"examples/(\w+)\.py", page.read_text(encoding="utf-8")))
+    assert named, "no page names an example"
+    missing = sorted(named - set(bench.RUNS) - set(bench.UNQUOTED))
+    assert not missing, f"examples the docs quote without a check of their numbers: {missing}"
+    for name in [*bench.RUNS, *bench.UNQUOTED]:
+        assert (EXAMPLES / f"{name}.py").exists(), name
+
+
+def test_the_docs_state_the_ranges_that_the_full_runs_check():
+    bench = _claims()
+    for name, run in bench.RUNS.items():
+        assert run.claims, name
+        for claim in run.claims:
+            text = " ".join((DOCS / claim.page).read_text(encoding="utf-8").split())
+            assert claim.words in text, f"docs/{claim.page} no longer says {claim.words!r}"
+            assert f"examples/{name}.py" in text, f"docs/{claim.page} does not name {name}"
+            assert claim.low <= claim.high, claim
+
+
+def test_the_full_run_check_reports_a_number_out_of_its_range(capsys, monkeypatch):
+    pytest.importorskip("scipy")
+    bench = _claims()
+    small = {"n": 200, "d": 5}  # the check itself, on a small run of the Newton-CG example
+    nit = bench.Claim(
+        "scipy.md", "", "Newton-CG iterations", lambda r: r["Newton-CG"]["nit"], 1, 50
+    )
+    monkeypatch.setitem(bench.RUNS, "newton_cg_logistic", bench.Run(small, (nit,), None))
+    assert bench.check(["newton_cg_logistic"], [0]) == 0
+    assert "OUT OF RANGE" not in capsys.readouterr().out
+    never = bench.Claim("scipy.md", "", "iterations", lambda r: r["Newton-CG"]["nit"], -2, -1)
+    monkeypatch.setitem(bench.RUNS, "newton_cg_logistic", bench.Run(small, (nit, never), None))
+    assert bench.check(["newton_cg_logistic"], [0]) == 1
+    assert "OUT OF RANGE" in capsys.readouterr().out
+
+
+def test_wgan_gp_mpi_measures_the_ring_as_the_docs_state(monkeypatch):
+    """The example's own measures, on the ring itself: every point near a mode, all 8 modes."""
+    module = load("wgan_gp_mpi")
+    rng = np.random.default_rng(3)
+    ring = module.sample_real(np.random.default_rng(4), 4000)
+    monkeypatch.setattr(module, "generator", lambda z, width: SimpleNamespace(d=ring))
+    m = module.evaluate(rng, width=8)
+    assert m["near"] > 0.999  # 0.25 is 5 standard deviations
+    assert m["on_ring"] > 0.999
+    assert m["modes"] == 8
+    assert m["mean_error"] < 0.1  # 2 / sqrt(4000) is about 0.03
+    np.testing.assert_allclose(np.cov(ring.T), (2 + 0.05**2) * np.eye(2), atol=0.15)
+    assert m["cov_error"] < 0.15
+    # a Gaussian blob with the ring's mean and covariance: right moments, off the ring
+    blob = np.sqrt(2.0) * np.random.default_rng(5).standard_normal((4000, 2))
+    monkeypatch.setattr(module, "generator", lambda z, width: SimpleNamespace(d=blob))
+    m = module.evaluate(rng, width=8)
+    assert m["cov_error"] < 0.2
+    assert m["on_ring"] < 0.25  # P(1.75 < r < 2.25) = e^(-1.75^2/4) - e^(-2.25^2/4) = 0.18
+    assert m["near"] < 0.05
+    one_mode = np.repeat(module.CENTERS[:1], 4000, axis=0).astype(np.float32)
+    monkeypatch.setattr(module, "generator", lambda z, width: SimpleNamespace(d=one_mode))
+    collapsed = module.evaluate(rng, width=8)
+    assert collapsed["modes"] == 1
+    assert collapsed["near"] == 1.0
+    assert collapsed["cov_error"] > 1.9  # all variance lost: (2 + 0.0025) I against 0
+
+
+def test_wgan_gp_mpi_short_run_reports_its_measures(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    from hodiff.distributed import Communicator
+
+    png = tmp_path / "wgan_mpi.png"
+    module = load("wgan_gp_mpi")
+    r = module.main(
+        steps=20, batch=32, n_critic=2, width=16, plot=str(png), comm=Communicator.single_process()
+    )
+    assert len(r["history"]) == 20
+    assert np.all(np.isfinite(r["history"]))
+    assert r["w_tail"] == pytest.approx(np.mean(r["history"][-2:]))
+    assert 0 <= r["near"] <= 1
+    assert 0 <= r["modes"] <= 8
+    assert png.stat().st_size > 10_000
+    out = capsys.readouterr().out
+    assert "modes covered" in out
+    assert "a short run" in out

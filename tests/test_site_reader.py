@@ -151,6 +151,108 @@ def test_formulas_are_typeset_the_same_way_on_narrative_and_api_pages(site) -> N
     assert (site / "javascripts" / "mathjax" / "tex-mml-chtml.js").exists()  # offline
 
 
+# Mathematics written as code where the page should typeset it: a power or transpose (h^3, J^T),
+# an indexed sum (sum_i), an inner product <J v, u>, a function of maths applied to a formula
+# (sin(pi x), not a call with keywords), pi, a derivative d/dx or dS/dz, J v and H v, a norm
+# ||x||. A small list: enough to keep a page from drifting back to code-span formulas.
+_MATH_IN_CODE = re.compile(
+    r"(?<![\w.])[A-Za-z]\w*\^[\w({-]"
+    r"|(?<![\w.])sum_[a-z]\b"
+    r"|<[^<>`]*\b[A-Za-z]\b[^<>`]*,[^<>`]*>"
+    r"|(?<![\w.])(?:sin|cos|tanh|exp|log|sqrt|trace)\((?![^)]*=)"
+    r"|(?<![\w.])pi\b"
+    r"|(?<![\w.])d\w*\s?/\s?d\w"
+    r"|(?<![\w.])[JH] [uvx]\b"
+    r"|\|\|"
+)
+# The pages of measured workloads name the code each workload runs (an expression of F calls).
+_CODE_FORMULA_PAGES = frozenset({"performance", "compile"})
+
+
+class _InlineCode(html.parser.HTMLParser):
+    """The text of every inline ``<code>`` (one not inside a ``<pre>``) of a page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.spans: list[str] = []
+        self._pre = 0
+        self._code: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "pre":
+            self._pre += 1
+        elif tag == "code" and not self._pre:
+            self._code = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "pre":
+            self._pre -= 1
+        elif tag == "code" and self._code is not None:
+            self.spans.append("".join(self._code))
+            self._code = None
+
+    def handle_data(self, data: str) -> None:
+        if self._code is not None:
+            self._code.append(data)
+
+
+def maths_in_code(spans: list[str]) -> list[str]:
+    """The code spans that hold a formula (``_MATH_IN_CODE``)."""
+    return [s for s in spans if _MATH_IN_CODE.search(s)]
+
+
+def _markdown_code_spans(text: str) -> list[str]:
+    """A Markdown page's inline code spans, outside fenced blocks and ``$...$`` formulas."""
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    text = re.sub(r"\$[^$]*\$", "", text)
+    spans = re.finditer(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", text, flags=re.S)
+    return [m.group(2).strip() for m in spans]
+
+
+def test_maths_in_code_is_found_and_code_is_not() -> None:
+    maths = ["J^T u", "sum_i d^2 f / dx_i^2", "<J v, u>", "sin(pi x)", "trace(S^T H S)", "J v"]
+    maths += ["-Laplace(u) = 2 pi^2 f", "||g|| - 1", "dS/dz", "h^3", "e^-x"]
+    code = ["F.sin(x)", "np.pi * x", "sum_pooling", "hd.jvp(f, x, v)", "x.shape", "seed >= 0"]
+    code += ["trace(loss, params, n_samples=100)", "F.tanh(x)", "a[0]", "(N, D, R)", "1e-4"]
+    assert maths_in_code(maths) == maths
+    assert maths_in_code(code) == []
+    page = _InlineCode()
+    page.feed("<p><code>J^T u</code> and <code>F.sum</code></p><pre><code>x^2</code></pre>")
+    assert page.spans == ["J^T u", "F.sum"]
+    assert _markdown_code_spans("`a^2` and $`b^2`$\n```\n`c^2`\n```\n") == ["a^2"]
+    assert _markdown_code_spans("``u u^T`` and `` `x` ``") == ["u u^T", "`x`"]
+
+
+def test_no_narrative_page_writes_maths_as_code() -> None:
+    found = {}
+    for path in sorted(DOCS.glob("*.md")):
+        if path.stem in _CODE_FORMULA_PAGES or path.name == "functions.md":
+            continue  # functions.md: the plain-text table for readers of the repository
+        spans = maths_in_code(_markdown_code_spans(path.read_text(encoding="utf-8")))
+        if spans:
+            found[path.name] = spans[:4]
+    assert not found, f"write these as $...$ formulas: {found}"
+
+
+def test_no_narrative_page_of_the_site_shows_maths_as_code(site) -> None:
+    found = {}
+    for path in sorted(site.glob("*.html")):  # the narrative pages (the API under api/)
+        if path.stem in _CODE_FORMULA_PAGES or path.stem in ("404", "functions"):
+            continue
+        page = _InlineCode()
+        page.feed(path.read_text(encoding="utf-8"))
+        if maths_in_code(page.spans):
+            found[path.name] = maths_in_code(page.spans)[:4]
+    assert not found, f"formulas in code spans: {found}"
+
+
+def test_long_code_lines_wrap_instead_of_being_cut() -> None:
+    css = re.sub(r"/\*.*?\*/", "", (DOCS / "stylesheets" / "extra.css").read_text(), flags=re.S)
+    rule = re.search(r"\.md-typeset pre > code\s*\{([^}]*)\}", css)
+    assert rule, "no rule for the site's code blocks"
+    assert re.search(r"white-space:\s*pre-wrap", rule.group(1))
+
+
 def _page(site: pathlib.Path, name: str) -> _Page:
     page = _Page()
     page.feed((site / name).read_text(encoding="utf-8"))
