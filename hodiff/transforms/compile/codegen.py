@@ -162,6 +162,9 @@ class Vector:
     isa: str
     symbols: frozenset[str]
 
+    def __str__(self) -> str:  # the same in every process (a cache key's part)
+        return f"vectors of {self.bits} bits ({self.isa}): {' '.join(sorted(self.symbols))}"
+
     def lanes(self, t: str) -> int:
         return self.bits // (64 if t == "double" else 32)
 

@@ -131,9 +131,12 @@ def simplify(prog: Program) -> Program:
     alias: dict[int, int] = {}
 
     def find(s: int) -> int:
-        while s in alias:
-            s = alias[s]
-        return s
+        root = s
+        while root in alias:
+            root = alias[root]
+        while s != root:  # path compression: the next find of s is one lookup
+            alias[s], s = root, alias[s]
+        return root
 
     producer: dict[int, Step] = {}
     seen: dict[Any, tuple[int, ...]] = {}
