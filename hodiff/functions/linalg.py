@@ -338,10 +338,19 @@ class BatchMatmul(Function, follows_shape=True):
             inputs[1].store(gb, accum[1])
 
     def batch_rule(self, inputs: Sequence[Any], axes: Sequence[int | None]) -> Any:
+        # one GEMM when one operand is shared: the batch folds into the other's rows (op(a)'s
+        # rows; or, for y_i = A b_i with b_i a column, y_i^T = b_i^T A^T: the rows of b)
         a, b = inputs
-        if axes[1] is None and b.ndim == 2 and not self.transpose_a:  # fold the batch into rows
-            y = self(_array.reshape(a, (-1, a.shape[-1])), b)
-            return _array.reshape(y, (*a.shape[:-1], y.shape[-1]))
+        ta, tb = self.transpose_a, self.transpose_b
+        if axes[1] is None and b.ndim == 2 and (not ta or a.shape[-1] == 1):
+            q = a.shape[-2] if ta else a.shape[-1]  # op(a_i) (p, q): p = 1 when transposed
+            y = _batching.renew(self, transpose_a=False)(_array.reshape(a, (-1, q)), b)
+            rows = a.shape[:-2] + ((1,) if ta else a.shape[-2:-1])
+            return _array.reshape(y, (*rows, y.shape[-1]))
+        if axes[0] is None and a.ndim == 2 and b.shape[-2 if tb else -1] == 1:
+            q = b.shape[-1 if tb else -2]  # op(b_i) is (q, 1): b's rows are the b_i^T
+            z = BatchMatmul(transpose_b=not ta)(_array.reshape(b, (-1, q)), a)  # (B, p)
+            return _array.reshape(z, (*b.shape[:-2], z.shape[-1], 1))
         return _batching.elementwise(self, inputs, axes)  # batch axes broadcast like elementwise
 
 

@@ -16,12 +16,17 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import hashlib
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from hodiff.transforms.compile import codegen
+from hodiff.transforms.compile.codegen import FUNCTIONS, Vector
 
 __all__ = ["Machine", "available", "cache_dir", "load"]
 
@@ -53,16 +58,20 @@ class Machine:
 
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
-        libm = ctypes.util.find_library("m")
+        libm = _library("libm.so.6", "m")
         if libm:
             llvm.load_library_permanently(libm)  # tanh, log1p, ... for the kernels' calls
         self.llvm = llvm
         self.cpu = llvm.get_host_cpu_name()
-        self.features = llvm.get_host_cpu_features().flatten()
+        features = llvm.get_host_cpu_features()
+        self.features = features.flatten()
+        self.vector = _vector(llvm, features)
         self.target = llvm.Target.from_default_triple()
         self.tm = self.target_machine()
         triple = self.target.triple
-        self.version = f"llvmlite {llvmlite.__version__} {triple} {self.cpu} {self.features}"
+        self.version = (
+            f"llvmlite {llvmlite.__version__} {triple} {self.cpu} {self.features} {self.vector}"
+        )
 
     def target_machine(self) -> Any:
         """A target machine for the host (an execution engine owns the one it is given)."""
@@ -85,6 +94,49 @@ class Machine:
         pb = llvm.create_pass_builder(self.tm, pto)
         pb.getModulePassManager().run(mod, pb)
         return bytes(self.tm.emit_object(mod))
+
+
+def _library(soname: str, name: str) -> str | None:
+    """A shared library's name for dlopen: ``soname`` if it loads, else the one found."""
+    try:
+        ctypes.CDLL(soname)
+    except OSError:
+        return ctypes.util.find_library(name)
+    return soname
+
+
+#: libm's functions the kernels call, and their arity (``pow``: the ``**`` operator)
+_VECTOR_MATH = {**{f.removeprefix("llvm."): k for f, k in FUNCTIONS.values() if f}, "pow": 2}
+_VECTOR_MATH.pop("sqrt")  # an instruction on vectors
+_VECTOR_MATH.pop("fabs")
+
+
+def _vector(llvm: Any, features: Any) -> Vector | None:
+    """The vectors of the main loops, decided here: AVX-512 (8 doubles) or AVX2 (4) with
+    the functions glibc's libmvec has (the others run lane by lane); None (scalar loops)
+    without libmvec or either instruction set.
+    """
+    if features.get("avx512f"):
+        bits, isa = 512, "e"
+    elif features.get("avx2") and features.get("fma"):
+        bits, isa = 256, "d"
+    else:
+        return None
+    soname = _library("libmvec.so.1", "mvec")
+    if soname is None:
+        return None
+    lib = ctypes.CDLL(soname)
+    v = Vector(bits, isa, frozenset())
+    have = frozenset(
+        sym
+        for name, arity in _VECTOR_MATH.items()
+        for t in ("double", "float")
+        if hasattr(lib, sym := v.symbol(name, t, arity))
+    )
+    if not have:
+        return None
+    llvm.load_library_permanently(soname)
+    return Vector(bits, isa, have)
 
 
 class Loaded:
@@ -125,20 +177,29 @@ def _write(path: Path, obj: bytes) -> None:
         pass  # a read-only or full disk: the program runs, the next process compiles again
 
 
-def load(ir: str) -> tuple[Loaded, float, bool]:
-    """The module ``ir`` compiled (or read from the disk cache) and loaded: (code, seconds
-    spent compiling or reading, whether it came from the cache).
+def load(description: str, ir: Callable[[], str]) -> tuple[Loaded, float, bool]:
+    """The module ``ir()`` compiled (or read from the disk cache) and loaded: (code, seconds
+    spent compiling or reading, whether it came from the cache). ``description`` determines
+    the module given the code generator (its kernels' members, shapes, dtypes, vectors): the
+    key hashes it with the generator's source and the machine, so a hit costs no IR.
     """
     t0 = time.perf_counter()
     machine = Machine.get()
-    key = hashlib.sha256(f"{machine.version}\n{ir}".encode()).hexdigest()
+    text = f"{machine.version}\n{_generator()}\n{description}"
+    key = hashlib.sha256(text.encode()).hexdigest()
     path = cache_dir() / f"{key}.o"
     obj = _read(path)
     hit = obj is not None
     if obj is None:
-        obj = machine.compile(ir)
+        obj = machine.compile(ir())
         _write(path, obj)
     return Loaded(machine, obj), time.perf_counter() - t0, hit
+
+
+@functools.cache
+def _generator() -> str:
+    """The digest of the code generator's source (a new generator: new keys)."""
+    return hashlib.sha256(Path(codegen.__file__).read_bytes()).hexdigest()
 
 
 def call_kernel(address: int) -> Any:

@@ -211,7 +211,7 @@ def _build(
         backend,
         prog.nodes_before,
         len(prog.steps),
-        fused.kernel_sizes(prog) if backend == "fused" else [1] * len(prog.steps),
+        [] if backend == "fused" else [1] * len(prog.steps),  # "fused": known once lowered
         0.0,
         constants=len(prog.constants),
     )
@@ -345,9 +345,7 @@ class Jit:
     def lower(self, *args: Any) -> Stats:
         """What compiling ``f`` for these arguments' signature did (records it if needed)."""
         _, built, _ = self._built(args)
-        if built.replay is None:  # schedule and generate without running
-            built.stats.peak_values = schedule(built.prog).peak
-        return built.stats
+        return _planned(built)
 
     def vjp(self, built: Built, wanted: tuple[int, ...]) -> Jit:
         """The compiled ``(x, ybar) -> J^T ybar`` for the node inputs ``wanted``."""
@@ -356,6 +354,15 @@ class Jit:
         if g is None:
             g = self.vjps[key] = Jit(_vjp_of(self.f, built, wanted), self.backend, self.check)
         return g
+
+
+def _planned(built: Built) -> Stats:
+    """``built``'s stats, its registers and kernels planned if it never ran."""
+    if built.replay is None:  # schedule (and cluster) without running
+        built.stats.peak_values = schedule(built.prog).peak
+        if built.stats.backend == "fused":
+            built.stats.kernels = fused.kernel_sizes(built.prog)
+    return built.stats
 
 
 def _value(v: Variable) -> Any:
@@ -444,9 +451,7 @@ class StaticProgram:
         if self.built is None:
             self._build()
         assert self.built is not None
-        if self.built.replay is None:
-            self.built.stats.peak_values = schedule(self.built.prog).peak
-        return self.built.stats
+        return _planned(self.built)
 
 
 def compile(outputs: Any, *, backend: str = "auto", check: bool = False) -> StaticProgram:

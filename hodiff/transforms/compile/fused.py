@@ -114,6 +114,16 @@ def _stored(prog: Program, order: list[int | Cluster]) -> dict[int, set[int]]:
     return readers
 
 
+def _description(kernels: list[tuple[Any, ...]]) -> str:
+    """What determines the module's text: each kernel's name, loop, inputs, members, stores."""
+    parts = []
+    for name, shape, dtype, specs, members, stored in kernels:
+        ins = [(tuple(s), np.dtype(d).str) for s, d in specs]
+        ms = [(m.expr, sorted(m.attributes.items()), m.args) for m in members]
+        parts.append(repr((name, tuple(shape), np.dtype(dtype).str, ins, ms, stored)))
+    return "\n".join(parts)
+
+
 def kernel_sizes(prog: Program) -> list[int]:
     """The size in nodes of each step of the fused program (a cluster: its members)."""
     return [1 if isinstance(item, int) else len(item.steps) for item in clusters(prog)]
@@ -126,8 +136,7 @@ def fuse(prog: Program) -> tuple[Program, float, bool]:
     order = clusters(prog)
     readers = _stored(prog, order)
     steps: list[Step] = []
-    kernels: list[str] = []
-    declares: set[str] = set()
+    kernels: list[tuple[Any, ...]] = []
     fused: list[FusedKernel] = []
     for p, item in enumerate(order):
         if isinstance(item, int):
@@ -142,13 +151,23 @@ def fuse(prog: Program) -> tuple[Program, float, bool]:
                 stored.append(j)
         name = f"k{len(fused)}"
         specs = [prog.specs[s] for s in ins]
-        kernels.append(kernel_ir(name, item.shape, item.dtype, specs, members, stored, declares))
+        kernels.append((name, item.shape, item.dtype, specs, members, stored))
         k = FusedKernel(name, len(item.steps), specs, [prog.specs[o] for o in outs])
         fused.append(k)
         steps.append(Step(k, tuple(ins), tuple(outs)))  # type: ignore[arg-type]
     seconds, hit = 0.0, True
     if fused:
-        code, seconds, hit = cache.load(module_ir(kernels, declares))
+        vector = cache.Machine.get().vector
+
+        def ir() -> str:
+            declares: set[str] = set()
+            texts = [
+                kernel_ir(name, shape, dtype, specs, members, stored, declares, vector)
+                for name, shape, dtype, specs, members, stored in kernels
+            ]
+            return module_ir(texts, declares)
+
+        code, seconds, hit = cache.load(f"{vector}\n{_description(kernels)}", ir)
         for k in fused:
             k.link(code)
     return dataclasses.replace(prog, steps=steps), seconds, hit
@@ -163,6 +182,7 @@ def lowered(prog: Program, stats: Any, values: Sequence[Any]) -> Program:
         type(v) is not np.ndarray and not isinstance(v, np.generic | float | int | bool)
         for v in values
     ):
+        stats.kernels = [1] * len(prog.steps)  # every step replayed
         return prog
     fused, seconds, hit = fuse(prog)
     stats.kernels = [getattr(s.node, "size", 1) for s in fused.steps]

@@ -41,9 +41,17 @@ class _UnhashableError(Exception):
     """A static argument with no value key (an object): the step is not merged."""
 
 
+_ATOMS = frozenset((type(None), str, bool, int, float, complex))
+
+
 def _frozen(a: Any) -> Any:
     """A hashable key equal for equal static arguments (type included: 1, 1.0, True differ)."""
-    if a is None or isinstance(a, str | bool | int | float | complex | np.generic | np.dtype):
+    kind = type(a)
+    if kind in _ATOMS:
+        return (kind, a)
+    if kind is tuple and not a:
+        return (tuple,)
+    if isinstance(a, np.generic | np.dtype):
         return (type(a).__name__, a if not isinstance(a, np.dtype) else a.str)
     if isinstance(a, tuple | list):
         return (type(a).__name__, *(_frozen(b) for b in a))
@@ -123,9 +131,12 @@ def simplify(prog: Program) -> Program:
     alias: dict[int, int] = {}
 
     def find(s: int) -> int:
-        while s in alias:
-            s = alias[s]
-        return s
+        root = s
+        while root in alias:
+            root = alias[root]
+        while s != root:  # path compression: the next find of s is one lookup
+            alias[s], s = root, alias[s]
+        return root
 
     producer: dict[int, Step] = {}
     seen: dict[Any, tuple[int, ...]] = {}
