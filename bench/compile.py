@@ -210,6 +210,13 @@ def all_workloads(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
+def _label(row: dict[str, Any]) -> str:
+    """A bar's label: the workload's id and its title, cut to fit the margin."""
+    title = str(row.get("title", ""))
+    title = title if len(title) <= 38 else title[:37] + "\u2026"
+    return f"{row['task']}  {title}".strip()
+
+
 def plot(rows: list[dict[str, Any]], path: str) -> None:
     """Horizontal bars per task: hd.jit's and jax.jit's time relative to hodiff eager."""
     import matplotlib
@@ -218,17 +225,18 @@ def plot(rows: list[dict[str, Any]], path: str) -> None:
     import matplotlib.pyplot as plt
 
     rows = [r for r in rows if r.get("hodiff")]
-    fig, ax = plt.subplots(figsize=(7, 0.32 * len(rows) + 1.4))
+    fig, ax = plt.subplots(figsize=(9, 0.32 * len(rows) + 1.4))
     ys = np.arange(len(rows))[::-1]
     h = 0.38
     jit = [r["hd.jit"] / r["hodiff"] for r in rows]
     jax = [r["jax"] / r["hodiff"] if r.get("jax") else np.nan for r in rows]
-    ax.barh(ys + h / 2, jit, h, color="#9467bd", label='hodiff hd.jit (backend "replay")')
+    backend = "fused" if importlib.util.find_spec("llvmlite") is not None else "replay"
+    ax.barh(ys + h / 2, jit, h, color="#9467bd", label=f'hodiff hd.jit (backend "{backend}")')
     ax.barh(ys - h / 2, jax, h, color="#1f77b4", label="jax.jit")
     ax.axvline(1.0, color="#d62728", lw=1.2, label="hodiff eager = 1")
     ax.set_xscale("log")
     ax.set_yticks(ys)
-    ax.set_yticklabels([r["task"] for r in rows], fontsize=8)
+    ax.set_yticklabels([_label(r) for r in rows], fontsize=8)
     ax.set_xlabel("time per call relative to hodiff eager (log scale; < 1 is faster)")
     ax.set_ylabel("workload")
     ax.set_title("Compiled (hd.jit) vs eager vs jax.jit, one CPU thread, float64", fontsize=9)
