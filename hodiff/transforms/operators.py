@@ -205,6 +205,12 @@ def _check(name: str, method: str, batch_axis: Any, num_samples: Any) -> None:
 
 
 def _point(name: str, x: Any, keep: bool) -> Variable:
+    if np.dtype(getattr(x, "dtype", np.float64)).kind == "c":
+        raise TypeError(
+            f"{name}: x has dtype {x.dtype}; the operator is taken in real coordinates: pass "
+            "the real and imaginary parts as a real x, and make them complex inside f "
+            "(F.complex(re, im))"
+        )
     if isinstance(x, Variable):
         if x.dtype.kind != "f":
             raise TypeError(f"{name}: x must be a float Variable, got dtype {x.dtype}")
@@ -352,6 +358,10 @@ def _nested_laplacian(
     """The reference: ``sum_i (H e_i)_i`` by Hessian-vector products (reverse over reverse);
     with ``weights`` ``S``, ``sum_r s_r^T H s_r`` over its columns ``s_r``.
     """
+    if _complex_valued(f, xv):  # the Laplacian is real-linear in f: of Re f, plus i of Im f
+        re = _nested_laplacian(lambda z: F.real(f(z)), xv, batch_axis, record, weights)
+        im = _nested_laplacian(lambda z: F.imag(f(z)), xv, batch_axis, record, weights)
+        return F.complex(re, im) if record else re + 1j * im
     if weights is not None:
         return _nested_weighted(f, xv, batch_axis, record, weights)
     shape = _per_datum(xv, batch_axis)
@@ -387,6 +397,12 @@ def _nested_laplacian(
         z = xp.zeros((xv.shape[0],) if batch_axis == 0 else (), dtype=xv.dtype)
         return Variable.from_array(z)
     return acc
+
+
+def _complex_valued(f: Callable[[Variable], Variable], xv: Variable) -> bool:
+    """Whether ``f`` returns complex values at ``xv`` (one evaluation)."""
+    y = f(xv)
+    return isinstance(y, Variable) and y.dtype.kind == "c"
 
 
 def _nested_weighted(
