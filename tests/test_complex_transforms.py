@@ -364,3 +364,94 @@ def test_complex_valued_functions_of_real_inputs_need_no_promise() -> None:
     np.testing.assert_allclose(h, want, rtol=1e-12)
     jv = hd.vmap(lambda x: hd.jacobian(lambda v: F.exp(v * c), x))(np.stack([x0, 2 * x0]))
     np.testing.assert_allclose(jv.d[1], np.diag(c * np.exp(2 * c * x0)), rtol=1e-13)
+
+
+# ---------------------------------------------------------------- gradcheck
+def test_gradcheck_checks_real_and_imaginary_parts_at_every_order() -> None:
+    z0 = _cplx(3)
+    report = hd.gradcheck(_real_loss, z0, order=3)
+    parts = {(r.input, r.part, r.order) for r in report.rows}
+    assert parts == {(0, p, k) for p in ("re", "im") for k in (1, 2, 3)}
+    # the analytic values of order 1 are hd.grad's: Re g along x, -Im g along y
+    g = _grad_of(_real_loss)(z0)
+    rows = {(r.part, r.element): r.analytic for r in report.rows if r.order == 1}
+    u = np.random.default_rng(0).standard_normal(())  # the check's weight of a scalar f
+    for j in range(3):
+        np.testing.assert_allclose(rows[("re", (j,))], u * g[j].real, rtol=1e-12)
+        np.testing.assert_allclose(rows[("im", (j,))], -u * g[j].imag, rtol=1e-12)
+    assert "0.re" in str(report)
+    assert "0.im" in str(report)
+
+
+def test_gradcheck_of_a_complex_valued_f_and_mixed_inputs() -> None:
+    x0, z0 = RNG.normal(size=2), _cplx(2)
+    report = hd.gradcheck(lambda x, z: F.exp(x * z) * F.conj(z), (x0, z0), order=2)
+    assert {(r.input, r.part) for r in report.rows} == {(0, ""), (1, "re"), (1, "im")}
+    assert hd.gradcheck(lambda x: F.exp(x * (1 + 2j)), x0, order=3)
+
+
+class _WrongImag(hd.Function):
+    """``y = z^2`` whose rule conjugates: ``gz = gy conj(2 z)`` (right for real z only)."""
+
+    complex_values = "holomorphic"
+
+    def forward_impl(self, inputs: Any, outputs: Any) -> None:
+        outputs[0] = inputs[0] * inputs[0]
+
+    def backward_impl(self, inputs: Any, outputs: Any, prop_down: Any, accum: Any) -> None:
+        if prop_down[0]:
+            gz = outputs[0].grad * F.conj(inputs[0].data) * 2.0
+            inputs[0].store(gz, accum[0])
+
+
+def test_gradcheck_catches_a_rule_wrong_for_complex_values_only() -> None:
+    x0 = RNG.normal(size=3)
+    assert hd.gradcheck(lambda x: _WrongImag()(x), x0, order=1)  # real: right
+    report = hd.gradcheck(lambda z: _WrongImag()(z), _cplx(3), raise_exception=False)
+    assert not report
+    assert {r.part for r in report.failures()} <= {"re", "im"}
+    with pytest.raises(hd.GradcheckError, match=r"0\.(re|im)"):
+        hd.gradcheck(lambda z: _WrongImag()(z), _cplx(3))
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        lambda z: F.abs(z) ** 2,
+        F.conj,
+        lambda z: F.real(z) * z,
+        lambda z: F.sum(F.abs(z)),
+    ],
+    ids=["abs2", "conj", "real_times_z", "sum_abs"],
+)
+def test_gradcheck_refuses_a_false_holomorphic_promise(f: Callable[..., Any]) -> None:
+    z0 = _cplx(2, 2)
+    report = hd.gradcheck(f, z0, holomorphic=True, raise_exception=False)
+    bad = report.failures()
+    assert bad
+    assert all(r.part == "C-R" for r in bad)  # the derivatives themselves are right
+    assert {r.element for r in bad} <= {(i, j) for i in range(2) for j in range(2)}
+    with pytest.raises(hd.GradcheckError, match=r"0\.C-R"):
+        hd.gradcheck(f, z0, holomorphic=True)
+
+
+def test_gradcheck_names_the_input_and_element_where_holomorphy_fails() -> None:
+    # holomorphic in z[0] and z[2]; conj in z[1]; x real (not checked for it)
+    def f(x: Any, z: Any) -> Any:
+        mask = np.array([0.0, 1.0, 0.0])
+        return F.exp(z) * (1 - mask) + F.conj(z) * mask + x
+
+    report = hd.gradcheck(
+        f, (RNG.normal(size=3), _cplx(3)), holomorphic=True, raise_exception=False
+    )
+    assert [(r.input, r.element) for r in report.failures()] == [(1, (1,))]
+
+
+@pytest.mark.parametrize(
+    "f",
+    [lambda z: F.exp(z) * z, lambda z: F.sin(z) / (z + 3.0), lambda z: z**3 + F.log(z)],
+    ids=["exp_z", "sin_quotient", "cube_log"],
+)
+def test_gradcheck_keeps_a_true_holomorphic_promise(f: Callable[..., Any]) -> None:
+    report = hd.gradcheck(f, _cplx(3) + 0.5, order=2, holomorphic=True)
+    assert sum(1 for r in report.rows if r.part == "C-R") == 3
