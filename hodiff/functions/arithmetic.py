@@ -291,6 +291,7 @@ class PowScalar(_Scalar):
 
 
 class RSubScalar(_Scalar):
+    name = "r_sub_scalar"  # the public F.r_sub_scalar
     complex_values = "holomorphic"
     need_inputs = False
 
@@ -307,6 +308,7 @@ class RSubScalar(_Scalar):
 
 
 class RDivScalar(_Scalar):
+    name = "r_div_scalar"  # the public F.r_div_scalar
     complex_values = "holomorphic"
     taylor = "elementwise"
 
@@ -324,6 +326,7 @@ class RDivScalar(_Scalar):
 
 
 class RPowScalar(_Scalar):
+    name = "r_pow_scalar"  # the public F.r_pow_scalar
     complex_values = "holomorphic"
     need_inputs = False
     need_outputs = True
@@ -348,7 +351,7 @@ class RPowScalar(_Scalar):
 
 
 def _abs(x: Any) -> Any:
-    return Abs()(x)
+    return abs(x)  # |x| of a complex x too (a rule's mask of where x is not 0)
 
 
 class _Extremum2(_Binary, register=False):

@@ -113,6 +113,8 @@ class _GradNode(Function, register=False, follows_shape=True, follows_rank=True)
 class TanhBackward(_GradNode):
     """``gx = gy (1 - y^2)``, the backward of ``y = tanh(x)``."""
 
+    complex_values = "holomorphic"  # a polynomial in gy and y
+
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = _tanh_backward(inputs[0], inputs[1])
 
