@@ -455,3 +455,50 @@ def test_gradcheck_names_the_input_and_element_where_holomorphy_fails() -> None:
 def test_gradcheck_keeps_a_true_holomorphic_promise(f: Callable[..., Any]) -> None:
     report = hd.gradcheck(f, _cplx(3) + 0.5, order=2, holomorphic=True)
     assert sum(1 for r in report.rows if r.part == "C-R") == 3
+
+
+# ---------------------------------------------------------------- check_function
+class _Cube(hd.Function):
+    """``y = z^3`` of complex ``z``: ``gz = 3 gy z^2`` (holomorphic: the real rule)."""
+
+    complex_values = "holomorphic"
+
+    def forward_impl(self, inputs: Any, outputs: Any) -> None:
+        outputs[0] = inputs[0] ** 3
+
+    def backward_impl(self, inputs: Any, outputs: Any, prop_down: Any, accum: Any) -> None:
+        if prop_down[0]:
+            x = inputs[0].data
+            inputs[0].store(outputs[0].grad * (x * x) * 3.0, accum[0])
+
+
+class _ConjugatedCube(_Cube):
+    """The rule a PyTorch habit writes: ``gz = 3 gy conj(z)^2`` (wrong in this convention)."""
+
+    def backward_impl(self, inputs: Any, outputs: Any, prop_down: Any, accum: Any) -> None:
+        if prop_down[0]:
+            x = F.conj(inputs[0].data)
+            inputs[0].store(outputs[0].grad * (x * x) * 3.0, accum[0])
+
+
+def test_check_function_passes_a_holomorphic_primitive() -> None:
+    from hodiff.testing import check_function
+
+    report = check_function(_Cube(), _cplx(3))
+    assert report.passed
+    assert [r.ok for r in report.rows] == [True] * len(report.rows)
+    assert len(report.rows) == 9  # every property ran, none skipped for complex values
+
+
+def test_check_function_fails_a_conjugated_rule_naming_the_part() -> None:
+    from hodiff.testing import check_function
+
+    report = check_function(_ConjugatedCube(), _cplx(3), raise_exception=False)
+    assert not report.passed
+    failed = {r.property for r in report.failures()}
+    assert {"finite differences, order 1", "finite differences, order 2"} <= failed
+    assert "part)" in report.failures()[0].detail
+    with pytest.raises(hd.GradcheckError, match="finite differences, order 1"):
+        check_function(_ConjugatedCube(), _cplx(3))
+    # on real inputs the two rules agree: only complex values tell them apart
+    assert check_function(_ConjugatedCube(), RNG.normal(size=3))
