@@ -18,6 +18,7 @@ import numpy as np
 from hodiff import functions as F
 from hodiff.engine.arguments import array_module_of
 from hodiff.engine.autograd import grad
+from hodiff.engine.context import auto_forward
 from hodiff.engine.tracing import traced
 from hodiff.engine.variable import Variable
 from hodiff.transforms import taylor as _taylor
@@ -358,10 +359,12 @@ def _nested_laplacian(
     """The reference: ``sum_i (H e_i)_i`` by Hessian-vector products (reverse over reverse);
     with ``weights`` ``S``, ``sum_r s_r^T H s_r`` over its columns ``s_r``.
     """
-    if _complex_valued(f, xv):  # the Laplacian is real-linear in f: of Re f, plus i of Im f
-        re = _nested_laplacian(lambda z: F.real(f(z)), xv, batch_axis, record, weights)
-        im = _nested_laplacian(lambda z: F.imag(f(z)), xv, batch_axis, record, weights)
-        return F.complex(re, im) if record else re + 1j * im
+    if _complex_valued(f, xv):  # real-linear in f: of Re f, plus i of Im f (one call of f)
+        y = f(xv)
+        _check_output("laplacian", y, xv, batch_axis)
+        re, im = (_nested_of(p(y), xv, batch_axis, weights) for p in (F.real, F.imag))
+        out = F.complex(re, im)
+        return out if record else out.d
     if weights is not None:
         return _nested_weighted(f, xv, batch_axis, record, weights)
     shape = _per_datum(xv, batch_axis)
@@ -382,6 +385,16 @@ def _nested_laplacian(
         return xp.asarray(diag.sum(axis=(0, -1)))
     y = f(xv)
     _check_output("laplacian", y, xv, batch_axis)
+    return _nested_of(y, xv, batch_axis)
+
+
+def _nested_of(y: Variable, xv: Variable, batch_axis: int | None, weights: Any = None) -> Any:
+    """The recorded nested Laplacian of the real output ``y`` of ``f`` at ``xv``."""
+    if weights is not None:
+        return _nested_weighted_of(y, xv, batch_axis, weights)
+    shape = _per_datum(xv, batch_axis)
+    d = int(np.prod(shape))
+    xp = array_module_of(xv)
     (g,) = grad(F.sum(y), xv)
     flat = F.reshape(g, (xv.shape[0], d) if batch_axis == 0 else (d,))
     acc: Any = None
@@ -400,8 +413,15 @@ def _nested_laplacian(
 
 
 def _complex_valued(f: Callable[[Variable], Variable], xv: Variable) -> bool:
-    """Whether ``f`` returns complex values at ``xv`` (one evaluation)."""
-    y = f(xv)
+    """Whether ``f`` returns complex values for ``xv``'s shape and dtype: a static graph,
+    built and not computed (no running statistics move); False if ``f`` cannot be built
+    so (then a complex output raises in ``hd.grad``, asking for a cotangent).
+    """
+    try:
+        with auto_forward(False):
+            y = f(Variable(tuple(xv.shape), dtype=xv.dtype))
+    except Exception:
+        return False
     return isinstance(y, Variable) and y.dtype.kind == "c"
 
 
@@ -423,6 +443,14 @@ def _nested_weighted(
         return xp.asarray((hv * cols).sum(axis=tuple(a + 1 for a in axes)).sum(axis=0))
     y = f(xv)
     _check_output("laplacian", y, xv, batch_axis)
+    return _nested_weighted_of(y, xv, batch_axis, s)
+
+
+def _nested_weighted_of(y: Variable, xv: Variable, batch_axis: int | None, s: Any) -> Any:
+    """The recorded ``sum_r s_r^T H s_r`` of the real output ``y`` of ``f`` at ``xv``."""
+    xp = array_module_of(xv)
+    cols = _columns(xp, s, xv, batch_axis)  # (R, *x.shape)
+    axes = tuple(range(1 if batch_axis == 0 else 0, xv.ndim))
     (g,) = grad(F.sum(y), xv)
     acc: Any = None
     for c in cols:
