@@ -195,6 +195,7 @@ class Softplus(Elementwise):
 
 class ReLU(Elementwise):
     scalar_kernel = "maximum(x0, 0.0)"
+    name = "relu"  # the public F.relu (the class name would give re_lu)
     batch_rule = _batching.elementwise
     piecewise_linear = True  # Taylor mode: y_k = [x > 0] x_k
 

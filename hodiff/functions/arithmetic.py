@@ -299,6 +299,7 @@ class PowScalar(_Scalar):
 
 
 class RSubScalar(_Scalar):
+    name = "r_sub_scalar"  # the public F.r_sub_scalar
     complex_values = "holomorphic"
     scalar_kernel = "val - x0"
     need_inputs = False
@@ -316,6 +317,7 @@ class RSubScalar(_Scalar):
 
 
 class RDivScalar(_Scalar):
+    name = "r_div_scalar"  # the public F.r_div_scalar
     complex_values = "holomorphic"
     scalar_kernel = "val / x0"
     taylor = "elementwise"
@@ -334,6 +336,7 @@ class RDivScalar(_Scalar):
 
 
 class RPowScalar(_Scalar):
+    name = "r_pow_scalar"  # the public F.r_pow_scalar
     complex_values = "holomorphic"
     scalar_kernel = "val**x0"
     need_inputs = False
@@ -359,7 +362,7 @@ class RPowScalar(_Scalar):
 
 
 def _abs(x: Any) -> Any:
-    return Abs()(x)
+    return abs(x)  # |x| of a complex x too (a rule's mask of where x is not 0)
 
 
 class _Extremum2(_Binary, register=False):

@@ -85,6 +85,7 @@ class _Remainder(Function, register=False, follows_shape=True, follows_rank=True
 
 
 class Mod2(_Remainder):
+    name = "mod"  # the public F.mod (F.remainder is the same function)
     ufunc = "mod"
 
     def quotient(self, x0: Any, x1: Any) -> Any:
@@ -92,6 +93,7 @@ class Mod2(_Remainder):
 
 
 class Fmod2(_Remainder):
+    name = "fmod"  # the public F.fmod
     ufunc = "fmod"
 
     def quotient(self, x0: Any, x1: Any) -> Any:

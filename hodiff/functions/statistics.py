@@ -86,6 +86,7 @@ class Argmin(_ArgExtremum):
 class SearchSorted(Function, follows_shape=True):
     """Insertion indices of ``values`` in ``sorted_sequence`` along the last axis (int64)."""
 
+    name = "searchsorted"  # the public F.searchsorted
     differentiable = False
 
     def __init__(self, *, right: bool = False) -> None:

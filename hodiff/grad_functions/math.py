@@ -114,6 +114,7 @@ class TanhBackward(_GradNode):
     """``gx = gy (1 - y^2)``, the backward of ``y = tanh(x)``."""
 
     scalar_kernel = "x0 - x0 * x1 * x1"
+    complex_values = "holomorphic"  # a polynomial in gy and y
 
     def forward_impl(self, inputs: Sequence[Any], outputs: list[Any]) -> None:
         outputs[0] = _tanh_backward(inputs[0], inputs[1])

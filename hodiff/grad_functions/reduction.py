@@ -65,6 +65,7 @@ class LinearScan(Function, follows_shape=True):
 
     need_inputs = (0,)
     need_outputs = True
+    complex_values = "holomorphic"  # bilinear in a and h: the real rules hold unchanged
 
     def __init__(self, *, axis: int, reverse: bool = False) -> None:
         self.axis = axis

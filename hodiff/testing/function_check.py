@@ -139,6 +139,17 @@ class FunctionCheckReport:
 
 
 # ---------------------------------------------------------------- helpers
+#: the dtypes the checks run in (complex inputs in complex128), and the narrow ones
+_WIDE = {"f": np.float64, "c": np.complex128}
+_NARROW = {"f": np.float32, "c": np.complex64}
+
+
+def _draw(rng: np.random.Generator, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """Random normal values of ``shape``: ``a + ib`` for a complex ``dtype``."""
+    a = rng.standard_normal(shape)
+    return a + 1j * rng.standard_normal(shape) if np.dtype(dtype).kind == "c" else a
+
+
 def _max_err(a: Any, b: Any) -> float:
     """max |a - b| over the tolerance ``atol + rtol |b|`` (<= 1 passes); inf on mismatch."""
     a, b = _numpy(a), _numpy(b)
@@ -154,7 +165,8 @@ def _max_err(a: Any, b: Any) -> float:
 def _numpy(a: Any) -> np.ndarray:
     if isinstance(a, Variable):
         a = a.d
-    return np.asarray(a.get() if hasattr(a, "get") else a, dtype=np.float64)
+    a = a.get() if hasattr(a, "get") else a
+    return np.asarray(a, dtype=np.complex128 if np.iscomplexobj(a) else np.float64)
 
 
 def _abs_diff(a: Any, b: Any) -> float:
@@ -196,21 +208,21 @@ class _Subject:
             a = a.d if isinstance(a, Variable) else a
             xp = array_module(a)
             a = xp.asarray(a)
-            self.xs.append(a.astype(np.float64) if a.dtype.kind == "f" else a)
-        self.diff = [i for i, a in enumerate(self.xs) if a.dtype.kind == "f"]
+            self.xs.append(a.astype(_WIDE[a.dtype.kind]) if a.dtype.kind in "fc" else a)
+        self.diff = [i for i, a in enumerate(self.xs) if a.dtype.kind in "fc"]
         if not self.diff:
             raise TypeError("check_function: no float input to differentiate")
         with auto_forward(True):
             ys = outputs_of(self.call(self.variables(self.xs)))
         refuse_batched_output("check_function", ys)
-        self.float_out = [j for j, y in enumerate(ys) if y.dtype.kind == "f"]
+        self.float_out = [j for j, y in enumerate(ys) if y.dtype.kind in "fc"]
         if not self.float_out:
             raise TypeError("check_function: f has no float output to differentiate")
         self.out_shapes = [y.shape for y in ys]
         self.rng = np.random.default_rng(seed)
         self._keep: Any = None  # Variables kept alive for the node-level checks
         xp = array_module(ys[0].d)
-        self.ws = {j: xp.asarray(self.rng.standard_normal(ys[j].shape)) for j in self.float_out}
+        self.ws = {j: xp.asarray(_draw(self.rng, ys[j].shape, ys[j].dtype)) for j in self.float_out}
 
     def variables(self, arrays: Sequence[Any], need_grad: bool = True) -> list[Variable]:
         return [
@@ -228,7 +240,9 @@ class _Subject:
         return y
 
     def scalar(self, power: int = 1) -> Callable[..., Variable]:
-        """``x -> sum_j sum(w_j * y_j**power)`` over the float outputs."""
+        """``x -> sum_j sum(w_j * y_j**power)`` over the float outputs (the real part of a
+        complex one, whose ``w_j`` is complex: a random real functional of its parts).
+        """
 
         def s(*vs: Variable) -> Variable:
             ys = outputs_of(self.call(vs))
@@ -237,6 +251,8 @@ class _Subject:
                 y = ys[j]
                 w = self.ws[j].astype(y.dtype)
                 term = F.sum((y if power == 1 else y**power) * w)
+                if term.dtype.kind == "c":  # Re sum(w y): a real functional of Re y and Im y
+                    term = F.real(term)
                 total = term if total is None else total + term
             assert total is not None
             return total
@@ -297,7 +313,8 @@ def _finite_differences(
             if bad:
                 w, how = max(bad, key=lambda b: b[0][5])
                 return False, (
-                    f"{len(bad)} of {len(mine)} elements differ; worst: input {w[0]}{how} "
+                    f"{len(bad)} of {len(mine)} elements differ; worst: input {w[0]}"
+                    f"{f' ({w[10]} part)' if len(w) > 10 and w[10] else ''}{how} "
                     f"element {w[2]}: analytic {w[3]:.6e}, numeric {w[4]:.6e}"
                 )
             return True, f"{len(mine)} elements, max abs err {worst:.1e}"
@@ -341,10 +358,10 @@ class _NodeCase:
         for i, o in enumerate(api.outputs_of(node)):
             shape, dtype = specs[i]  # an output nobody kept (a multi-output node) too
             y = api.value_of(o) if o is not None else kept[i] if kept is not None else None
-            dtype = np.dtype(dtype) if np.dtype(dtype).kind == "f" else np.dtype(np.float64)
+            dtype = np.dtype(dtype) if np.dtype(dtype).kind in "fc" else np.dtype(np.float64)
             self.output_data.append(y)
-            self.gys.append(xp.asarray(rng.standard_normal(shape)).astype(dtype))
-        self.prop = [x.need_grad and x.dtype.kind == "f" for x in node.inputs]
+            self.gys.append(xp.asarray(_draw(rng, shape, dtype)).astype(dtype))
+        self.prop = [x.need_grad and x.dtype.kind in "fc" for x in node.inputs]
         self.label = f"node {type(node).__name__}"
         self.rng = rng
         self._over: dict[bool, list[Any]] | None = None
@@ -376,7 +393,8 @@ class _NodeCase:
         x = self.node.inputs[i]
         xp = array_module(x.d)
         if fill is None:
-            return xp.asarray(self.rng.standard_normal(x.shape)).astype(api.grad_dtype(x))
+            dtype = api.grad_dtype(x)
+            return xp.asarray(_draw(self.rng, x.shape, dtype)).astype(dtype)
         return xp.full(x.shape, fill, dtype=api.grad_dtype(x))
 
 
@@ -511,7 +529,7 @@ def _static(sub: _Subject, order: int) -> str | None:
     wanted = [dyn[i] for i in sub.diff]
     rng = np.random.default_rng(7)
     xp = array_module(xs[sub.diff[0]])
-    vdirs = [xp.asarray(rng.standard_normal(xs[i].shape)) for i in sub.diff]
+    vdirs = [xp.asarray(_draw(rng, xs[i].shape, xs[i].dtype)) for i in sub.diff]
 
     def grads(vs: Sequence[Variable]) -> list[Variable]:
         w = [vs[i] for i in sub.diff]
@@ -521,6 +539,7 @@ def _static(sub: _Subject, order: int) -> str | None:
         dot = None
         for g, v in zip(g1, vdirs, strict=True):
             t = F.sum(g * v)
+            t = F.real(t) if t.dtype.kind == "c" else t
             dot = t if dot is None else dot + t
         assert dot is not None
         return [*g1, *grad(dot, w, allow_unused=True)]
@@ -559,12 +578,12 @@ def _static(sub: _Subject, order: int) -> str | None:
 
 
 def _float32(sub: _Subject) -> str | None:
-    xs = [x.astype(np.float32) if x.dtype.kind == "f" else x for x in sub.xs]
+    xs = [x.astype(_NARROW[x.dtype.kind]) if x.dtype.kind in "fc" else x for x in sub.xs]
     vs = sub.variables(xs)
     ys = outputs_of(sub.call(vs))
     for j in sub.float_out:
-        if ys[j].dtype != np.float32:
-            return f"output {j} has dtype {ys[j].dtype} for float32 inputs"
+        if ys[j].dtype not in (np.float32, np.complex64):
+            return f"output {j} has dtype {ys[j].dtype} for float32 (complex64) inputs"
     y = sub.scalar(1)(*vs)
     ins = [vs[i] for i in sub.diff]
     # the recording pass itself: hd.grad casts each result to its input's dtype, so it
@@ -573,8 +592,8 @@ def _float32(sub: _Subject) -> str | None:
     seed = Variable.from_array(xp.ones(y.shape, dtype=y.dtype))
     gs = api.grad_graph([y], ins, [seed])
     for i, g in zip(sub.diff, gs, strict=True):
-        if g is not None and g.dtype != np.float32:
-            return f"the gradient of input {i} has dtype {g.dtype} for float32 inputs"
+        if g is not None and g.dtype != xs[i].dtype:
+            return f"the gradient of input {i} has dtype {g.dtype} for {xs[i].dtype} inputs"
     return None
 
 
@@ -644,7 +663,9 @@ def check_function(
             call linking a new node) or a callable ``f(*Variables)`` returning a
             Variable or a tuple of them.
         inputs: arrays, scalars or Variables (one, or a tuple). Float inputs are
-            checked in float64; integer inputs (labels, indices) are passed through.
+            checked in float64, complex ones in complex128 (the finite differences along
+            their real and imaginary parts); integer inputs (labels, indices) are passed
+            through.
         order: highest derivative order checked against finite differences.
         eps: finite-difference step (see :func:`hodiff.gradcheck`).
         atol: absolute tolerance of the finite-difference checks.

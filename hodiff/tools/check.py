@@ -64,6 +64,7 @@ from hodiff.engine.context import array_module, auto_forward
 from hodiff.engine.variable import Variable
 from hodiff.functions.array import stack as _stack
 from hodiff.functions.reduction import sum as _sum_all
+from hodiff.tools import check_complex as _cx
 from hodiff.tools.check_report import (
     FAIL,
     NOT_DIFFERENTIABLE,
@@ -777,6 +778,7 @@ def gradcheck(
     seed: int = 0,
     fast: bool = False,
     plot: Any = None,
+    holomorphic: bool = False,
 ) -> GradcheckReport:
     """Checks the derivatives of ``f`` of every order 1..``order`` against finite differences.
 
@@ -806,6 +808,11 @@ def gradcheck(
         plot: a path: save the picture of the error of the plain central
             difference against its step size, per input and order (matplotlib,
             extra ``plot``).
+        holomorphic: also check that ``f`` is holomorphic in its complex inputs
+            (Cauchy-Riemann: along ``i e_j``, ``i`` times the derivative along ``e_j``).
+
+    Complex inputs are checked as their real and imaginary parts (rows ``"re"``/``"im"``),
+    a complex-valued ``f`` through its real and imaginary parts (``check_complex``).
 
     Returns:
         A :class:`GradcheckReport`, truthy when every element passed.
@@ -819,6 +826,15 @@ def gradcheck(
     refuse_batched("gradcheck", "inputs", inputs, NOT_PER_EXAMPLE)
     if eps is not None and not eps > 0:
         raise ValueError(f"gradcheck: eps must be > 0, got {eps}")
+    if _cx.has_complex(inputs) or holomorphic:
+        kw = {"order": order, "eps": eps, "atol": atol, "rtol": rtol, "seed": seed}
+        report = _cx.by_parts(gradcheck, f, inputs, **kw, fast=fast, raise_exception=False)
+        if holomorphic:
+            report.rows.extend(_cx.cauchy_riemann(f, inputs, atol, rtol, seed))
+        if raise_exception and not report.passed:
+            raise GradcheckError(str(report))
+        return report
+    f = _cx.real_valued(f)  # a complex-valued f of real inputs: through Re f and Im f
     if fast:
         quick = fast_gradcheck(f, inputs, order, eps, atol, rtol, seed)
         if quick.passed:

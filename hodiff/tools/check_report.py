@@ -29,6 +29,8 @@ class GradcheckRow(NamedTuple):
 
     ``ok`` is true for the first two; ``estimate`` is the numeric value's own error
     estimate and ``tolerance`` what ``error = |analytic - numeric|`` was held to.
+    ``part`` names the real coordinate of a complex input (``"re"``, ``"im"``), or
+    ``"C-R"`` for the Cauchy-Riemann check of ``holomorphic=True``; ``""`` for a real input.
     """
 
     input: int
@@ -41,6 +43,7 @@ class GradcheckRow(NamedTuple):
     estimate: float = 0.0
     tolerance: float = 0.0
     status: str = OK
+    part: str = ""
 
 
 class SummaryRow(NamedTuple):
@@ -56,6 +59,7 @@ class SummaryRow(NamedTuple):
     tolerance: float
     passed: bool
     not_differentiable: int
+    part: str = ""
 
 
 @dataclass
@@ -100,19 +104,21 @@ class GradcheckReport:
     def summary(self) -> list[SummaryRow]:
         """One row per (input, order), in order of input then order."""
         out = []
-        for key in sorted({(r[0], r[1]) for r in self.rows}):
-            rows = [r for r in self.rows if (r[0], r[1]) == key]
+        keys = sorted({(r[0], _part(r), r[1]) for r in self.rows}, key=_in_order)
+        for key in keys:
+            rows = [r for r in self.rows if (r[0], _part(r), r[1]) == key]
             worst = max(rows, key=_ratio)
             out.append(
                 SummaryRow(
                     key[0],
-                    key[1],
+                    key[2],
                     len(rows),
                     max(r[5] for r in rows),
                     worst[7] if len(worst) > 7 else 0.0,
                     worst[8] if len(worst) > 8 else 0.0,
                     all(r[6] for r in rows),
                     sum(1 for r in rows if len(r) > 9 and r[9] == NOT_DIFFERENTIABLE),
+                    key[1],
                 )
             )
         return out
@@ -128,7 +134,7 @@ class GradcheckReport:
             if s.not_differentiable:
                 result += f" ({s.not_differentiable} not differentiable)"
             lines.append(
-                f"{s.input:>5} {s.order:>5} {s.elements:>8} {s.max_error:>10.2e}"
+                f"{_label(s.input, s.part):>5} {s.order:>5} {s.elements:>8} {s.max_error:>10.2e}"
                 f" {s.estimate:>10.2e} {s.tolerance:>10.2e}  {result}"
             )
         return "\n".join(lines)
@@ -159,8 +165,8 @@ class GradcheckReport:
             tol = r[8] if len(r) > 8 else float("nan")
             status = r[9] if len(r) > 9 else (OK if r[6] else FAIL)
             lines.append(
-                f"{r[0]:>5} {r[1]:>5} {r[2]!s:>12} {r[3]:>14.6e} {r[4]:>14.6e} {r[5]:>10.2e}"
-                f" {est:>10.2e} {tol:>10.2e}  {status}"
+                f"{_label(r[0], _part(r)):>5} {r[1]:>5} {r[2]!s:>12} {r[3]:>14.6e} {r[4]:>14.6e}"
+                f" {r[5]:>10.2e} {est:>10.2e} {tol:>10.2e}  {status}"
             )
         if len(rows) > limit:
             lines.append(f"... and {len(rows) - limit} more")
@@ -184,6 +190,22 @@ class GradcheckReport:
         worst = sorted(self.rows, key=_ratio, reverse=True)[:5]
         sub = GradcheckReport(rows=worst)
         return f"{text}\nworst elements:\n{sub.table(only_failures=False, limit=5)}"
+
+
+def _part(r: Sequence[Any]) -> str:
+    return str(r[10]) if len(r) > 10 else ""
+
+
+_PARTS = {"": 0, "re": 1, "im": 2}  # then the Cauchy-Riemann rows
+
+
+def _in_order(key: tuple[int, str, int]) -> tuple[int, int, int]:
+    return key[0], _PARTS.get(key[1], 3), key[2]
+
+
+def _label(index: int, part: str) -> str:
+    """An input's name in the tables: its index, with the part of a complex one (``0.re``)."""
+    return f"{index}.{part}" if part else str(index)
 
 
 def _ratio(r: Sequence[Any]) -> float:

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from hodiff.engine.variable import Variable
-from hodiff.testing import Spec, all_specs, spec_ids
+from hodiff.testing import Spec, all_specs, complex_specs, spec_ids
 from hodiff.testing.harness import outputs_of, scalarized
 from hodiff.testing.mutate import Mutant, mutation_report
 from hodiff.tools.check import GradcheckReport, gradcheck
@@ -180,7 +180,8 @@ def run_mutate(order: int = 3, functions: Sequence[str] | None = None) -> int:
     Prints the mutation score per family and the survivors; returns 0 when every
     mutant was caught, 1 otherwise.
     """
-    specs = _named(all_specs(), functions)
+    # the complex rows too: a primitive of complex values only (F.fft) is checked by them
+    specs = _named(all_specs() + complex_specs(), functions)
     start = time.perf_counter()
     mutants = mutation_report(specs, _spec_passes, orders=range(1, order + 1))
     if functions:  # only the primitives the selected rows use

@@ -50,6 +50,7 @@ from hodiff.engine.context import (
 )
 from hodiff.engine.variable import Variable
 from hodiff.functions import array, shaping
+from hodiff.transforms import holomorphic as _holo
 from hodiff.transforms import taylor as _taylor
 from hodiff.transforms.vectorize import BatchedVariable, inside_vmap, running, vmap
 
@@ -86,9 +87,10 @@ def _inputs(name: str, inputs: Any, keep: bool = False) -> tuple[list[Variable],
     keep = keep or inside_vmap() or api.is_symbolic()
     for i, a in enumerate(items):
         x = _input_leaf(name, a, i, multi, keep)
-        if x.dtype.kind != "f":
+        if x.dtype.kind not in "fc":
             raise TypeError(
-                f"{name}: {_label(i, multi)} has dtype {x.dtype}; derivatives need float inputs"
+                f"{name}: {_label(i, multi)} has dtype {x.dtype}; derivatives need float or "
+                "complex inputs"
             )
         xs.append(x)
     return xs, multi
@@ -111,7 +113,7 @@ def _input_leaf(name: str, a: Any, i: int, multi: bool, keep: bool) -> Variable:
         return Variable.from_array(np.asarray(a, dtype=np.float64), need_grad=True)
     # the graph outlives the call only with keep: only then is a copy needed
     x = Variable.from_array(a, copy=keep)
-    x.need_grad = x.dtype.kind == "f"  # (ints are refused by the caller)
+    x.need_grad = x.dtype.kind in "fc"  # (ints are refused by the caller)
     return x
 
 
@@ -284,10 +286,12 @@ def _vdirections(
         if isinstance(a, Variable):
             if type(a) is BatchedVariable:
                 _check_alive(name, a, _label(i, multi, "v"))
-            if a.dtype.kind != "f":
+            if a.dtype.kind not in "fc":
                 raise TypeError(
-                    f"{name}: {_label(i, multi, 'v')} has dtype {a.dtype}; directions must be float"
+                    f"{name}: {_label(i, multi, 'v')} has dtype {a.dtype}; directions must be "
+                    "float or complex"
                 )
+            _taylor.check_tangent(name, _label(i, multi, "v"), a, x, of=_label(i, multi, what))
             if a.dtype != dtype:
                 a = shaping.astype(a, dtype)
         else:
@@ -650,6 +654,7 @@ def hessian(
     inputs: Any,
     chunk_size: int | None = None,
     create_graph: bool = False,
+    holomorphic: bool = False,
 ) -> Any:
     """The full Hessian of a scalar ``f`` at ``inputs``.
 
@@ -665,6 +670,9 @@ def hessian(
         create_graph: return differentiable Variables (a graph from the inputs, which are
             used as they are when they are Variables): the Hessian can be differentiated
             again, e.g. inside another ``hd.jacobian``.
+        holomorphic: the promise that ``f`` is holomorphic in its complex inputs (needed
+            for them): the result is the complex Hessian ``d^2 f / dz_i dz_j``. A
+            complex-valued ``f`` of real inputs needs no promise: ``H = H(Re f) + i H(Im f)``.
 
     Returns:
         For one input, an array of shape ``x.shape + x.shape``; for a tuple, a
@@ -673,6 +681,7 @@ def hessian(
 
     Raises:
         ValueError: ``f`` does not return a scalar, or ``chunk_size`` is not positive.
+        TypeError: a complex input without ``holomorphic=True`` (use ``hd.hvp``/``hd.vjp``).
 
     Inside ``hd.vmap`` (an input is a batched variable, or ``f`` closes over one) the
     results are Variables of the per-example shapes (as with ``create_graph=True``),
@@ -694,10 +703,23 @@ def hessian(
     """
     with graph_mode():
         xs, multi = _inputs("hessian", inputs, keep=create_graph)
+        _holo.check_promise("hessian", xs, multi, holomorphic)
+        xs = _holo.promoted(xs, holomorphic)
         _chunk("hessian", chunk_size, 1)
         y = call("hessian", f, xs)
         check_scalar("hessian", y)
-        gs = grad(y, xs, allow_unused=True)
+        if _holo.split(y, xs)[1]:  # complex f of real x: H(Re f) + i H(Im f)
+            re, im = (
+                hessian(lambda *a, p=p: p(f(*a)), inputs, chunk_size, create_graph)
+                for p in (F.real, F.imag)
+            )
+            if not multi:
+                return _holo.join([re, im], True)
+            return tuple(
+                tuple(_holo.join([a, b], True) for a, b in zip(ra, rb, strict=True))
+                for ra, rb in zip(re, im, strict=True)
+            )
+        gs = grad(y, xs, grad_outputs=_holo.unit_cotangent(y), allow_unused=True)
         if _any_batched(*xs, y):  # inside hd.vmap: recorded, Variables
             vxp = array_module_of(y, *xs)
             vout = []
@@ -735,6 +757,7 @@ def jacobian(
     inputs: Any,
     chunk_size: int | None = None,
     create_graph: bool = False,
+    holomorphic: bool = False,
 ) -> Any:
     """The full Jacobian of ``f`` at ``inputs``: ``J[o..., i...] = d f[o...] / d x[i...]``.
 
@@ -750,10 +773,17 @@ def jacobian(
             intermediate values within about 256 MiB, usually all of them).
         create_graph: return differentiable Variables (see :func:`hessian`), so that a
             Jacobian of a Jacobian composes.
+        holomorphic: the promise that ``f`` is holomorphic in its complex inputs (needed
+            for them): the result is the complex Jacobian ``df/dz`` (real inputs beside
+            complex ones are made complex). A complex-valued ``f`` of real inputs needs no
+            promise: ``J = d Re f/dx + i d Im f/dx``.
 
     Returns:
         An array of shape ``y.shape + x.shape``; a tuple of them (one per input)
         for a tuple of inputs (Variables with ``create_graph``).
+
+    Raises:
+        TypeError: a complex input without ``holomorphic=True`` (use ``hd.jvp``/``hd.vjp``).
 
     Inside ``hd.vmap`` (an input is a batched variable, or ``f`` closes over one) the
     results are Variables of the per-example shapes (as with ``create_graph=True``),
@@ -768,10 +798,13 @@ def jacobian(
     """
     with graph_mode():
         xs, multi = _inputs("jacobian", inputs, keep=create_graph)
+        _holo.check_promise("jacobian", xs, multi, holomorphic)
+        xs = _holo.promoted(xs, holomorphic)
         _chunk("jacobian", chunk_size, 1)
-        y = call("jacobian", f, xs)
+        y, parts = _holo.split(call("jacobian", f, xs), xs)  # (Re, Im) of a complex f of real x
         if _any_batched(*xs, y):  # inside hd.vmap: recorded, Variables
-            return _jacobian_batched(xs, multi, y, chunk_size)
+            out = _jacobian_batched(xs, multi, y, chunk_size)
+            return tuple(_holo.join(j, parts) for j in out) if multi else _holo.join(out, parts)
         xp = _xp(xs)
         dtype = api.grad_dtype(y)
         if y.size <= sum(x.size for x in xs):
@@ -799,6 +832,7 @@ def jacobian(
                 out.append(_reshape(m, y.shape + x.shape))
         if create_graph and not get_auto_forward():
             api.forward(out)
+        out = [_holo.join(j, parts) for j in out]
     return tuple(out) if multi else out[0]
 
 

@@ -18,6 +18,7 @@ from hodiff.engine import api
 from hodiff.engine import batching as _batching
 from hodiff.engine.arguments import array_module_of
 from hodiff.engine.autograd import grad as _autograd_grad
+from hodiff.engine.complex_values import real_dtype
 from hodiff.engine.function import Function
 from hodiff.engine.variable import Variable
 
@@ -36,7 +37,7 @@ def _as_tuple(y: Any) -> tuple[Any, ...]:
 def _leaf(a: Any) -> Variable:
     """A leaf holding ``a`` (not copied); with need_grad when it is float (a graph is wanted)."""
     kind = getattr(getattr(a, "dtype", None), "kind", "f")
-    return Variable.from_array(a, need_grad=kind == "f", copy=False)
+    return Variable.from_array(a, need_grad=kind in "fc", copy=False)
 
 
 def generic(jp: JetPass, f: Function, ins: list[Coeffs | None], outs: list[Any]) -> list[Any]:
@@ -114,7 +115,7 @@ def _curve_derivatives(
 ) -> list[list[Any]]:
     """``d^k/dt^k f(x(t))`` at ``t = 0`` for ``k = 1..K``, per output (None: zero)."""
     with api.recording():
-        dtypes = [x.dtype for x in f.inputs if x.dtype.kind == "f"]
+        dtypes = [real_dtype(x.dtype) for x in f.inputs if x.dtype.kind in "fc"]
         xp = array_module_of(*f.inputs)
         t = Variable.from_array(xp.zeros((), dtype=dtypes[0] if dtypes else np.float64), True)
         args = [_on_curve(jp, x, cs, t) for x, cs in zip(f.inputs, curves, strict=True)]
@@ -164,7 +165,7 @@ def _const(a: Any) -> Any:
 def _d_dt(v: Variable, t: Variable) -> Variable | None:
     """``dv/dt`` for a scalar ``t``: the transpose of ``u -> (dv/dt)^T u``."""
     from_array = Variable.from_array
-    if v.dtype.kind != "f":
+    if v.dtype.kind not in "fc":
         return None
     xp = array_module_of(v)
     u = from_array(xp.zeros(v.shape, dtype=v.dtype), need_grad=True)

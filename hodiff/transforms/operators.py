@@ -19,6 +19,7 @@ from hodiff import functions as F
 from hodiff.engine import api
 from hodiff.engine.arguments import array_module_of
 from hodiff.engine.autograd import grad
+from hodiff.engine.context import auto_forward
 from hodiff.engine.tracing import traced
 from hodiff.engine.variable import Variable
 from hodiff.transforms import taylor as _taylor
@@ -208,6 +209,12 @@ def _check(name: str, method: str, batch_axis: Any, num_samples: Any) -> None:
 
 
 def _point(name: str, x: Any, keep: bool) -> Variable:
+    if np.dtype(getattr(x, "dtype", np.float64)).kind == "c":
+        raise TypeError(
+            f"{name}: x has dtype {x.dtype}; the operator is taken in real coordinates: pass "
+            "the real and imaginary parts as a real x, and make them complex inside f "
+            "(F.complex(re, im))"
+        )
     if isinstance(x, Variable):
         if x.dtype.kind != "f":
             raise TypeError(f"{name}: x must be a float Variable, got dtype {x.dtype}")
@@ -357,6 +364,12 @@ def _nested_laplacian(
     """
     if api.is_symbolic():
         return _nested_symbolic(f, xv, batch_axis, weights)
+    if _complex_valued(f, xv):  # real-linear in f: of Re f, plus i of Im f (one call of f)
+        y = f(xv)
+        _check_output("laplacian", y, xv, batch_axis)
+        re, im = (_nested_of(p(y), xv, batch_axis, weights) for p in (F.real, F.imag))
+        out = F.complex(re, im)
+        return out if record else out.d
     if weights is not None:
         return _nested_weighted(f, xv, batch_axis, record, weights)
     shape = _per_datum(xv, batch_axis)
@@ -377,6 +390,16 @@ def _nested_laplacian(
         return xp.asarray(diag.sum(axis=(0, -1)))
     y = f(xv)
     _check_output("laplacian", y, xv, batch_axis)
+    return _nested_of(y, xv, batch_axis)
+
+
+def _nested_of(y: Variable, xv: Variable, batch_axis: int | None, weights: Any = None) -> Any:
+    """The recorded nested Laplacian of the real output ``y`` of ``f`` at ``xv``."""
+    if weights is not None:
+        return _nested_weighted_of(y, xv, batch_axis, weights)
+    shape = _per_datum(xv, batch_axis)
+    d = int(np.prod(shape))
+    xp = array_module_of(xv)
     (g,) = grad(F.sum(y), xv)
     flat = F.reshape(g, (xv.shape[0], d) if batch_axis == 0 else (d,))
     acc: Any = None
@@ -392,6 +415,19 @@ def _nested_laplacian(
         z = xp.zeros((xv.shape[0],) if batch_axis == 0 else (), dtype=xv.dtype)
         return Variable.from_array(z)
     return acc
+
+
+def _complex_valued(f: Callable[[Variable], Variable], xv: Variable) -> bool:
+    """Whether ``f`` returns complex values for ``xv``'s shape and dtype: a static graph,
+    built and not computed (no running statistics move); False if ``f`` cannot be built
+    so (then a complex output raises in ``hd.grad``, asking for a cotangent).
+    """
+    try:
+        with auto_forward(False):
+            y = f(Variable(tuple(xv.shape), dtype=xv.dtype))
+    except Exception:
+        return False
+    return isinstance(y, Variable) and y.dtype.kind == "c"
 
 
 def _nested_weighted(
@@ -412,6 +448,14 @@ def _nested_weighted(
         return xp.asarray((hv * cols).sum(axis=tuple(a + 1 for a in axes)).sum(axis=0))
     y = f(xv)
     _check_output("laplacian", y, xv, batch_axis)
+    return _nested_weighted_of(y, xv, batch_axis, s)
+
+
+def _nested_weighted_of(y: Variable, xv: Variable, batch_axis: int | None, s: Any) -> Any:
+    """The recorded ``sum_r s_r^T H s_r`` of the real output ``y`` of ``f`` at ``xv``."""
+    xp = array_module_of(xv)
+    cols = _columns(xp, s, xv, batch_axis)  # (R, *x.shape)
+    axes = tuple(range(1 if batch_axis == 0 else 0, xv.ndim))
     (g,) = grad(F.sum(y), xv)
     acc: Any = None
     for c in cols:

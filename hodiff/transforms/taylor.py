@@ -302,7 +302,7 @@ def _batched(f: Function, inputs: list[Any], axes: list[int | None]) -> tuple[An
 
 def _zeros(jp: JetPass, x: Variable, r: int) -> Any:
     xp = array_module_of(x)
-    return xp.zeros((r, *x.shape), dtype=x.dtype if x.dtype.kind == "f" else np.float64)
+    return xp.zeros((r, *x.shape), dtype=x.dtype if x.dtype.kind in "fc" else np.float64)
 
 
 def _dirs(jp: JetPass, ins: list[Coeffs | None], k: int) -> int:
@@ -519,7 +519,7 @@ def _unit_derivatives(jp: JetPass, f: Function, x: Variable, y: Variable) -> lis
     ds: list[Any] = [z0]
     if kk >= 2:
         xp = array_module_of(x)
-        ones = xp.ones((1, *x.shape), dtype=x.dtype if x.dtype.kind == "f" else np.float64)
+        ones = xp.ones((1, *x.shape), dtype=x.dtype if x.dtype.kind in "fc" else np.float64)
         unit = JetPass(kk, collapsed=False, record=jp.record)
         unit.alias = jp.alias  # it reads the primal values as jp does
         ds += [None if d is None else d[0] for d in _recurrence(unit, f, [ones], y, z0, True)[1:]]
@@ -617,7 +617,7 @@ def _derivative_series(
 def _leaf(a: Any) -> Variable:
     """A leaf holding ``a`` (not copied); with need_grad when it is float (a graph is wanted)."""
     kind = getattr(getattr(a, "dtype", None), "kind", "f")
-    return Variable.from_array(a, need_grad=kind == "f", copy=False)
+    return Variable.from_array(a, need_grad=kind in "fc", copy=False)
 
 
 # ---------------------------------------------------------------- composite rules
@@ -789,7 +789,7 @@ def _primal(p: Any, keep: bool) -> Variable:
             return p
         return Variable.from_array(p.d, need_grad=True, copy=False)
     a = p if hasattr(p, "dtype") else np.asarray(p)
-    if a.dtype.kind != "f":
+    if a.dtype.kind not in "fc":  # complex primals stay complex (their tangents may be)
         a = a.astype(np.float64)
     return Variable.from_array(a, need_grad=True, copy=False)
 

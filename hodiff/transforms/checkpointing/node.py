@@ -164,6 +164,8 @@ class Checkpoint(Function, register=False):
 
     need_inputs = True
     need_outputs = False
+    #: complex values pass through: each primitive ``f`` calls checks its own fact
+    complex_values = "own"
 
     def __init__(
         self, *, f: Callable[..., Any], statics: tuple[Any, ...], positions: tuple[int, ...]

@@ -77,10 +77,10 @@ def specs_of(node: Any, outs: list[Variable]) -> list[Spec]:
     """Each output's shape and dtype; raises TypeError for one that is not float."""
     specs: list[Spec] = []
     for k, o in enumerate(outs):
-        if o.dtype.kind != "f":
+        if o.dtype.kind not in "fc":
             raise TypeError(
                 f"{node.name}: output {k} of f has dtype {o.dtype} (shape {o.shape}); a "
-                "checkpointed function returns float Variables (compute integer results "
+                "checkpointed function returns float or complex Variables (compute integer results "
                 "outside it)"
             )
         specs.append((o.shape, o.dtype))
