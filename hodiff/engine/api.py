@@ -53,6 +53,7 @@ __all__ = [
     "grad_of",
     "grad_values",
     "in_modes",
+    "inline_ufunc",
     "is_raw",
     "is_recording",
     "is_static",
@@ -176,6 +177,14 @@ def output_specs(f: Function) -> list[tuple[tuple[int, ...], Any]]:
         v = r()
         out.append((v._shape, v._dtype) if v is not None else meta[i])  # type: ignore[index]
     return out
+
+
+def inline_ufunc(f: Function) -> tuple[Any, bool] | None:
+    """``(ufunc, with_val)``: the numpy ufunc ``f`` declares equal to its forward on one
+    numpy array (``ufunc(x)``, or ``ufunc(x, f.val)`` with ``with_val``), or None.
+    """
+    uf = getattr(f, "_fast_forward", None)  # a compiler's own nodes declare none
+    return None if uf is None else (uf, bool(f._fast_val))
 
 
 def computed_at(f: Function) -> int:

@@ -113,7 +113,7 @@ class Built:
             self._compare(slots)
         sched = schedule(prog)
         self.stats.peak_values = sched.peak
-        self.replay = Replay(prog, sched, fixups)
+        self.replay = Replay(prog, sched, fixups, slots)
         return _owned(tuple(slots[s] for s in prog.outputs), values)
 
     # ------------------------------------------------------------------ check=True

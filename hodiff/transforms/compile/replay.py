@@ -10,6 +10,8 @@ the first run (:func:`interpret`) finds which.
 
 ``Y = [None]; k3((r0, r1), Y); r2 = Y[0]`` is the whole cost model: about one Python call
 and a tuple above numpy's own work per primitive (docs/compile.md has the measured picture).
+A primitive that declares its numpy ufunc (``_fast_forward``) is called as that ufunc,
+``r2 = u3(r1, v3)``, with its scalar bound once: numpy's own call and nothing more.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from hodiff.engine import api
 from hodiff.engine.context import array_module
 from hodiff.engine.function import Function
 
@@ -101,15 +104,23 @@ class Replay:
     its result arrays (see the module docstring).
     """
 
-    def __init__(self, prog: Any, sched: Any, fixups: set[int]) -> None:
-        self.source, env = self._generate(prog, sched, fixups)
+    def __init__(
+        self, prog: Any, sched: Any, fixups: set[int], values: dict[int, Any] | None = None
+    ) -> None:
+        self.source, env = self._generate(prog, sched, fixups, values or {})
         namespace: dict[str, Any] = {}
         exec(compile(self.source, "<hodiff.jit program>", "exec"), namespace)
         self.run: Callable[..., tuple[Any, ...]] = namespace["make"](**env)
 
     @staticmethod
-    def _generate(prog: Any, sched: Any, fixups: set[int]) -> tuple[str, dict[str, Any]]:
-        """The source of ``make(**env)``, which returns the program's function, and env."""
+    def _generate(
+        prog: Any, sched: Any, fixups: set[int], values: dict[int, Any]
+    ) -> tuple[str, dict[str, Any]]:
+        """The source of ``make(**env)``, which returns the program's function, and env.
+
+        ``values`` (slot -> array of the first run) shows which steps read numpy arrays:
+        those whose primitive declares its ufunc become ``r2 = u3(r1, v3)`` (:func:`_ufunc`).
+        """
         env: dict[str, Any] = {}
         name: dict[int, str] = {}
         for k, s in enumerate(prog.args):
@@ -128,16 +139,10 @@ class Replay:
                 r = sched.register.get(o)
                 name[o] = "_" if r is None else f"r{r}"
                 outs.append(name[o])
-            ins = "".join(name[s] + ", " for s in step.ins)
-            n = len(step.outs)
-            if i in fixups:
-                env[f"k{i}"] = _fixed(step.node, [prog.specs[o] for o in step.outs])
-                body.append(f"{', '.join(outs)}, = k{i}(({ins}))")
-                continue
-            env[f"k{i}"] = step.node.forward_impl
-            arities.add(n)
-            body.append(f"k{i}(({ins}), Y{n})")
-            body.append(f"{', '.join(outs)}, = Y{n}")
+            ins = [name[s] for s in step.ins]
+            body.extend(_step_lines(i, step, ins, outs, env, prog.specs, fixups, values))
+            if i not in fixups and f"k{i}" in env:
+                arities.add(len(outs))
         results = "".join(name[s] + ", " for s in prog.outputs)
         lines = [
             f"def make({', '.join(env)}):",
@@ -150,8 +155,60 @@ class Replay:
         return "\n".join(lines) + "\n", env
 
 
+def _step_lines(
+    i: int,
+    step: Any,
+    ins: list[str],
+    outs: list[str],
+    env: dict[str, Any],
+    specs: dict[int, Any],
+    fixups: set[int],
+    values: dict[int, Any],
+) -> list[str]:
+    """Step ``i``'s lines of code (its callables and constants go to ``env``): the declared
+    ufunc (``r2 = u3(r1, v3)``), the fixed-up kernel, or ``forward_impl`` into ``Y{n}``.
+    """
+    call = None if i in fixups else _ufunc(step, specs, values)
+    if call is not None:
+        env[f"u{i}"] = call[0]
+        if len(call) == 2:
+            env[f"v{i}"] = call[1]
+            return [f"{outs[0]} = u{i}({ins[0]}, v{i})"]
+        return [f"{outs[0]} = u{i}({ins[0]})"]
+    args = "".join(a + ", " for a in ins)
+    if i in fixups:
+        env[f"k{i}"] = _fixed(step.node, [specs[o] for o in step.outs])
+        return [f"{', '.join(outs)}, = k{i}(({args}))"]
+    env[f"k{i}"] = step.node.forward_impl
+    n = len(outs)
+    return [f"k{i}(({args}), Y{n})", f"{', '.join(outs)}, = Y{n}"]
+
+
 def _fixed(node: Function, specs: list[tuple[Any, Any]]) -> Callable[[Sequence[Any]], list[Any]]:
     def kernel(xs: Sequence[Any]) -> list[Any]:
         return run_step(node, xs, specs)
 
     return kernel
+
+
+def _ufunc(step: Any, specs: dict[int, Any], values: dict[int, Any]) -> tuple[Any, ...] | None:
+    """``(ufunc,)`` or ``(ufunc, val)`` where ``step`` may call its primitive's declared
+    ufunc inline (:func:`api.inline_ufunc`: ``y = ufunc(x)`` or ``ufunc(x, val)``), else None.
+
+    Only on a numpy array (the engine's fast paths' condition). A Python float ``val`` on
+    a float array is bound as a 0-d array of the array's dtype: the same value numpy casts
+    the float to (a Python scalar is weak), without converting it again at every call.
+    """
+    declared = api.inline_ufunc(step.node)
+    if declared is None or len(step.ins) != 1 or len(step.outs) != 1:
+        return None
+    if type(values.get(step.ins[0])) is not np.ndarray:
+        return None
+    uf, with_val = declared
+    if not with_val:
+        return (uf,)
+    val = step.node.val
+    dtype = np.dtype(specs[step.ins[0]][1])
+    if type(val) is float and dtype.kind == "f":
+        return (uf, np.asarray(val, dtype=dtype))
+    return (uf, val)
