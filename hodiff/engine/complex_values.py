@@ -13,12 +13,18 @@ anything is computed or linked (define-by-run, define-then-run and ``hd.vmap`` c
 * ``"own"``: the inputs go to the primitive as they are (its rules handle them).
 
 Dtypes pair as numpy's: complex64 with float32, complex128 with float64.
+
+A public composition of primitives that is real only (``F.leaky_relu``, ``F.var``, ...) is
+declared :func:`real_values` at its definition: a complex argument is refused there, naming
+the public function, before any inner primitive sees it (and names itself instead).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import functools
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -30,8 +36,11 @@ __all__ = [
     "has_complex",
     "is_complex",
     "real_dtype",
+    "real_values",
     "register_complex_cast",
 ]
+
+_Fn = TypeVar("_Fn", bound=Callable[..., Any])
 
 _C64 = np.dtype(np.complex64)
 _C128 = np.dtype(np.complex128)
@@ -101,3 +110,58 @@ def checked_inputs(f: Any, inputs: Sequence[Variable]) -> Sequence[Variable]:
     if kind != "holomorphic":
         return inputs
     return [_CAST(x) if x._dtype.kind == "f" else x for x in inputs]
+
+
+def _complex_arg(a: Any) -> bool:
+    """Whether the argument ``a`` (a Variable, an array, a number, or a list of them) holds
+    complex values: one dtype test per array.
+    """
+    if isinstance(a, Variable):
+        return a._dtype.kind == "c"
+    if isinstance(a, list | tuple):
+        return any(_complex_arg(b) for b in a)
+    if isinstance(a, complex):
+        return True
+    dtype = getattr(a, "dtype", None)
+    return dtype is not None and getattr(dtype, "kind", "") == "c"
+
+
+def _refuse(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Raises the TypeError of a complex argument of the real-only composition ``fn``."""
+    try:
+        bound = inspect.signature(fn).bind(*args, **kwargs).arguments
+    except TypeError:  # a wrong call: fn's own error names it
+        bound = {f"x{i}": a for i, a in enumerate(args)} | kwargs
+    arg, value = next((k, v) for k, v in bound.items() if _complex_arg(v))
+    if isinstance(value, list | tuple):
+        i, value = next((i, v) for i, v in enumerate(value) if _complex_arg(v))
+        arg = f"{arg}[{i}]"
+    dtype = value._dtype if isinstance(value, Variable) else getattr(value, "dtype", type(value))
+    dtype = np.dtype(complex) if dtype is complex else dtype
+    raise TypeError(
+        f"F.{fn.__name__}: {arg} has dtype {dtype}; {fn.__name__} is defined for real values "
+        "only: take F.real, F.imag or F.abs of it first"
+    )
+
+
+def real_values(fn: _Fn) -> _Fn:
+    """``fn`` (a public composition of primitives defined for real values only) as a function
+    that refuses a complex argument naming itself (``F.<name>``), the argument and the dtype,
+    before anything is computed or linked: one dtype test per array argument.
+
+    Raises:
+        TypeError: (at a call) an argument holds complex values.
+    """
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        for a in args:
+            if _complex_arg(a):
+                _refuse(fn, args, kwargs)
+        if kwargs:
+            for a in kwargs.values():
+                if _complex_arg(a):
+                    _refuse(fn, args, kwargs)
+        return fn(*args, **kwargs)
+
+    return call  # type: ignore[return-value]

@@ -20,6 +20,7 @@ import numpy as np
 
 from hodiff.engine import batching as _batching
 from hodiff.engine import cuda as _cuda
+from hodiff.engine.complex_values import real_values
 from hodiff.engine.context import array_module
 from hodiff.engine.function import Elementwise, Flags, Function, Slots
 from hodiff.engine.tracing import traced
@@ -272,6 +273,7 @@ def _shaped(x: Any) -> Any:
     return x if hasattr(x, "shape") else as_variable(x)
 
 
+@real_values
 def leaky_relu(x: Any, alpha: float = 0.1) -> Variable:
     """``y = max(0, x) + alpha * min(0, x)`` elementwise; the derivative at the kink 0 is
     ``alpha`` (the negative branch's), in every mode.
@@ -284,6 +286,7 @@ def leaky_relu(x: Any, alpha: float = 0.1) -> Variable:
     return relu(x) + _min0(x) * alpha
 
 
+@real_values
 def elu(x: Any, alpha: float = 1.0) -> Variable:
     """Exponential linear unit: ``y = x`` for ``x > 0``, ``alpha * (exp(x) - 1)`` otherwise.
 
@@ -299,6 +302,7 @@ def elu(x: Any, alpha: float = 1.0) -> Variable:
     return relu(x) + _math.expm1(_min0(x)) * alpha
 
 
+@real_values
 def selu(x: Any, scale: float = 1.05070098735548, alpha: float = 1.673263242354377) -> Variable:
     """Scaled ELU (Klambauer et al., 2017): ``y = scale * elu(x, alpha)``; at 0 the
     derivative is ``scale * alpha`` (the negative branch's, as :func:`elu`), in every mode.
@@ -314,6 +318,7 @@ def selu(x: Any, scale: float = 1.05070098735548, alpha: float = 1.6732632423543
 
 
 @traced
+@real_values
 def celu(x: Any, alpha: float = 1.0, axis: int = 1) -> Variable:
     """Concatenated ELU: ``elu(x, alpha)`` and ``elu(-x, alpha)`` joined along ``axis``
     (each half with :func:`elu`'s derivative at 0).
@@ -339,6 +344,7 @@ def celu(x: Any, alpha: float = 1.0, axis: int = 1) -> Variable:
 
 
 @traced
+@real_values
 def crelu(x: Any, axis: int = 1) -> Variable:
     """Concatenated ReLU (NNabla's): ``relu(x)`` and ``relu(-x)`` joined along ``axis``.
 
@@ -359,6 +365,7 @@ def crelu(x: Any, axis: int = 1) -> Variable:
     return _array.concatenate(relu(x), relu(_neg(x)), axis=axis)
 
 
+@real_values
 def gelu(x: Any) -> Variable:
     """Gaussian error linear unit, tanh approximation (NNabla's definition):
     ``y = x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3)))``.
@@ -371,6 +378,7 @@ def gelu(x: Any) -> Variable:
     return x * (t + 1.0) * 0.5
 
 
+@real_values
 def softsign(x: Any) -> Variable:
     """``y = x / (1 + |x|)`` elementwise.
 
@@ -381,11 +389,13 @@ def softsign(x: Any) -> Variable:
     return x / (_arithmetic.abs(x) + 1.0)
 
 
+@real_values
 def swish(x: Any) -> Variable:
     """Swish (Ramachandran et al., 2017): ``y = x * sigmoid(x) = x / (1 + exp(-x))``."""
     return sigmoid(x) * x
 
 
+@real_values
 def relu6(x: Any) -> Variable:
     """``y = min(max(0, x), 6)`` elementwise; the derivative is 0 at 0 and 1 at 6 (every mode).
 
@@ -396,6 +406,7 @@ def relu6(x: Any) -> Variable:
     return _arithmetic.minimum_scalar(relu(x), 6.0)
 
 
+@real_values
 def hard_sigmoid(x: Any) -> Variable:
     """Piecewise-linear sigmoid ``y = clip(0.2 x + 0.5, 0, 1)``: 0 below -2.5, 1 above 2.5.
 
@@ -408,6 +419,7 @@ def hard_sigmoid(x: Any) -> Variable:
     return _arithmetic.minimum_scalar(relu(_arithmetic.mul_scalar(x, 0.2) + 0.5), 1.0)
 
 
+@real_values
 def hard_tanh(x: Any) -> Variable:
     """``y = clip(x, -1, 1)`` elementwise; the derivative is 1 on ``[-1, 1]``, bounds included
     (every mode).
@@ -419,6 +431,7 @@ def hard_tanh(x: Any) -> Variable:
     return _arithmetic.minimum_scalar(_arithmetic.maximum_scalar(x, -1.0), 1.0)
 
 
+@real_values
 def log_sigmoid(x: Any) -> Variable:
     """``y = log(sigmoid(x)) = -softplus(-x)`` elementwise, without overflow for any ``x``.
 
@@ -430,6 +443,7 @@ def log_sigmoid(x: Any) -> Variable:
 
 
 @traced
+@real_values
 def prelu(x: Any, w: Any, base_axis: int = 1) -> Variable:
     """Parametric ReLU: ``y = max(0, x) + w * min(0, x)`` with a learned slope ``w``; the
     derivative in ``x`` at 0 is ``w`` (the negative branch's), in every mode.

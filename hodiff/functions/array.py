@@ -19,6 +19,7 @@ import numpy as np
 
 from hodiff.engine import batching as _batching
 from hodiff.engine.arguments import array_module_of
+from hodiff.engine.complex_values import real_values
 from hodiff.engine.context import array_module, get_default_context
 from hodiff.engine.function import Flags, Function, Slots
 from hodiff.engine.tracing import traced
@@ -719,6 +720,7 @@ def tile(x: Any, reps: int | Sequence[int]) -> Variable:
 
 
 @traced
+@real_values
 def clip_by_value(x: Any, min: Any, max: Any) -> Variable:
     """Elementwise ``y = min(max(x, min), max)``; ``min``/``max`` are scalars or arrays
     (broadcast). The derivative in x is 1 inside the closed ``[min, max]`` (at the bounds

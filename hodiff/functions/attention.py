@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from hodiff.engine import batching as _batching
+from hodiff.engine.complex_values import real_values
 from hodiff.engine.function import Flags, Function, Slots
 from hodiff.engine.tracing import shape_bound, traced
 from hodiff.engine.variable import Variable
@@ -124,6 +125,7 @@ def _normalized(x: Any, eps: float) -> Any:
 
 
 @traced
+@real_values
 def scaled_dot_product_attention(
     query: Any, key: Any, value: Any, attn_mask: Any = None, scale: float | None = None
 ) -> Variable:
@@ -286,6 +288,7 @@ def _attention_sizes(
 
 
 @traced
+@real_values
 def spectral_norm(
     w: Any,
     u: Any,
@@ -369,6 +372,7 @@ def _matvec(w: Any, x: Any, transpose: bool = False) -> Any:
 
 
 @traced
+@real_values
 def mish(x: Any) -> Variable:
     """Mish activation ``y = x tanh(softplus(x)) = x tanh(log(1 + e^x))`` elementwise.
 
@@ -382,6 +386,7 @@ def mish(x: Any) -> Variable:
 
 
 @traced
+@real_values
 def tanh_shrink(x: Any) -> Variable:
     """``y = x - tanh(x)`` elementwise (NNabla's ``tanh_shrink``).
 

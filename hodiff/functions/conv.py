@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from hodiff.engine import batching as _batching
+from hodiff.engine.complex_values import real_values
 from hodiff.engine.context import array_module
 from hodiff.engine.function import Flags, Function, Slots, float_dtype
 from hodiff.engine.tracing import traced
@@ -462,6 +463,7 @@ def deconvolution(
 
 
 @traced
+@real_values
 def depthwise_convolution(
     x: Any,
     w: Any,
@@ -514,6 +516,7 @@ def depthwise_convolution(
 
 
 @traced
+@real_values
 def depthwise_deconvolution(
     x: Any,
     w: Any,

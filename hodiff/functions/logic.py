@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from hodiff.engine.complex_values import real_values
 from hodiff.engine.variable import Variable
 from hodiff.functions import array as _array
 
@@ -121,6 +122,7 @@ def logical_not(x0: Any) -> Variable:
     return LogicalNot()(x0)
 
 
+@real_values
 def equal_scalar(x0: Any, val: Any = 1) -> Variable:
     """``y = (x0 == val)`` elementwise (bool, not differentiable), NNabla's default val 1.
 
@@ -131,6 +133,7 @@ def equal_scalar(x0: Any, val: Any = 1) -> Variable:
     return _array.equal(x0, _scalar("equal_scalar", val))
 
 
+@real_values
 def not_equal_scalar(x0: Any, val: Any = 1) -> Variable:
     """``y = (x0 != val)`` elementwise (bool, not differentiable).
 
@@ -141,6 +144,7 @@ def not_equal_scalar(x0: Any, val: Any = 1) -> Variable:
     return not_equal(x0, _scalar("not_equal_scalar", val))
 
 
+@real_values
 def greater_scalar(x0: Any, val: Any = 1) -> Variable:
     """``y = (x0 > val)`` elementwise (bool, not differentiable).
 
@@ -151,6 +155,7 @@ def greater_scalar(x0: Any, val: Any = 1) -> Variable:
     return _array.greater(x0, _scalar("greater_scalar", val))
 
 
+@real_values
 def greater_equal_scalar(x0: Any, val: Any = 1) -> Variable:
     """``y = (x0 >= val)`` elementwise (bool, not differentiable).
 
@@ -161,6 +166,7 @@ def greater_equal_scalar(x0: Any, val: Any = 1) -> Variable:
     return _array.greater_equal(x0, _scalar("greater_equal_scalar", val))
 
 
+@real_values
 def less_scalar(x0: Any, val: Any = 1) -> Variable:
     """``y = (x0 < val)`` elementwise (bool, not differentiable).
 
@@ -171,6 +177,7 @@ def less_scalar(x0: Any, val: Any = 1) -> Variable:
     return _array.less(x0, _scalar("less_scalar", val))
 
 
+@real_values
 def less_equal_scalar(x0: Any, val: Any = 1) -> Variable:
     """``y = (x0 <= val)`` elementwise (bool, not differentiable).
 
@@ -181,6 +188,7 @@ def less_equal_scalar(x0: Any, val: Any = 1) -> Variable:
     return _array.less_equal(x0, _scalar("less_equal_scalar", val))
 
 
+@real_values
 def logical_and_scalar(x0: Any, val: bool) -> Variable:
     """``y = (x0 != 0) and val`` elementwise (bool, not differentiable).
 
@@ -191,6 +199,7 @@ def logical_and_scalar(x0: Any, val: bool) -> Variable:
     return logical_and(x0, _scalar("logical_and_scalar", val))
 
 
+@real_values
 def logical_or_scalar(x0: Any, val: bool) -> Variable:
     """``y = (x0 != 0) or val`` elementwise (bool, not differentiable).
 
@@ -201,6 +210,7 @@ def logical_or_scalar(x0: Any, val: bool) -> Variable:
     return logical_or(x0, _scalar("logical_or_scalar", val))
 
 
+@real_values
 def logical_xor_scalar(x0: Any, val: bool) -> Variable:
     """``y = (x0 != 0) xor val`` elementwise (bool, not differentiable).
 

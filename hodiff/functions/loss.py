@@ -16,6 +16,7 @@ import numpy as np
 
 from hodiff.engine import batching as _batching
 from hodiff.engine.arguments import as_variables
+from hodiff.engine.complex_values import real_values
 from hodiff.engine.context import array_module
 from hodiff.engine.function import Flags, Function, Slots, float_dtype
 from hodiff.engine.tracing import traced
@@ -282,6 +283,7 @@ def softmax_cross_entropy(x: Any, t: Any, axis: int | None = None) -> Variable:
 
 
 @traced
+@real_values
 def categorical_cross_entropy(x: Any, t: Any, axis: int | None = None) -> Variable:
     """``y_j = -log(x_{j, t_j})``: cross entropy of integer labels ``t`` under probabilities ``x``.
 
@@ -324,6 +326,7 @@ def sigmoid_cross_entropy(x: Any, t: Any) -> Variable:
 
 
 @traced
+@real_values
 def binary_cross_entropy(x: Any, t: Any) -> Variable:
     """``y = -(t log(x) + (1 - t) log(1 - x))`` element-wise, for probabilities ``0 < x < 1``.
 
@@ -338,6 +341,7 @@ def binary_cross_entropy(x: Any, t: Any) -> Variable:
 
 
 @traced
+@real_values
 def squared_error(x0: Any, x1: Any) -> Variable:
     """``y = (x0 - x1)^2`` element-wise (broadcasting).
 
@@ -350,6 +354,7 @@ def squared_error(x0: Any, x1: Any) -> Variable:
 
 
 @traced
+@real_values
 def absolute_error(x0: Any, x1: Any) -> Variable:
     """``y = |x0 - x1|`` element-wise (broadcasting); the gradient is 0 where ``x0 == x1``.
 
@@ -362,6 +367,7 @@ def absolute_error(x0: Any, x1: Any) -> Variable:
 
 
 @traced
+@real_values
 def huber_loss(x0: Any, x1: Any, delta: float = 1.0) -> Variable:
     """NNabla's Huber loss, element-wise: with ``d = x0 - x1``,
     ``y = d^2`` where ``|d| < delta`` and ``delta (2 |d| - delta)`` elsewhere.
@@ -381,6 +387,7 @@ def huber_loss(x0: Any, x1: Any, delta: float = 1.0) -> Variable:
 
 
 @traced
+@real_values
 def epsilon_insensitive_loss(x0: Any, x1: Any, epsilon: float) -> Variable:
     """``y = max(|x0 - x1| - epsilon, 0)`` elementwise, broadcast (NNabla's).
 
@@ -406,6 +413,7 @@ def epsilon_insensitive_loss(x0: Any, x1: Any, epsilon: float) -> Variable:
 
 
 @traced
+@real_values
 def kl_multinomial(p: Any, q: Any, base_axis: int = 1) -> Variable:
     """Kullback-Leibler divergence of categorical distributions, ``D = sum_i p_i log(p_i / q_i)``.
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from hodiff.engine import batching as _batching
+from hodiff.engine.complex_values import real_values
 from hodiff.engine.context import array_module
 from hodiff.engine.function import Function, Slot, float_dtype
 from hodiff.engine.random import node_generator
@@ -131,6 +132,7 @@ def dropout_mask(x: Any, p: float = 0.5, seed: int = -1) -> Variable:
 
 
 @traced
+@real_values
 def dropout(x: Any, p: float = 0.5, seed: int = -1) -> Variable:
     """``y = x * mask / (1 - p)``: each element is zeroed with probability ``p``.
 

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from hodiff.engine import batching as _batching
+from hodiff.engine.complex_values import real_values
 from hodiff.engine.context import array_module, get_default_context
 from hodiff.engine.function import Function, Slot
 from hodiff.engine.tracing import traced
@@ -243,6 +244,7 @@ def _prepare(name: str, x: Any, eps: float) -> tuple[Variable, float]:
 
 # ---------------------------------------------------------------- wrappers
 @traced
+@real_values
 def batch_normalization(
     x: Any,
     beta: Any,
@@ -352,6 +354,7 @@ def _check_running_leaves(name: str, running: list[Any]) -> None:
 
 
 @traced
+@real_values
 def layer_normalization(
     x: Any,
     beta: Any,
@@ -383,6 +386,7 @@ def layer_normalization(
 
 
 @traced
+@real_values
 def instance_normalization(
     x: Any,
     beta: Any,
@@ -417,6 +421,7 @@ def instance_normalization(
 
 
 @traced
+@real_values
 def group_normalization(
     x: Any,
     beta: Any,
@@ -466,6 +471,7 @@ def group_normalization(
 
 
 @traced
+@real_values
 def weight_normalization(w: Any, g: Any, dim: int = 0, eps: float = 1e-12) -> Variable:
     """Weight normalization: ``w_WN = g * w / ||w||``, the norm taken over all axes but ``dim``.
 
@@ -490,6 +496,7 @@ def weight_normalization(w: Any, g: Any, dim: int = 0, eps: float = 1e-12) -> Va
 
 
 @traced
+@real_values
 def clip_by_norm(x: Any, clip_norm: Any, axis: Any = None) -> Variable:
     """NNabla's ``y = clip_norm * x / max(||x||_2, clip_norm)``, the norm over ``axis``.
 
@@ -521,6 +528,7 @@ def clip_by_norm(x: Any, clip_norm: Any, axis: Any = None) -> Variable:
 
 
 @traced
+@real_values
 def weight_standardization(
     w: Any, channel_axis: int = 0, eps: float = 1e-5, output_stat: bool = False
 ) -> Any:
@@ -550,6 +558,7 @@ def weight_standardization(
 
 
 @traced
+@real_values
 def norm_normalization(
     x: Any, p: float | None = None, axes: Any = None, eps: float = 1e-12
 ) -> Variable:

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from hodiff.engine import batching as _batching
+from hodiff.engine.complex_values import real_values
 from hodiff.engine.context import array_module
 from hodiff.engine.function import Flags, Function, Slots, float_dtype
 from hodiff.engine.tracing import shape_bound, traced
@@ -418,6 +419,7 @@ def max_pooling_index(
 
 
 @traced
+@real_values
 def max_pooling_backward(
     dy: Any,
     x: Any,
@@ -533,6 +535,7 @@ def sum_pooling(
 
 
 @traced
+@real_values
 def global_average_pooling(x: Any) -> Variable:
     """The mean over all axes after the second, as NNabla's: ``(N, C, ...) -> (N, C, 1, 1)``.
 
@@ -553,6 +556,7 @@ def global_average_pooling(x: Any) -> Variable:
 
 
 @traced
+@real_values
 def unpooling(x: Any, kernel: Sequence[int], channel_last: bool = False) -> Variable:
     """Unpooling, as NNabla's: every element repeated ``kernel[i]`` times along spatial axis i.
 

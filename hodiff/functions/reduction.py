@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from hodiff.engine import batching as _batching
+from hodiff.engine.complex_values import real_values
 from hodiff.engine.context import array_module
 from hodiff.engine.function import Function, Slot, float_dtype
 from hodiff.engine.tracing import traced
@@ -434,6 +435,7 @@ def max(
 
 
 @traced
+@real_values
 def min(
     x: Any,
     axis: Any = None,

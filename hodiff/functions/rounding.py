@@ -20,6 +20,7 @@ import numpy as np
 
 from hodiff.engine import batching as _batching
 from hodiff.engine.arguments import array_module_of
+from hodiff.engine.complex_values import real_values
 from hodiff.engine.context import array_module
 from hodiff.engine.function import Elementwise, Flags, Function, Slots, float_dtype
 from hodiff.engine.variable import Variable
@@ -174,6 +175,7 @@ def mod(x0: Any, x1: Any) -> Variable:
     return Mod2()(x0, x1)
 
 
+@real_values
 def remainder(x0: Any, x1: Any) -> Variable:
     """Same as :func:`mod` (numpy's alias): ``y = x0 - floor(x0 / x1) * x1``.
 

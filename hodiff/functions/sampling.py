@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from hodiff.engine import batching as _batching
+from hodiff.engine.complex_values import real_values
 from hodiff.engine.context import array_module, get_default_context
 from hodiff.engine.function import Function
 from hodiff.engine.tracing import shape_bound, traced
@@ -88,6 +89,7 @@ def _base_grid(size: Sequence[int], align_corners: bool, dtype: Any) -> Any:
 
 
 @traced
+@real_values
 def affine_grid(theta: Any, size: Sequence[int], align_corners: bool = False) -> Variable:
     """The source grid of an affine transform of the normalized target grid (NNabla's).
 
@@ -148,6 +150,7 @@ def _source(g: Any, n: int, padding_mode: str, align_corners: bool) -> Any:
 
 
 @traced
+@real_values
 def warp_by_grid(
     x: Any,
     grid: Any,

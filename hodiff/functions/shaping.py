@@ -19,6 +19,7 @@ import numpy as np
 
 from hodiff.engine import batching as _batching
 from hodiff.engine.arguments import array_module_of
+from hodiff.engine.complex_values import real_values
 from hodiff.engine.context import get_default_context
 from hodiff.engine.function import Flags, Function, Slots
 from hodiff.engine.tracing import traced
@@ -338,6 +339,7 @@ def gather_nd(x: Any, indices: Any) -> Variable:
 
 
 @traced
+@real_values
 def scatter_add(x0: Any, indices: Any, x1: Any, axis: int | None = None) -> Variable:
     """``y = x0`` plus ``x1`` added at ``indices`` along ``axis`` (NNabla's ``scatter_add``).
 
@@ -392,6 +394,7 @@ def arange(start: float, stop: float, step: float = 1.0, dtype: Any = None) -> V
 
 
 @traced
+@real_values
 def astype(x: Any, dtype: Any) -> Variable:
     """``y = x`` converted to ``dtype`` (numpy's ``astype``; ``Variable.astype``).
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from hodiff.engine.complex_values import real_values
 from hodiff.engine.context import array_module
 from hodiff.engine.function import Elementwise, float_dtype
 from hodiff.engine.variable import Variable, as_variable
@@ -174,6 +175,7 @@ class Polygamma(Elementwise):
 
 
 # ---------------------------------------------------------------- wrappers
+@real_values
 def square(x: Any) -> Variable:
     """``y = x * x`` elementwise (a composition).
 
@@ -184,6 +186,7 @@ def square(x: Any) -> Variable:
     return _arith.mul2(x, x)
 
 
+@real_values
 def reciprocal(x: Any) -> Variable:
     """``y = 1 / x`` elementwise (``r_div_scalar(x, 1)``); the gradient is ``-1 / x^2``.
 
@@ -194,6 +197,7 @@ def reciprocal(x: Any) -> Variable:
     return _arith.r_div_scalar(x, 1.0)
 
 
+@real_values
 def logaddexp(x0: Any, x1: Any) -> Variable:
     """``y = log(exp(x0) + exp(x1))`` elementwise with broadcasting, without overflow.
 
@@ -251,6 +255,7 @@ def erfinv(x: Any) -> Variable:
     return Erfinv()(x)
 
 
+@real_values
 def logit(x: Any) -> Variable:
     """``y = log(x / (1 - x))`` elementwise for ``0 < x < 1`` (the inverse of sigmoid).
 
@@ -273,6 +278,7 @@ def gammaln(x: Any) -> Variable:
     return Gammaln()(x)
 
 
+@real_values
 def digamma(x: Any) -> Variable:
     """``y = psi(x) = d/dx log Gamma(x)`` elementwise, i.e. ``polygamma(0, x)``.
 
@@ -302,6 +308,7 @@ def polygamma(n: int, x: Any) -> Variable:
     return Polygamma(n=int(n))(x)
 
 
+@real_values
 def sinc(x: Any) -> Variable:
     """NNabla's (unnormalized) sinc ``y = sin(x) / x``, with ``y(0) = 1``.
 

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from hodiff.engine import batching as _batching
+from hodiff.engine.complex_values import real_values
 from hodiff.engine.context import array_module
 from hodiff.engine.function import Function
 from hodiff.engine.tracing import shape_bound, traced
@@ -167,6 +168,7 @@ def _count(name: str, x: Any, axis: Any, ddof: int) -> int:
 
 
 @traced
+@real_values
 def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Variable:
     """Variance ``y = sum((x - mean(x))^2) / (N - ddof)`` over ``axis`` (numpy's ``var``).
 
@@ -189,6 +191,7 @@ def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Vari
 
 
 @traced
+@real_values
 def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Variable:
     """Standard deviation ``y = sqrt(var(x, axis, keepdims, ddof))`` (numpy's ``std``).
 
@@ -208,6 +211,7 @@ def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Vari
 
 
 @traced
+@real_values
 def diff(x: Any, n: int = 1, axis: int = -1) -> Variable:
     """``n``-th forward difference ``y[i] = x[i + 1] - x[i]`` (``n`` times) along ``axis``.
 
@@ -282,6 +286,7 @@ def argmin(x: Any, axis: int | None = None, keepdims: bool = False) -> Variable:
 
 
 @traced
+@real_values
 def sort(
     x: Any,
     axis: int = -1,
@@ -310,6 +315,7 @@ def sort(
 
 
 @traced
+@real_values
 def top_k_data(
     x: Any,
     k: int,
