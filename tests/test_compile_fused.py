@@ -286,6 +286,25 @@ print(g.lower(x).cached, "llvmlite.binding" in sys.modules, repr(y.tolist()))
 
 
 @needs_jit
+def test_a_library_the_system_refuses_falls_back_to_object_code(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A shared library that cannot be opened (a ``noexec`` temporary directory): the
+    kernels are built as object code and loaded by LLVM; the values are right.
+    """
+    monkeypatch.setenv("HODIFF_CACHE_DIR", str(tmp_path))
+
+    def refuse(library: bytes) -> None:
+        raise OSError("failed to map segment from shared object")
+
+    monkeypatch.setattr(cache, "Shared", refuse)
+    x = np.linspace(-1, 1, 16)
+    g = hd.jit(_chain, backend="fused")
+    np.testing.assert_allclose(g(x), _numpy_chain_grad(x), rtol=1e-12)
+    assert list(tmp_path.glob("*.o"))
+
+
+@needs_jit
 def test_a_new_process_with_a_warm_cache_never_loads_llvm(tmp_path: Path) -> None:
     """The shared library read from the cache is opened by ctypes: no LLVM in the process."""
     if cache._linker() is None:

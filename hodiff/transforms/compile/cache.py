@@ -235,6 +235,18 @@ class Shared:
         return int(ctypes.cast(getattr(self.lib, name), ctypes.c_void_p).value or 0)
 
 
+def _opened(library: bytes | None) -> Shared | None:
+    """``library`` opened (None: none, or the system refuses it, e.g. a ``noexec`` temporary
+    directory: the object file's path is taken instead).
+    """
+    if library is None:
+        return None
+    try:
+        return Shared(library)
+    except OSError:
+        return None
+
+
 def _read(path: Path) -> bytes | None:
     """The code stored at ``path`` if the file is whole (its digest matches), else None."""
     try:
@@ -315,13 +327,14 @@ def load(description: str, ir: Callable[[], str]) -> tuple[Any, float, bool]:
     path = cache_dir() / f"{hashlib.sha256(text.encode()).hexdigest()}.so"
     if _linker() is not None:  # a shared library: a hit loads no LLVM
         library = _read_shared(path)
+        hit = library is not None
         if library is None:
             library = _link(machine.compile(ir(), reloc="pic"), machine.libraries)
             if library is not None:
                 _write(path, library + _SHARED + hashlib.sha256(library).digest())
-                return Shared(library), time.perf_counter() - t0, False
-        else:
-            return Shared(library), time.perf_counter() - t0, True
+        shared = _opened(library)
+        if shared is not None:
+            return shared, time.perf_counter() - t0, hit
     text = f"object\n{machine.version}\n{_generator()}\n{description}"
     opath = cache_dir() / f"{hashlib.sha256(text.encode()).hexdigest()}.o"
     obj = _read(opath)
