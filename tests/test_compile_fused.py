@@ -8,6 +8,9 @@ Expected values come from the uncompiled graph or numpy, never from the generate
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,6 +26,8 @@ from hodiff.testing.spec import Spec
 from hodiff.transforms.compile import cache, codegen, fused
 from hodiff.transforms.compile.codegen import attributes_of, kernel_of, reference
 from tests.test_compile import SPECS, _close, _projections, _rows, _static_reference
+
+ROOT = Path(__file__).resolve().parents[1]
 
 needs_jit = pytest.mark.skipif(
     not fused.available(), reason='the jit extra (llvmlite) is not installed: pip install ".[jit]"'
@@ -238,13 +243,22 @@ def test_check_true_compares_fused_kernels() -> None:
 
 # ---------------------------------------------------------------- the disk cache
 @needs_jit
-def test_the_disk_cache_is_written_read_and_rebuilt(tmp_path: Path, monkeypatch: Any) -> None:
+@pytest.mark.parametrize("kind", ["so", "o"])
+def test_the_disk_cache_is_written_read_and_rebuilt(
+    kind: str, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A shared library where a linker works (``so``), else LLVM's object code (``o``)."""
     monkeypatch.setenv("HODIFF_CACHE_DIR", str(tmp_path))
+    if kind == "o":
+        monkeypatch.setattr(cache, "_linker", lambda: None)
+    elif cache._linker() is None:
+        pytest.skip("no C compiler driver to link a shared library")
     x = np.linspace(-1, 1, 16)
     want = _numpy_chain_grad(x)
     g = hd.jit(_chain, backend="fused")
     np.testing.assert_allclose(g(x), want, rtol=1e-12)
-    files = list(tmp_path.glob("*.o"))
+    assert [f.suffix for f in tmp_path.iterdir()] == [f".{kind}"]
+    files = list(tmp_path.glob(f"*.{kind}"))
     assert len(files) == 1
     assert not g.lower(x).cached
     g2 = hd.jit(_chain, backend="fused")  # a new function object: records again, loads
@@ -257,6 +271,57 @@ def test_the_disk_cache_is_written_read_and_rebuilt(tmp_path: Path, monkeypatch:
         np.testing.assert_allclose(g3(x), want, rtol=1e-12)
         assert not g3.lower(x).cached  # rebuilt
         assert files[0].read_bytes() == good  # and replaced
+
+
+_NO_LLVM = """
+import sys
+import numpy as np
+import hodiff as hd
+from tests.test_compile_fused import _chain
+x = np.linspace(-1, 1, 16)
+g = hd.jit(_chain, backend="fused")
+y = g(x)
+print(g.lower(x).cached, "llvmlite.binding" in sys.modules, repr(y.tolist()))
+"""
+
+
+@needs_jit
+def test_a_library_the_system_refuses_falls_back_to_object_code(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A shared library that cannot be opened (a ``noexec`` temporary directory): the
+    kernels are built as object code and loaded by LLVM; the values are right.
+    """
+    monkeypatch.setenv("HODIFF_CACHE_DIR", str(tmp_path))
+
+    def refuse(library: bytes) -> None:
+        raise OSError("failed to map segment from shared object")
+
+    monkeypatch.setattr(cache, "Shared", refuse)
+    x = np.linspace(-1, 1, 16)
+    g = hd.jit(_chain, backend="fused")
+    np.testing.assert_allclose(g(x), _numpy_chain_grad(x), rtol=1e-12)
+    assert list(tmp_path.glob("*.o"))
+
+
+@needs_jit
+def test_a_new_process_with_a_warm_cache_never_loads_llvm(tmp_path: Path) -> None:
+    """The shared library read from the cache is opened by ctypes: no LLVM in the process."""
+    if cache._linker() is None:
+        pytest.skip("no C compiler driver to link a shared library")
+    env = dict(os.environ, HODIFF_CACHE_DIR=str(tmp_path), PYTHONPATH=str(ROOT))
+    runs = []
+    for _ in range(2):
+        out = subprocess.run(
+            [sys.executable, "-c", _NO_LLVM], env=env, cwd=ROOT, capture_output=True, text=True
+        )
+        assert out.returncode == 0, out.stderr
+        cached, llvm, y = out.stdout.split(" ", 2)
+        runs.append((cached, llvm, np.array(eval(y))))
+    assert runs[0][:2] == ("False", "True")  # built: LLVM compiled it
+    assert runs[1][:2] == ("True", "False")  # read: no LLVM
+    x = np.linspace(-1, 1, 16)
+    np.testing.assert_allclose(runs[1][2], _numpy_chain_grad(x), rtol=1e-12)
 
 
 def test_cache_dir_default_and_variable(monkeypatch: Any) -> None:
