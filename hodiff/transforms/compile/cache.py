@@ -38,7 +38,7 @@ from hodiff.transforms.compile.codegen import FUNCTIONS, Vector
 
 __all__ = ["Machine", "Shared", "available", "cache_dir", "load"]
 
-_MAGIC = b"hodiff-kernels-1\n"
+_OBJECT = b"hodiff-kernels-2\n"  # the trailer's tag of a stored object file
 _SHARED = b"hodiff-shared-1\n"  # the trailer's tag of a stored shared library
 
 
@@ -247,30 +247,24 @@ def _opened(library: bytes | None) -> Shared | None:
         return None
 
 
-def _read(path: Path) -> bytes | None:
-    """The code stored at ``path`` if the file is whole (its digest matches), else None."""
+def _sealed(data: bytes, tag: bytes) -> bytes:
+    """``data`` as stored: followed by ``tag`` (the kind of code) and its SHA-256."""
+    return data + tag + hashlib.sha256(data).digest()
+
+
+def _read(path: Path, tag: bytes) -> bytes | None:
+    """The code stored at ``path`` (:func:`_sealed` with ``tag``) if the file is whole (its
+    digest matches), else None.
+    """
     try:
         data = path.read_bytes()
     except OSError:
         return None
-    head = len(_MAGIC) + 32
-    if not data.startswith(_MAGIC) or len(data) <= head:
+    tail = len(tag) + 32
+    if len(data) <= tail or data[-tail:-32] != tag:
         return None
-    obj = data[head:]
-    return obj if hashlib.sha256(obj).digest() == data[len(_MAGIC) : head] else None
-
-
-def _read_shared(path: Path) -> bytes | None:
-    """The library stored at ``path`` if it is whole (its trailer's digest matches)."""
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None
-    tail = len(_SHARED) + 32
-    if len(data) <= tail or data[-tail:-32] != _SHARED:
-        return None
-    lib = data[:-tail]
-    return lib if hashlib.sha256(lib).digest() == data[-32:] else None
+    code = data[:-tail]
+    return code if hashlib.sha256(code).digest() == data[-32:] else None
 
 
 def _write(path: Path, data: bytes) -> None:
@@ -326,22 +320,22 @@ def load(description: str, ir: Callable[[], str]) -> tuple[Any, float, bool]:
     text = f"shared\n{machine.host}\n{_generator()}\n{description}"
     path = cache_dir() / f"{hashlib.sha256(text.encode()).hexdigest()}.so"
     if _linker() is not None:  # a shared library: a hit loads no LLVM
-        library = _read_shared(path)
+        library = _read(path, _SHARED)
         hit = library is not None
         if library is None:
             library = _link(machine.compile(ir(), reloc="pic"), machine.libraries)
             if library is not None:
-                _write(path, library + _SHARED + hashlib.sha256(library).digest())
+                _write(path, _sealed(library, _SHARED))
         shared = _opened(library)
         if shared is not None:
             return shared, time.perf_counter() - t0, hit
     text = f"object\n{machine.version}\n{_generator()}\n{description}"
     opath = cache_dir() / f"{hashlib.sha256(text.encode()).hexdigest()}.o"
-    obj = _read(opath)
+    obj = _read(opath, _OBJECT)
     hit = obj is not None
     if obj is None:
         obj = machine.compile(ir())
-        _write(opath, _MAGIC + hashlib.sha256(obj).digest() + obj)
+        _write(opath, _sealed(obj, _OBJECT))
     return Loaded(machine, obj), time.perf_counter() - t0, hit
 
 
