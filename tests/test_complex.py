@@ -7,6 +7,8 @@ differences along the real and imaginary directions, or from a closed form.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -229,3 +231,18 @@ def test_a_primitive_is_named_as_its_public_function() -> None:
         msg = _complex_input_refused(lambda z, f=f: f(z, z), np.array([1 + 1j]))
         assert msg is not None
         assert msg.startswith(name)
+
+
+@pytest.mark.parametrize("fn", [F.abs, F.angle])
+def test_forward_and_reverse_mode_agree_at_zero(fn: Any) -> None:
+    # |z| and angle(z) are not differentiable at 0; both modes take the derivative 0 there
+    # (JAX's choice for the reverse mode), and away from 0 the closed forms
+    # d|z| = (a da + b db) / |z| and d angle = (a db - b da) / |z|^2 at z = a + ib.
+    z = np.array([0j, 3 + 4j])
+    v = np.array([1 + 1j, 1 + 0j])
+    expected = {F.abs: np.array([0.0, 0.6]), F.angle: np.array([0.0, -4.0 / 25.0])}[fn]
+    _, jv = hd.jvp(fn, (z,), (v,))
+    np.testing.assert_allclose(jv, expected, atol=1e-15)
+    zv = hd.Variable.from_array(z, need_grad=True)
+    (g,) = hd.grad(F.sum(fn(zv)), [zv])
+    np.testing.assert_allclose(np.real(g.d * v), expected, atol=1e-15)  # <grad, v>, real part

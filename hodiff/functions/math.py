@@ -543,7 +543,11 @@ class Angle(Function, follows_shape=True, follows_rank=True):
             inputs[0].store(Complex()(-(w * b), -(w * a)), accum[0])
 
     def composition(self, z: Any) -> Any:
-        return Atan2()(Imag()(z), Real()(z))
+        # atan2 of the parts where z != 0, of (0, 1) at z = 0: the derivative there is 0,
+        # as backward_impl's (a where of constants, so every Taylor coefficient is 0 too)
+        a, b = Real()(z), Imag()(z)
+        nonzero = _array.greater(a * a + b * b, 0.0)
+        return Atan2()(_array.where(nonzero, b, 0.0), _array.where(nonzero, a, 1.0))
 
 
 class ComplexAbs(Function, follows_shape=True, follows_rank=True):
@@ -573,8 +577,12 @@ class ComplexAbs(Function, follows_shape=True, follows_rank=True):
             inputs[0].store(Complex()(w * Real()(z), -(w * Imag()(z))), accum[0])
 
     def composition(self, z: Any) -> Any:
+        # sqrt(a^2 + b^2) where z != 0, the constant 0 at z = 0: the derivative there is 0,
+        # as backward_impl's (sqrt is taken of 1 there, so no 0/0 reaches the coefficients)
         a, b = Real()(z), Imag()(z)
-        return Sqrt()(a * a + b * b)
+        s = a * a + b * b
+        nonzero = _array.greater(s, 0.0)
+        return _array.where(nonzero, Sqrt()(_array.where(nonzero, s, 1.0)), 0.0)
 
 
 def _where_positive(s: Any) -> Any:
